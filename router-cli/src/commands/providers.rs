@@ -1,0 +1,138 @@
+//! `llmroute providers`: print the validated configuration, as text or one JSON object.
+
+use std::io::{self, Write};
+
+use crate::cli::{Global, ProvidersArgs};
+use crate::config::{self, key_is_set};
+use crate::failure::Failure;
+use crate::view::{ConfigView, LimitsView, ProviderView};
+
+/// Load and validate the configuration, then print it to stdout.
+pub(crate) fn run(global: &Global, args: &ProvidersArgs) -> Result<(), Failure> {
+    let loaded = config::load(global)?;
+    let view = ConfigView::new(&loaded, key_is_set);
+    let mut out = io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &view).map_err(|e| Failure::output(e.into()))?;
+        writeln!(out).map_err(Failure::output)
+    } else {
+        write_text(&mut out, &view).map_err(Failure::output)
+    }
+}
+
+/// The human-readable form.
+fn write_text(out: &mut impl Write, view: &ConfigView) -> io::Result<()> {
+    let state = match (&view.state, view.state_from) {
+        (Some(url), Some(from)) => format!("{url} (from {from})"),
+        (Some(url), None) => url.clone(),
+        _ => "in-process store (set `state`, REDIS_URL or --state to share limits)".to_owned(),
+    };
+    let d = &view.defaults;
+    writeln!(out, "config:     {}", view.config)?;
+    writeln!(out, "state:      {state}")?;
+    writeln!(out, "namespace:  {}", view.namespace)?;
+    let model = d.model.as_deref().unwrap_or("(none)");
+    writeln!(
+        out,
+        "defaults:   model {model}, output_tokens {}, slot_ttl_secs {}",
+        d.output_tokens, d.slot_ttl_secs
+    )?;
+    for provider in &view.providers {
+        writeln!(out)?;
+        write_provider(out, provider)?;
+    }
+    Ok(())
+}
+
+fn write_provider(out: &mut impl Write, p: &ProviderView) -> io::Result<()> {
+    writeln!(out, "provider {}", p.name)?;
+    writeln!(out, "  api:       {}", p.api)?;
+    writeln!(out, "  base_url:  {}", p.base_url)?;
+    writeln!(out, "  key:       {} ({})", p.api_key_env, p.api_key)?;
+    writeln!(out, "  limits:    {}", limits_line(&p.limits))?;
+    let mut rows = vec![row([
+        "model",
+        "aliases",
+        "input $/Mtok",
+        "output $/Mtok",
+        "rpm",
+        "tpm",
+        "concurrency",
+    ])];
+    for m in &p.models {
+        let aliases = if m.aliases.is_empty() {
+            "-".to_owned()
+        } else {
+            m.aliases.join(",")
+        };
+        rows.push(vec![
+            m.name.clone(),
+            aliases,
+            usd(m.price.input),
+            usd(m.price.output),
+            limit(m.limits.rpm),
+            limit(m.limits.tpm),
+            limit(m.limits.concurrency),
+        ]);
+    }
+    write_table(out, &rows)
+}
+
+fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.iter().map(|c| (*c).to_owned()).collect()
+}
+
+/// Rows with columns padded to a common width, indented by two spaces.
+fn write_table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, &w)| format!("{cell:<w$}"))
+            .collect();
+        writeln!(out, "  {}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+/// `rpm 500, tpm 30000` or `unlimited`.
+fn limits_line(l: &LimitsView) -> String {
+    let parts: Vec<String> = [
+        ("rpm", l.rpm),
+        ("tpm", l.tpm),
+        ("concurrency", l.concurrency),
+    ]
+    .into_iter()
+    .filter_map(|(name, v)| v.map(|v| format!("{name} {v}")))
+    .collect();
+    if parts.is_empty() {
+        "unlimited".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A limit, or `-` for unlimited.
+fn limit(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// A price with at least two decimals, and more only when needed (`0.075`).
+fn usd(x: f64) -> String {
+    let two = format!("{x:.2}");
+    if two.parse::<f64>() == Ok(x) {
+        two
+    } else {
+        x.to_string()
+    }
+}

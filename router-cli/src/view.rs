@@ -1,0 +1,144 @@
+//! A display model of the configuration, shared by text and JSON output.
+//!
+//! Built from a validated registry. Secrets never enter it: the `state` URL and base URLs are
+//! redacted, and an API key is represented only by whether its variable is set.
+
+use router_core::config::{Limits, Price, Registry, redact_url};
+use serde::Serialize;
+
+use crate::config::Loaded;
+
+/// The whole configuration.
+#[derive(Debug, Serialize)]
+pub(crate) struct ConfigView {
+    /// The file that was read.
+    pub(crate) config: String,
+    /// Redis URL with any password as `***`; `None`: in-process store.
+    pub(crate) state: Option<String>,
+    /// Where `state` came from: `config`, `REDIS_URL` or `--state`.
+    pub(crate) state_from: Option<&'static str>,
+    /// Redis key namespace.
+    pub(crate) namespace: String,
+    /// Request defaults.
+    pub(crate) defaults: DefaultsView,
+    /// Providers in configuration order.
+    pub(crate) providers: Vec<ProviderView>,
+}
+
+/// `defaults:`.
+#[derive(Debug, Serialize)]
+pub(crate) struct DefaultsView {
+    pub(crate) model: Option<String>,
+    pub(crate) output_tokens: u64,
+    pub(crate) slot_ttl_secs: u64,
+}
+
+/// One provider.
+#[derive(Debug, Serialize)]
+pub(crate) struct ProviderView {
+    pub(crate) name: String,
+    pub(crate) api: &'static str,
+    pub(crate) base_url: String,
+    pub(crate) api_key_env: String,
+    /// `"set"` or `"not set"`; never the key.
+    pub(crate) api_key: &'static str,
+    pub(crate) limits: LimitsView,
+    pub(crate) models: Vec<ModelView>,
+}
+
+/// One model of a provider.
+#[derive(Debug, Serialize)]
+pub(crate) struct ModelView {
+    pub(crate) name: String,
+    pub(crate) aliases: Vec<String>,
+    pub(crate) price: PriceView,
+    pub(crate) limits: LimitsView,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Serialize)]
+pub(crate) struct PriceView {
+    pub(crate) input: f64,
+    pub(crate) output: f64,
+}
+
+/// Limits; `None` is unlimited.
+#[derive(Debug, Serialize)]
+pub(crate) struct LimitsView {
+    pub(crate) rpm: Option<u64>,
+    pub(crate) tpm: Option<u64>,
+    pub(crate) concurrency: Option<u64>,
+}
+
+impl ConfigView {
+    /// The view of `loaded`; `key_is_set` says whether an API key variable is set.
+    pub(crate) fn new(loaded: &Loaded, key_is_set: impl Fn(&str) -> bool) -> ConfigView {
+        let registry = &loaded.registry;
+        ConfigView {
+            config: crate::config::shown(&loaded.path),
+            state: registry.state_redacted(),
+            state_from: loaded.state_from.map(|s| s.as_str()),
+            namespace: registry.namespace.clone(),
+            defaults: DefaultsView {
+                model: registry.defaults.model.clone(),
+                output_tokens: registry.defaults.output_tokens,
+                slot_ttl_secs: registry.defaults.slot_ttl_ms / 1000,
+            },
+            providers: registry
+                .provider_ids()
+                .map(|id| provider(registry, id, &key_is_set))
+                .collect(),
+        }
+    }
+}
+
+fn provider(
+    registry: &Registry,
+    id: router_core::config::ProviderId,
+    key_is_set: &impl Fn(&str) -> bool,
+) -> ProviderView {
+    let p = registry.provider(id);
+    ProviderView {
+        name: p.name.clone(),
+        api: p.api.as_str(),
+        base_url: redact_url(&p.base_url),
+        api_key_env: p.api_key_env.clone(),
+        api_key: if key_is_set(&p.api_key_env) {
+            "set"
+        } else {
+            "not set"
+        },
+        limits: LimitsView::from(p.limits),
+        models: registry
+            .deployments_of(id)
+            .map(|d| {
+                let d = registry.deployment(d);
+                ModelView {
+                    name: d.model.clone(),
+                    aliases: d.aliases.clone(),
+                    price: PriceView::from(d.price),
+                    limits: LimitsView::from(d.limits),
+                }
+            })
+            .collect(),
+    }
+}
+
+impl From<Limits> for LimitsView {
+    fn from(l: Limits) -> Self {
+        LimitsView {
+            rpm: l.rpm.map(|n| n.get()),
+            tpm: l.tpm.map(|n| n.get()),
+            concurrency: l.concurrency.map(|n| n.get()),
+        }
+    }
+}
+
+impl From<Price> for PriceView {
+    fn from(p: Price) -> Self {
+        PriceView {
+            input: p.input_per_mtok,
+            output: p.output_per_mtok,
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The `llmroute` binary end to end: output, exit statuses, and that no secret is ever printed.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+
+/// The documented example at the repository root.
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers.yaml")
+}
+
+/// `llmroute` with none of the variables it reads inherited from the test's environment.
+fn llmroute() -> assert_cmd::Command {
+    let mut cmd = cargo_bin_cmd!("llmroute");
+    for var in [
+        "LLMROUTE_CONFIG",
+        "REDIS_URL",
+        "DEEPSEEK_API_KEY",
+        "OPENAI_API_KEY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Run and require exit status `code`; returns (stdout, stderr).
+#[track_caller]
+fn run(cmd: &mut assert_cmd::Command, code: i32) -> (String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().unwrap();
+    let (stdout, stderr) = (text(&stdout), text(&stderr));
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// A file `name` holding `yaml` in a fresh temporary directory (kept alive by the return value).
+fn config_file(name: &str, yaml: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, yaml).unwrap();
+    (dir, path)
+}
+
+/// A valid configuration whose `state` holds a password.
+const STATEFUL: &str = "state: redis://admin:planted-pw-42@127.0.0.1:6379/0
+providers:
+  - name: deepseek
+    api: openai
+    base_url: https://api.deepseek.com/v1
+    api_key_env: DEEPSEEK_API_KEY
+    models:
+      - name: deepseek-chat
+        price: { input: 0.28, output: 0.42 }
+";
+
+#[test]
+fn providers_lists_the_example_configuration() {
+    let (out, _) = run(
+        llmroute().arg("--config").arg(example()).arg("providers"),
+        0,
+    );
+    for part in [
+        "provider deepseek",
+        "deepseek-chat",
+        "https://api.deepseek.com/v1",
+        "DEEPSEEK_API_KEY (not set)",
+    ] {
+        assert!(out.contains(part), "{part:?} missing from:\n{out}");
+    }
+    assert!(out.contains("in-process store"), "{out}");
+}
+
+#[test]
+fn providers_json_is_one_object_with_every_provider() {
+    let (out, _) = run(
+        llmroute()
+            .arg("--config")
+            .arg(example())
+            .args(["providers", "--json"]),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let providers = json["providers"].as_array().unwrap();
+    let names: Vec<&str> = providers
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["openai", "anthropic", "gemini", "deepseek"]);
+    let deepseek = &providers[3];
+    assert_eq!(deepseek["api"], "openai");
+    assert_eq!(deepseek["api_key"], "not set");
+    assert_eq!(deepseek["models"][0]["price"]["input"], 0.28);
+    assert_eq!(json["state"], serde_json::Value::Null);
+    assert_eq!(json["namespace"], "default");
+}
+
+#[test]
+fn a_planted_api_key_is_never_printed_but_reported_as_set() {
+    let secret = "sk-planted-secret-123";
+    for json in [false, true] {
+        let mut cmd = llmroute();
+        cmd.env("DEEPSEEK_API_KEY", secret)
+            .arg("--config")
+            .arg(example())
+            .arg("providers");
+        if json {
+            cmd.arg("--json");
+        }
+        let (out, err) = run(&mut cmd, 0);
+        assert!(
+            !out.contains(secret) && !err.contains(secret),
+            "key leaked:\n{out}\n{err}"
+        );
+        let expected = if json {
+            "\"api_key\": \"set\""
+        } else {
+            "DEEPSEEK_API_KEY (set)"
+        };
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+}
+
+#[test]
+fn a_bad_config_exits_2_naming_the_file_and_field() {
+    let (_dir, path) = config_file("bad.yaml", &STATEFUL.replace("0.28", "0"));
+    let (out, err) = run(llmroute().arg("--config").arg(&path).arg("providers"), 2);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.starts_with("llmroute: "), "{err}");
+    for part in [
+        "bad.yaml:9:",
+        "providers[deepseek].models[deepseek-chat].price.input",
+        "got 0",
+    ] {
+        assert!(err.contains(part), "{part:?} missing from:\n{err}");
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_missing_config_file_exits_2_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, err) = run(llmroute().current_dir(dir.path()).arg("providers"), 2);
+    assert!(
+        err.contains("providers.yaml") && err.contains("--config"),
+        "{err}"
+    );
+    let (_, err) = run(
+        llmroute().args(["--config", "/nonexistent/llmroute.yaml", "providers"]),
+        2,
+    );
+    assert!(err.contains("/nonexistent/llmroute.yaml"), "{err}");
+}
+
+#[test]
+fn config_precedence_is_option_then_env_then_working_directory() {
+    let (dir, path) = config_file("providers.yaml", STATEFUL);
+    let (out, _) = run(llmroute().current_dir(dir.path()).arg("providers"), 0);
+    assert!(out.contains("config:     providers.yaml"), "{out}");
+    let (out, _) = run(llmroute().env("LLMROUTE_CONFIG", &path).arg("providers"), 0);
+    assert!(out.contains(&path.display().to_string()), "{out}");
+    let mut cmd = llmroute();
+    cmd.env("LLMROUTE_CONFIG", "/nonexistent/env.yaml")
+        .arg("--config")
+        .arg(example());
+    run(cmd.arg("providers"), 0);
+}
+
+#[test]
+fn state_precedence_is_option_then_redis_url_then_file_and_passwords_stay_hidden() {
+    let (_dir, path) = config_file("stateful.yaml", STATEFUL);
+    let base = || {
+        let mut cmd = llmroute();
+        cmd.arg("--config").arg(&path);
+        cmd
+    };
+    let (out, _) = run(base().arg("providers"), 0);
+    assert!(
+        out.contains("redis://admin:***@127.0.0.1:6379/0 (from config)"),
+        "{out}"
+    );
+    let (out, _) = run(
+        base()
+            .env("REDIS_URL", "redis://10.0.0.2:6379/1")
+            .arg("providers"),
+        0,
+    );
+    assert!(
+        out.contains("redis://10.0.0.2:6379/1 (from REDIS_URL)"),
+        "{out}"
+    );
+    let mut cmd = base();
+    cmd.env("REDIS_URL", "redis://10.0.0.2:6379/1").args([
+        "--state",
+        "redis://10.0.0.3:6379/2",
+        "providers",
+    ]);
+    let (out, _) = run(&mut cmd, 0);
+    assert!(
+        out.contains("redis://10.0.0.3:6379/2 (from --state)"),
+        "{out}"
+    );
+    let (out, err) = run(base().args(["providers", "--json"]), 0);
+    assert!(
+        !out.contains("planted-pw-42") && !err.contains("planted-pw-42"),
+        "password leaked:\n{out}"
+    );
+}
+
+#[test]
+fn a_bad_state_override_exits_2_naming_its_origin_without_the_password() {
+    let bad = "redis://u:planted-pw-42@:0/x";
+    let (_, err) = run(
+        llmroute()
+            .env("REDIS_URL", bad)
+            .arg("--config")
+            .arg(example())
+            .arg("providers"),
+        2,
+    );
+    assert!(
+        err.starts_with("llmroute: REDIS_URL: ") && !err.contains("planted-pw-42"),
+        "{err}"
+    );
+    let (_, err) = run(
+        llmroute()
+            .args(["--state", bad, "--config"])
+            .arg(example())
+            .arg("providers"),
+        2,
+    );
+    assert!(
+        err.starts_with("llmroute: --state: ") && !err.contains("planted-pw-42"),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    run(llmroute().arg("no-such-command"), 2);
+    run(llmroute().args(["providers", "--no-such-flag"]), 2);
+}

@@ -1,0 +1,249 @@
+//! Checks of single values, each turning a raw value into a runtime one or an error that names
+//! the field, the line, the bad value (when safe to show) and what to do.
+
+use std::num::NonZeroU64;
+
+use super::error::ConfigError;
+use super::raw::{At, Number, RawLimits, RawPrice};
+use super::registry::{Api, Limits, Price};
+use super::state::{check_redis_url, redact_url};
+
+/// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
+const KEY_PREFIXES: [&str; 8] = ["sk-", "sk_", "AIza", "gsk_", "xai-", "hf_", "pk-", "r8_"];
+
+/// The 1-based line of a spanned value, `None` when unknown.
+pub(crate) fn line<T>(value: &At<T>) -> Option<u64> {
+    Some(value.referenced.line()).filter(|&l| l > 0)
+}
+
+/// Makes errors about one configuration text.
+pub(crate) struct Ctx<'a> {
+    /// File name (or label) used in messages.
+    pub(crate) source: &'a str,
+}
+
+impl Ctx<'_> {
+    /// An [`ConfigError::Invalid`] about `field`.
+    pub(crate) fn invalid(&self, field: &str, line: Option<u64>, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            source_name: self.source.to_owned(),
+            line,
+            field: field.to_owned(),
+            message,
+        }
+    }
+
+    /// A name (provider, model, alias): not blank, no surrounding spaces.
+    pub(crate) fn name(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
+        let text = value.value.as_str();
+        if text.trim().is_empty() {
+            return Err(self.invalid(field, line(value), "must not be empty; write a name".into()));
+        }
+        if text.trim() != text {
+            let msg = format!("`{text}` has leading or trailing spaces; remove them");
+            return Err(self.invalid(field, line(value), msg));
+        }
+        Ok(text.to_owned())
+    }
+
+    /// `state`: a Redis URL the client accepts. Messages show it redacted.
+    pub(crate) fn state(&self, value: &At<String>) -> Result<String, ConfigError> {
+        check_redis_url(&value.value)
+            .map(|()| value.value.clone())
+            .map_err(|why| {
+                let msg = format!("{why}; or remove `state` to use the in-process store");
+                self.invalid("state", line(value), msg)
+            })
+    }
+
+    /// `namespace`: not empty, no `{` or `}` (it sits inside a Redis hash tag).
+    pub(crate) fn namespace(&self, value: &At<String>) -> Result<String, ConfigError> {
+        let text = value.value.as_str();
+        let problem = if text.trim().is_empty() {
+            "must not be empty; remove it to use `default`".to_owned()
+        } else if text.contains(['{', '}']) {
+            format!(
+                "`{text}` must not contain `{{` or `}}`: the namespace sits inside a Redis hash \
+                 tag; use letters, digits, `-` and `_`"
+            )
+        } else {
+            return Ok(text.to_owned());
+        };
+        Err(self.invalid("namespace", line(value), problem))
+    }
+
+    /// `api`: one of the known APIs.
+    pub(crate) fn api(&self, field: &str, value: &At<String>) -> Result<Api, ConfigError> {
+        Api::from_name(&value.value).ok_or_else(|| {
+            let valid: Vec<&str> = Api::ALL.iter().map(|a| a.as_str()).collect();
+            let msg = format!(
+                "unknown api `{}`; use one of: {}",
+                value.value,
+                valid.join(", ")
+            );
+            self.invalid(field, line(value), msg)
+        })
+    }
+
+    /// `base_url`: `http://` or `https://` and a host, no spaces. A trailing `/` is dropped.
+    pub(crate) fn base_url(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
+        let raw = value.value.as_str();
+        let text = raw.trim_end_matches('/');
+        let host = raw
+            .strip_prefix("https://")
+            .or_else(|| raw.strip_prefix("http://"));
+        let problem = match host.map(|h| h.trim_end_matches('/')) {
+            None => "must start with http:// or https://",
+            Some("") => "has no host after the scheme",
+            Some(_) if text.chars().any(char::is_whitespace) => "must not contain spaces",
+            Some(_) => return Ok(text.to_owned()),
+        };
+        let msg = format!(
+            "`{}` {problem}; write the full URL as the provider documents it, \
+             e.g. https://api.openai.com/v1",
+            redact_url(&value.value)
+        );
+        Err(self.invalid(field, line(value), msg))
+    }
+
+    /// `api_key_env`: a valid environment variable name, and not a key pasted in by mistake.
+    /// A value that may be a key is never echoed.
+    pub(crate) fn api_key_env(
+        &self,
+        field: &str,
+        value: &At<String>,
+    ) -> Result<String, ConfigError> {
+        let text = value.value.as_str();
+        let example = "e.g. DEEPSEEK_API_KEY";
+        let problem = if text.is_empty() {
+            format!(
+                "must not be empty; write the name of the variable that holds the key, {example}"
+            )
+        } else if looks_like_key(text) {
+            format!(
+                "looks like an API key (value not shown): api_key_env names an environment \
+                 variable, not a key; put the key in the environment and write the variable's \
+                 name here, {example}"
+            )
+        } else if text.contains('=') {
+            format!(
+                "must be only the variable's name, without `=` or a value (value not shown), {example}"
+            )
+        } else if !is_env_name(text) {
+            let shown = if text.len() <= 40 {
+                format!("`{text}` ")
+            } else {
+                String::new()
+            };
+            format!(
+                "{shown}is not a valid environment variable name; use letters, digits and `_`, \
+                 not starting with a digit, {example}"
+            )
+        } else {
+            return Ok(text.to_owned());
+        };
+        Err(self.invalid(field, line(value), problem))
+    }
+
+    /// `limits:` of a provider or model; `base` is its field path.
+    pub(crate) fn limits(
+        &self,
+        base: &str,
+        raw: Option<&RawLimits>,
+    ) -> Result<Limits, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(Limits::default());
+        };
+        let one = |key: &str, value: &Option<At<Number>>| {
+            let field = format!("{base}.limits.{key}");
+            let hint = format!("remove `{key}` for no limit");
+            value
+                .as_ref()
+                .map(|v| self.positive(&field, v, &hint))
+                .transpose()
+        };
+        Ok(Limits {
+            rpm: one("rpm", &raw.rpm)?,
+            tpm: one("tpm", &raw.tpm)?,
+            concurrency: one("concurrency", &raw.concurrency)?,
+        })
+    }
+
+    /// A whole number above zero; `hint` says what to do instead.
+    pub(crate) fn positive(
+        &self,
+        field: &str,
+        value: &At<Number>,
+        hint: &str,
+    ) -> Result<NonZeroU64, ConfigError> {
+        let whole = match value.value {
+            Number::Int(n) => u64::try_from(n).ok().and_then(NonZeroU64::new),
+            Number::Float(_) | Number::Text(_) => None,
+        };
+        whole.ok_or_else(|| {
+            // Whole numbers beyond 64 bits arrive as floats.
+            let too_large = match value.value {
+                Number::Int(n) => n > 0,
+                Number::Float(x) => x >= 2f64.powi(64),
+                Number::Text(_) => false,
+            };
+            let msg = if too_large {
+                format!(
+                    "{} is too large (at most {}); {hint}",
+                    value.value,
+                    u64::MAX
+                )
+            } else {
+                format!(
+                    "must be a whole number above zero, got {}; {hint}",
+                    value.value
+                )
+            };
+            self.invalid(field, line(value), msg)
+        })
+    }
+
+    /// `price:` in USD per million tokens, both positive and finite.
+    pub(crate) fn price(&self, base: &str, raw: &At<RawPrice>) -> Result<Price, ConfigError> {
+        let one = |key: &str, value: &At<Number>| {
+            let usd = match value.value {
+                // Prices are far below 2^53, where every whole number is exact as f64.
+                #[allow(clippy::cast_precision_loss)]
+                Number::Int(n) => Some(n as f64),
+                Number::Float(x) => Some(x),
+                Number::Text(_) => None,
+            };
+            if let Some(usd) = usd.filter(|x| x.is_finite() && *x > 0.0) {
+                return Ok(usd);
+            }
+            let msg = format!(
+                "must be a positive, finite price in USD per million tokens, got {}; \
+                 write the provider's list price, e.g. 0.27",
+                value.value
+            );
+            Err(self.invalid(&format!("{base}.price.{key}"), line(value), msg))
+        };
+        Ok(Price {
+            input_per_mtok: one("input", &raw.value.input)?,
+            output_per_mtok: one("output", &raw.value.output)?,
+        })
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`: what shells and `env` accept as a variable name.
+fn is_env_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A known key prefix, or a long mixed string of lowercase letters and digits, which no one
+/// names an environment variable.
+fn looks_like_key(text: &str) -> bool {
+    KEY_PREFIXES.iter().any(|p| text.starts_with(p))
+        || (text.len() >= 30
+            && text.chars().any(|c| c.is_ascii_lowercase())
+            && text.chars().any(|c| c.is_ascii_digit()))
+}

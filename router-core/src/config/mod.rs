@@ -1,0 +1,58 @@
+//! Configuration: `providers.yaml` parsed, validated, and turned into a [`Registry`].
+//!
+//! # Two stages
+//!
+//! 1. **Parse.** The text is read into serde structs that deny unknown fields, so a misspelt key
+//!    is an error with its line and column. Numbers are read as plain integers and floats.
+//! 2. **Validate.** Every value is checked once and turned into its runtime type: limits become
+//!    `NonZeroU64`, prices positive finite floats, names unique, aliases resolvable, the `state`
+//!    URL one the Redis client accepts. Code holding a [`Registry`] never re-validates.
+//!
+//! Errors ([`ConfigError`]) are one line each and name the file, the line, the field path (e.g.
+//! `providers[deepseek].models[deepseek-chat].limits.rpm`), the bad value and what to do. They
+//! never contain an API key or a password from a URL.
+//!
+//! # Loading
+//!
+//! [`Registry::from_yaml_str`] is pure (tests use it; nothing touches the filesystem or the
+//! environment). [`Registry::from_path`] reads a file. [`Registry::load`] also applies a
+//! `REDIS_URL` value passed in by the caller, which overrides `state`;
+//! [`Registry::with_state_override`] does the same for any other origin (e.g. `--state`).
+//!
+//! ```
+//! use router_core::config::Registry;
+//!
+//! let yaml = r#"
+//! providers:
+//!   - name: deepseek
+//!     api: openai
+//!     base_url: https://api.deepseek.com/v1
+//!     api_key_env: DEEPSEEK_API_KEY
+//!     models:
+//!       - name: deepseek-chat
+//!         aliases: [chat]
+//!         price: { input: 0.27, output: 1.10 }
+//!         limits: { rpm: 500 }
+//! "#;
+//! let registry = Registry::from_yaml_str(yaml, "example.yaml")?;
+//! assert_eq!(registry.resolve("chat").len(), 1);
+//! assert_eq!(registry.namespace, "default");
+//!
+//! let err = Registry::from_yaml_str(&yaml.replace("500", "0"), "example.yaml").unwrap_err();
+//! assert!(err.to_string().contains("providers[deepseek].models[deepseek-chat].limits.rpm"));
+//! # Ok::<(), router_core::config::ConfigError>(())
+//! ```
+
+mod checks;
+mod error;
+mod load;
+mod raw;
+mod registry;
+mod state;
+mod validate;
+
+pub use error::ConfigError;
+pub use registry::{
+    Api, Defaults, Deployment, DeploymentId, Limits, Price, Provider, ProviderId, Registry,
+};
+pub use state::redact_url;

@@ -1,0 +1,161 @@
+//! The first stage: `providers.yaml` exactly as written, before any checking.
+//!
+//! Every struct denies unknown fields, so a misspelt key is an error with its line. Numbers are
+//! read as any scalar ([`Number`]) and names as plain strings, so that zero, negative, NaN and unknown
+//! values reach validation and get its messages (with the field path and what to do) rather
+//! than a generic type error. Values are [`Spanned`] so those messages can carry line numbers.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_saphyr::Spanned;
+
+/// A scalar with where it was written.
+pub(crate) type At<T> = Spanned<T>;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    /// Redis URL of the shared ledger; absent: in-process store.
+    #[serde(default)]
+    pub(crate) state: Option<At<String>>,
+    /// Redis key namespace.
+    #[serde(default)]
+    pub(crate) namespace: Option<At<String>>,
+    /// Request defaults.
+    #[serde(default)]
+    pub(crate) defaults: Option<RawDefaults>,
+    /// Providers in order; absent is reported as "no providers" by validation.
+    #[serde(default)]
+    pub(crate) providers: Option<At<Vec<At<RawProvider>>>>,
+}
+
+/// `defaults:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDefaults {
+    #[serde(default)]
+    pub(crate) model: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) output_tokens: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) slot_ttl_secs: Option<At<Number>>,
+}
+
+/// One entry of `providers:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) name: At<String>,
+    pub(crate) api: At<String>,
+    pub(crate) base_url: At<String>,
+    pub(crate) api_key_env: At<String>,
+    #[serde(default)]
+    pub(crate) limits: Option<RawLimits>,
+    /// Absent is reported as "no models" by validation.
+    #[serde(default)]
+    pub(crate) models: Option<At<Vec<At<RawModel>>>>,
+}
+
+/// `limits:` of a provider or a model. Each key is optional: absent means unlimited.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    #[serde(default)]
+    pub(crate) rpm: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) tpm: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) concurrency: Option<At<Number>>,
+}
+
+/// One entry of a provider's `models:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    pub(crate) name: At<String>,
+    #[serde(default)]
+    pub(crate) aliases: Option<Vec<At<String>>>,
+    pub(crate) price: At<RawPrice>,
+    #[serde(default)]
+    pub(crate) limits: Option<RawLimits>,
+}
+
+/// `price:` in USD per million tokens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPrice {
+    pub(crate) input: At<Number>,
+    pub(crate) output: At<Number>,
+}
+
+/// A number as written, before checking: validation decides what is acceptable where, so that
+/// `0`, `-1`, `1.5`, `.nan` and `lots` all get a message naming the field and what to do.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Number {
+    /// A whole number.
+    Int(i128),
+    /// A number with a fraction or exponent, or `.nan` / `.inf`.
+    Float(f64),
+    /// Anything else that is a scalar (text, a boolean).
+    Text(String),
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Int(n) => write!(f, "{n}"),
+            Number::Float(x) => write!(f, "{x}"),
+            Number::Text(t) => write!(f, "`{t}`"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NumberVisitor)
+    }
+}
+
+/// Accepts every scalar; maps and sequences are type errors.
+struct NumberVisitor;
+
+impl Visitor<'_> for NumberVisitor {
+    type Value = Number;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+        Ok(Number::Int(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+        Ok(Number::Int(v.into()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Number, E> {
+        Ok(Number::Int(v))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Number, E> {
+        Ok(i128::try_from(v).map_or(Number::Text(v.to_string()), Number::Int))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+        Ok(Number::Float(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Number, E> {
+        Ok(Number::Text(v.to_string()))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Number, E> {
+        Ok(Number::Text(v.to_owned()))
+    }
+}
+
+/// Parse the text; the error is serde-saphyr's. `.nan` and `.inf` pass through as floats so that
+/// validation reports them with the field they belong to.
+pub(crate) fn parse(text: &str) -> Result<RawConfig, serde_saphyr::Error> {
+    let options = serde_saphyr::options! {
+        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::PassThrough,
+    };
+    serde_saphyr::from_str_with_options(text, options)
+}

@@ -1,0 +1,240 @@
+//! The validated, runtime form of `providers.yaml`.
+//!
+//! Everything here has been checked once, at load time: limits are non-zero, prices are positive
+//! and finite, names are unique, aliases resolve. Code that holds a [`Registry`] never re-validates.
+
+use std::num::NonZeroU64;
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// OpenAI-compatible `/chat/completions` (OpenAI, DeepSeek, Groq, vLLM, Ollama, ...).
+    OpenAi,
+    /// Anthropic `/v1/messages`.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+}
+
+impl Api {
+    /// Every API, in the order error messages list them.
+    pub const ALL: [Api; 3] = [Api::OpenAi, Api::Anthropic, Api::Gemini];
+
+    /// The API named `name` in `providers.yaml` (`openai`, `anthropic`, `gemini`), if any.
+    pub fn from_name(name: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|api| api.as_str() == name)
+    }
+
+    /// The name used in `providers.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+            Api::Gemini => "gemini",
+        }
+    }
+}
+
+/// Limits of one limited scope (a deployment or a whole provider). `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests per sliding 60 s window.
+    pub rpm: Option<NonZeroU64>,
+    /// Tokens (prompt + completion) per sliding 60 s window.
+    pub tpm: Option<NonZeroU64>,
+    /// Requests in flight at once.
+    pub concurrency: Option<NonZeroU64>,
+}
+
+impl Limits {
+    /// True when no dimension is limited.
+    pub fn is_unlimited(&self) -> bool {
+        self.rpm.is_none() && self.tpm.is_none() && self.concurrency.is_none()
+    }
+}
+
+/// Price of a model in USD per million tokens. Both are positive and finite.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// USD per million prompt (input) tokens.
+    pub input_per_mtok: f64,
+    /// USD per million completion (output) tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// Cost in USD of `input` prompt tokens and `output` completion tokens.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1_000_000.0
+    }
+}
+
+/// Index of a provider in [`Registry::providers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProviderId(pub usize);
+
+/// Index of a deployment in [`Registry::deployments`]. Lower ids come first in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeploymentId(pub usize);
+
+/// One provider account: where to reach it, how to authenticate, its provider-wide limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Provider {
+    /// Unique name, e.g. `deepseek`.
+    pub name: String,
+    /// Wire protocol.
+    pub api: Api,
+    /// Base URL as the provider's official SDK writes it (the adapter appends the API path).
+    pub base_url: String,
+    /// Name of the environment variable holding the API key. Never the key itself.
+    pub api_key_env: String,
+    /// Provider-wide limits shared by all of its models.
+    pub limits: Limits,
+}
+
+/// A deployment: one model at one provider, with its own limits and price.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deployment {
+    /// The provider serving this model.
+    pub provider: ProviderId,
+    /// Model name as the provider's API expects it, e.g. `deepseek-chat`.
+    pub model: String,
+    /// Other names requests may use for this model, e.g. `chat`.
+    pub aliases: Vec<String>,
+    /// Price in USD per million tokens.
+    pub price: Price,
+    /// Limits of this deployment.
+    pub limits: Limits,
+}
+
+/// Values used when a request leaves them out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    /// Model name or alias used when a request names none.
+    pub model: Option<String>,
+    /// Estimated completion tokens before any history exists.
+    pub output_tokens: u64,
+    /// How long a concurrency slot lives when its holder never settles (crash), in ms.
+    pub slot_ttl_ms: u64,
+}
+
+impl Defaults {
+    /// `output_tokens` when `providers.yaml` does not set it.
+    pub const OUTPUT_TOKENS: u64 = 512;
+    /// `slot_ttl_ms` when `providers.yaml` does not set `slot_ttl_secs` (600 s).
+    pub const SLOT_TTL_MS: u64 = 600_000;
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            model: None,
+            output_tokens: Self::OUTPUT_TOKENS,
+            slot_ttl_ms: Self::SLOT_TTL_MS,
+        }
+    }
+}
+
+/// The validated configuration: providers, deployments, aliases, defaults, state location.
+///
+/// `Debug` shows `state` with any password replaced by `***`.
+#[derive(Clone, PartialEq)]
+pub struct Registry {
+    /// Where the shared ledger lives: a Redis URL, or `None` for the in-process store.
+    pub state: Option<String>,
+    /// Redis key namespace (`llmroute:{namespace}:...`).
+    pub namespace: String,
+    /// Defaults for requests.
+    pub defaults: Defaults,
+    /// Providers in configuration order.
+    pub providers: Vec<Provider>,
+    /// Deployments in configuration order (provider by provider, model by model).
+    pub deployments: Vec<Deployment>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("state", &self.state_redacted())
+            .field("namespace", &self.namespace)
+            .field("defaults", &self.defaults)
+            .field("providers", &self.providers)
+            .field("deployments", &self.deployments)
+            .finish()
+    }
+}
+
+impl Registry {
+    /// Redis key namespace when `providers.yaml` does not set one.
+    pub const DEFAULT_NAMESPACE: &'static str = "default";
+
+    /// `state` fit for display: any password replaced by `***`. `None` for the in-process store.
+    pub fn state_redacted(&self) -> Option<String> {
+        self.state.as_deref().map(super::redact_url)
+    }
+
+    /// The deployments of one provider, in configuration order.
+    pub fn deployments_of(&self, provider: ProviderId) -> impl Iterator<Item = DeploymentId> + '_ {
+        self.deployment_ids()
+            .filter(move |&id| self.deployment(id).provider == provider)
+    }
+
+    /// All provider ids, in configuration order.
+    pub fn provider_ids(&self) -> impl Iterator<Item = ProviderId> + '_ {
+        (0..self.providers.len()).map(ProviderId)
+    }
+
+    /// The deployment with this id.
+    pub fn deployment(&self, id: DeploymentId) -> &Deployment {
+        &self.deployments[id.0]
+    }
+
+    /// The provider with this id.
+    pub fn provider(&self, id: ProviderId) -> &Provider {
+        &self.providers[id.0]
+    }
+
+    /// The provider serving a deployment.
+    pub fn provider_of(&self, id: DeploymentId) -> &Provider {
+        self.provider(self.deployment(id).provider)
+    }
+
+    /// All deployment ids, in configuration order.
+    pub fn deployment_ids(&self) -> impl Iterator<Item = DeploymentId> + '_ {
+        (0..self.deployments.len()).map(DeploymentId)
+    }
+
+    /// Deployments whose model name or one of whose aliases is `model`, in configuration order.
+    /// Empty when nothing matches.
+    pub fn resolve(&self, model: &str) -> Vec<DeploymentId> {
+        self.deployment_ids()
+            .filter(|&id| {
+                let d = self.deployment(id);
+                d.model == model || d.aliases.iter().any(|a| a == model)
+            })
+            .collect()
+    }
+
+    /// Every model name and alias a request may use, sorted and without repeats.
+    pub fn known_models(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .deployments
+            .iter()
+            .flat_map(|d| {
+                std::iter::once(d.model.as_str()).chain(d.aliases.iter().map(String::as_str))
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// `provider/model`, the display name of a deployment.
+    pub fn deployment_name(&self, id: DeploymentId) -> String {
+        format!(
+            "{}/{}",
+            self.provider_of(id).name,
+            self.deployment(id).model
+        )
+    }
+}

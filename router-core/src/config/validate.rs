@@ -1,0 +1,200 @@
+//! The second stage: a [`RawConfig`] checked and turned into a [`Registry`].
+//!
+//! Field paths in messages use names where they are known (`providers[deepseek].models[...]`)
+//! and positions where the name itself is the problem (`providers[1].name`).
+
+use std::collections::HashMap;
+
+use super::checks::{Ctx, line};
+use super::error::ConfigError;
+use super::raw::{At, RawConfig, RawDefaults, RawModel, RawProvider};
+use super::registry::{Defaults, Deployment, Provider, ProviderId, Registry};
+
+/// Check `raw` (read from `source`) and build the registry. Stops at the first problem.
+pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, ConfigError> {
+    let ctx = Ctx { source };
+    let state = raw.state.as_ref().map(|s| ctx.state(s)).transpose()?;
+    let namespace = match &raw.namespace {
+        Some(ns) => ctx.namespace(ns)?,
+        None => Registry::DEFAULT_NAMESPACE.to_owned(),
+    };
+    let defaults = defaults(&ctx, raw.defaults.as_ref())?;
+    let mut registry = Registry {
+        state,
+        namespace,
+        defaults,
+        providers: Vec::new(),
+        deployments: Vec::new(),
+    };
+    providers(&ctx, raw, &mut registry)?;
+    if let Some(model) = raw.defaults.as_ref().and_then(|d| d.model.as_ref()) {
+        registry.defaults.model = Some(default_model(&ctx, model, &registry)?);
+    }
+    Ok(registry)
+}
+
+/// `defaults:` except `model`, which is checked once the deployments are known.
+fn defaults(ctx: &Ctx<'_>, raw: Option<&RawDefaults>) -> Result<Defaults, ConfigError> {
+    let mut out = Defaults::default();
+    let Some(raw) = raw else {
+        return Ok(out);
+    };
+    if let Some(v) = &raw.output_tokens {
+        let hint = format!("remove it to use the default {}", Defaults::OUTPUT_TOKENS);
+        out.output_tokens = ctx.positive("defaults.output_tokens", v, &hint)?.get();
+    }
+    if let Some(v) = &raw.slot_ttl_secs {
+        let field = "defaults.slot_ttl_secs";
+        let hint = format!(
+            "remove it to use the default {}",
+            Defaults::SLOT_TTL_MS / 1000
+        );
+        let secs = ctx.positive(field, v, &hint)?.get();
+        out.slot_ttl_ms = secs.checked_mul(1000).ok_or_else(|| {
+            let msg = format!("{secs} seconds is too large; {hint}");
+            ctx.invalid(field, line(v), msg)
+        })?;
+    }
+    Ok(out)
+}
+
+/// `defaults.model` must name a model or alias of some deployment.
+fn default_model(
+    ctx: &Ctx<'_>,
+    model: &At<String>,
+    registry: &Registry,
+) -> Result<String, ConfigError> {
+    let name = ctx.name("defaults.model", model)?;
+    if registry.resolve(&name).is_empty() {
+        let msg = format!(
+            "`{name}` names no model or alias; use one of: {}",
+            registry.known_models().join(", ")
+        );
+        return Err(ctx.invalid("defaults.model", line(model), msg));
+    }
+    Ok(name)
+}
+
+/// `providers:`: at least one, unique names; fills `registry.providers` and `.deployments`.
+fn providers(ctx: &Ctx<'_>, raw: &RawConfig, registry: &mut Registry) -> Result<(), ConfigError> {
+    let list = raw.providers.as_ref();
+    if list.is_none_or(|l| l.value.is_empty()) {
+        let msg = "no providers; add at least one provider under `providers:` (name, api, base_url, \
+                   api_key_env, models)";
+        return Err(ctx.invalid("providers", list.and_then(line), msg.to_owned()));
+    }
+    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
+    for (index, entry) in list.into_iter().flat_map(|l| &l.value).enumerate() {
+        let field = format!("providers[{index}].name");
+        let name = ctx.name(&field, &entry.value.name)?;
+        if let Some(first) = seen.insert(name.clone(), line(&entry.value.name)) {
+            let msg = format!(
+                "duplicate provider name `{name}`{}; provider names must be unique: rename one",
+                first_at(first)
+            );
+            return Err(ctx.invalid(&field, line(&entry.value.name), msg));
+        }
+        provider(ctx, &name, &entry.value, registry)?;
+    }
+    Ok(())
+}
+
+/// One provider and its models.
+fn provider(
+    ctx: &Ctx<'_>,
+    name: &str,
+    raw: &RawProvider,
+    registry: &mut Registry,
+) -> Result<(), ConfigError> {
+    let base = format!("providers[{name}]");
+    let id = ProviderId(registry.providers.len());
+    registry.providers.push(Provider {
+        name: name.to_owned(),
+        api: ctx.api(&format!("{base}.api"), &raw.api)?,
+        base_url: ctx.base_url(&format!("{base}.base_url"), &raw.base_url)?,
+        api_key_env: ctx.api_key_env(&format!("{base}.api_key_env"), &raw.api_key_env)?,
+        limits: ctx.limits(&base, raw.limits.as_ref())?,
+    });
+    let models = raw.models.as_ref().filter(|m| !m.value.is_empty());
+    let Some(models) = models else {
+        let at = raw.models.as_ref().map_or(line(&raw.name), line);
+        let msg =
+            "a provider needs at least one model; add one under `models:` or remove the provider";
+        return Err(ctx.invalid(&format!("{base}.models"), at, msg.to_owned()));
+    };
+    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
+    for (index, entry) in models.value.iter().enumerate() {
+        let field = format!("{base}.models[{index}].name");
+        let model = ctx.name(&field, &entry.value.name)?;
+        if let Some(first) = seen.insert(model.clone(), line(&entry.value.name)) {
+            let msg = format!(
+                "duplicate model `{model}` in provider `{name}`{}; list each model once per provider",
+                first_at(first)
+            );
+            return Err(ctx.invalid(&field, line(&entry.value.name), msg));
+        }
+        let path = format!("{base}.models[{model}]");
+        registry
+            .deployments
+            .push(deployment(ctx, &path, id, model, &entry.value)?);
+    }
+    Ok(())
+}
+
+/// One model of a provider.
+fn deployment(
+    ctx: &Ctx<'_>,
+    path: &str,
+    provider: ProviderId,
+    model: String,
+    raw: &RawModel,
+) -> Result<Deployment, ConfigError> {
+    let aliases = aliases(
+        ctx,
+        path,
+        &model,
+        raw.aliases.as_deref().unwrap_or_default(),
+    )?;
+    Ok(Deployment {
+        provider,
+        aliases,
+        price: ctx.price(path, &raw.price)?,
+        limits: ctx.limits(path, raw.limits.as_ref())?,
+        model,
+    })
+}
+
+/// A model's aliases: names, none repeated, none equal to the model's own name. The same alias
+/// on other deployments is fine: that is how one alias spans providers.
+fn aliases(
+    ctx: &Ctx<'_>,
+    path: &str,
+    model: &str,
+    raw: &[At<String>],
+) -> Result<Vec<String>, ConfigError> {
+    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
+    let mut out = Vec::with_capacity(raw.len());
+    for (index, entry) in raw.iter().enumerate() {
+        let field = format!("{path}.aliases[{index}]");
+        let alias = ctx.name(&field, entry)?;
+        let problem = if alias == model {
+            format!("alias `{alias}` is the model's own name; remove it")
+        } else if let Some(first) = seen.insert(alias.clone(), line(entry)) {
+            format!(
+                "alias `{alias}` is listed twice for this model{}; remove one",
+                first_at(first)
+            )
+        } else {
+            out.push(alias);
+            continue;
+        };
+        return Err(ctx.invalid(&field, line(entry), problem));
+    }
+    Ok(out)
+}
+
+/// ` (first at line N)`, or nothing when the line is unknown.
+fn first_at(line: Option<u64>) -> String {
+    line.map(|l| format!(" (first at line {l})"))
+        .unwrap_or_default()
+}

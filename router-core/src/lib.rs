@@ -1,0 +1,7 @@
+//! llmroute core: configuration, the shared limits ledger and its stores, selection, estimation.
+//!
+//! No HTTP lives here: `router-sdk` adds the provider adapters on top.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod config;
