@@ -5,3 +5,6 @@
 
 pub mod clock;
 pub mod config;
+pub mod estimate;
+pub mod ledger;
+pub mod select;

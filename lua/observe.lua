@@ -1,0 +1,40 @@
+-- observe (contract v1): follow a provider that reports less remaining than the ledger believes.
+--
+-- KEYS: [1] deployment window hash, [2] deployment cooldown key.
+-- ARGV: [1] now ms or '', [2] rpm limit, [3] tpm limit (0 = unlimited),
+--   [4] remaining requests (-1 = not reported), [5] requests reset ms from now,
+--   [6] remaining tokens (-1 = not reported), [7] tokens reset ms from now.
+-- Nothing remaining: cooldown until the reset. Less remaining than limit - used: the difference
+--   is counted in the live bucket that leaves the window first at or after the reset.
+-- Reply: {1}.
+
+local now = now_ms()
+local nb = math.floor(now / BUCKET_MS)
+local key = KEYS[1]
+local R, T, o, b = expire(key, nb)
+local function follow(remaining, reset_ms, limit, used, prefix, total)
+  if remaining < 0 then
+    return
+  end
+  local reset_at = now + reset_ms
+  if remaining == 0 then
+    extend_cooldown(KEYS[2], now, reset_at)
+    return
+  end
+  local believed = math.max(0, limit - used)
+  if limit <= 0 or remaining >= believed then
+    return
+  end
+  local k = math.ceil(reset_at / BUCKET_MS) - (SPAN + 1)
+  k = math.min(math.max(k, nb - SPAN), nb)
+  if not is_live(o, k) then
+    k = b
+  end
+  redis.call('HINCRBY', key, prefix .. k, believed - remaining)
+  redis.call('HINCRBY', key, total, believed - remaining)
+  redis.call('HSET', key, 'o', o)
+  redis.call('PEXPIRE', key, WINDOW_TTL_MS)
+end
+follow(tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]), R, 'r', 'R')
+follow(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[3]), T, 't', 'T')
+return {1}

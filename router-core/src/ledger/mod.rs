@@ -1,0 +1,127 @@
+//! The shared limits ledger.
+//!
+//! # The model
+//!
+//! Every deployment (provider, model) and every provider is a *limited scope* with up to three
+//! limits: requests per minute, tokens per minute, requests in flight. The ledger counts, per
+//! scope:
+//!
+//! - **a sliding 60 s window** kept as fixed 1 s buckets plus a running total. Buckets that leave
+//!   the window are subtracted as time passes, so each call does amortised O(1) work and the state
+//!   is bounded by the number of buckets, never by the number of requests. A bucket partly outside
+//!   the window is counted in full: the window errs on the safe side and never admits more than an
+//!   exact sliding window would. Capacity used at time `t` returns between 60 and 61 s later.
+//! - **concurrency slots**, one per request in flight, each with an expiry so that a crashed
+//!   instance's slots come back after the slot TTL.
+//! - **a cooldown** per deployment, set when a provider says it is full or failing; it only ever
+//!   extends.
+//!
+//! # Admit, then settle
+//!
+//! [`Ledger::admit`] takes a request's [`Need`] and its candidates in cost order and, in one atomic
+//! step, reserves on the first candidate whose deployment and provider limits all fit (one Redis
+//! call whatever the number of candidates). It answers a [`Reservation`] or a [`Denial`] that says,
+//! per candidate, which limit refused and whether the request can never fit there or not yet.
+//!
+//! [`Ledger::settle`] replaces the estimate with what the provider reported, in the bucket where
+//! the tokens were reserved (if it is still in the window), and frees the slot. [`Ledger::release`]
+//! is for a request that never reached the provider: its request and tokens are handed back.
+//! Settling or releasing twice is a no-op.
+//!
+//! # Stores
+//!
+//! [`MemoryStore`] (one process) and [`RedisStore`] (many processes and machines) implement the
+//! same trait and pass the same conformance suite.
+
+mod memory;
+mod redis;
+mod scopes;
+mod types;
+mod window;
+
+use futures_util::future::BoxFuture;
+
+pub use memory::MemoryStore;
+pub use redis::{RedisStore, RedisStoreOptions};
+pub use scopes::ScopeTable;
+pub use types::{
+    ActualUsage, Admission, Denial, DeploymentSnapshot, LimitKind, Need, Observation, Refusal,
+    Reservation, Scope, ScopeUsage, Verdict,
+};
+pub use window::{BUCKET_MS, WINDOW_BUCKETS};
+
+use crate::config::DeploymentId;
+
+/// Why a store could not answer. Limits being full is not an error: that is a [`Denial`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// The Redis server could not be reached or answered with an error.
+    #[error("state store {url}: {source}")]
+    Redis {
+        /// The Redis URL, password removed.
+        url: String,
+        /// What redis-rs reported.
+        #[source]
+        source: ::redis::RedisError,
+    },
+    /// A script answered with a shape this version does not understand.
+    #[error("state store {url}: unexpected reply from script {script}: {detail}")]
+    Protocol {
+        /// The Redis URL, password removed.
+        url: String,
+        /// The script's file name.
+        script: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A deployment id not in the registry the store was built from.
+    #[error("unknown deployment id {0}")]
+    UnknownDeployment(usize),
+}
+
+/// The boxed future every ledger method returns (the trait is used as `dyn Ledger`).
+pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;
+
+/// The ledger's operations. All stores mean exactly the same thing by each of them.
+pub trait Ledger: Send + Sync + std::fmt::Debug {
+    /// Reserves `need` on the first of `candidates` (in the caller's order, cheapest first) whose
+    /// cooldown, deployment limits and provider limits all fit; one atomic step.
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Admission>;
+
+    /// Replaces the reservation's token estimate with `actual` and frees its slot. Returns
+    /// `false` when it had already been settled or released, or its slot had expired (then nothing
+    /// changes).
+    fn settle<'a>(
+        &'a self,
+        reservation: &'a Reservation,
+        actual: ActualUsage,
+    ) -> LedgerFuture<'a, bool>;
+
+    /// Gives back a reservation whose request never reached the provider: its request count,
+    /// tokens and slot. Returns `false` when it had already been settled or released.
+    fn release<'a>(&'a self, reservation: &'a Reservation) -> LedgerFuture<'a, bool>;
+
+    /// Puts `deployment` in cooldown until `for_how_long` from now (the store's clock). Only ever
+    /// extends an existing cooldown. Returns the cooldown now in force.
+    fn cooldown(
+        &self,
+        deployment: DeploymentId,
+        for_how_long: std::time::Duration,
+    ) -> LedgerFuture<'_, std::time::Duration>;
+
+    /// Follows the provider where it reports less remaining than the ledger believes: the
+    /// difference is counted as used until the provider's reset, and a provider that reports
+    /// nothing left puts the deployment in cooldown until its reset.
+    fn observe(&self, deployment: DeploymentId, observation: Observation) -> LedgerFuture<'_, ()>;
+
+    /// Usage, limits, in-flight and cooldown of each deployment and its provider.
+    fn snapshot<'a>(
+        &'a self,
+        deployments: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Vec<DeploymentSnapshot>>;
+}

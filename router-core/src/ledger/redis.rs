@@ -1,0 +1,380 @@
+//! The Redis store: every operation is one EVALSHA of a script in `lua/`, so any number of
+//! instances share one ledger and no instance ever admits over a limit.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, ScriptInvocation};
+
+use super::memory::scope_usage;
+use super::scopes::{SCOPE_ORDER, ScopeTable};
+use super::types::*;
+use super::{Ledger, LedgerError, LedgerFuture};
+use crate::clock::Clock;
+use crate::config::redact_url;
+use crate::config::{DeploymentId, Limits, Registry};
+
+macro_rules! script {
+    ($name:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../lua/common.lua"),
+                include_str!(concat!("../../../lua/", $name, ".lua"))
+            ))
+        })
+    };
+}
+
+static ADMIT: LazyLock<Script> = script!("admit");
+static SETTLE: LazyLock<Script> = script!("settle");
+static COOLDOWN: LazyLock<Script> = script!("cooldown");
+static OBSERVE: LazyLock<Script> = script!("observe");
+static SNAPSHOT: LazyLock<Script> = script!("snapshot");
+
+/// How to reach Redis and how to name keys.
+#[derive(Debug, Clone)]
+pub struct RedisStoreOptions {
+    /// Key namespace: every key is `llmroute:{namespace}:v1:...` (one hash tag per namespace).
+    pub namespace: String,
+    /// `None`: scripts read the Redis server's clock (production). `Some`: time is passed in
+    /// (tests move a [`ManualClock`](crate::clock::ManualClock)).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// How long one command may take before it fails.
+    pub response_timeout: Duration,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for RedisStoreOptions {
+    fn default() -> Self {
+        Self {
+            namespace: "default".into(),
+            clock: None,
+            response_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Key names of one scope.
+#[derive(Debug, Clone)]
+struct ScopeKeys {
+    window: String,
+    slots: String,
+}
+
+/// The Redis-backed ledger.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    url: String,
+    table: Arc<ScopeTable>,
+    scope_keys: Arc<[ScopeKeys]>,
+    cooldown_keys: Arc<[String]>,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` and prepares the keys of `registry`'s deployments.
+    pub async fn connect(
+        url: &str,
+        registry: &Registry,
+        options: RedisStoreOptions,
+    ) -> Result<Self, LedgerError> {
+        let shown = redact_url(url);
+        let err = |source| LedgerError::Redis {
+            url: shown.clone(),
+            source,
+        };
+        let client = redis::Client::open(url).map_err(err)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(options.response_timeout))
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_number_of_retries(1);
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(err)?;
+        let table = ScopeTable::new(registry);
+        let prefix = format!("llmroute:{{{}}}:v1", options.namespace);
+        let scope_keys = (0..table.len())
+            .map(|s| ScopeKeys {
+                window: format!("{prefix}:w:{}", table.def(s).name),
+                slots: format!("{prefix}:s:{}", table.def(s).name),
+            })
+            .collect();
+        let cooldown_keys = (0..table.deployments())
+            .map(|d| format!("{prefix}:cd:{}", table.def(d).name))
+            .collect();
+        Ok(Self {
+            conn,
+            url: shown,
+            table: Arc::new(table),
+            scope_keys,
+            cooldown_keys,
+            clock: options.clock,
+        })
+    }
+
+    fn now_arg(&self) -> String {
+        self.clock
+            .as_ref()
+            .map(|c| c.now_ms().to_string())
+            .unwrap_or_default()
+    }
+
+    fn scopes(&self, d: DeploymentId) -> Result<[usize; 2], LedgerError> {
+        self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
+    }
+
+    /// Runs a prepared script call; retries once when the connection had dropped (the first
+    /// command after a drop fails while the manager reconnects).
+    async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
+        let mut conn = self.conn.clone();
+        let first = inv.invoke_async(&mut conn).await;
+        let result = match first {
+            Err(e) if e.is_connection_dropped() || e.is_io_error() => {
+                inv.invoke_async(&mut conn).await
+            }
+            other => other,
+        };
+        result.map_err(|source| LedgerError::Redis {
+            url: self.url.clone(),
+            source,
+        })
+    }
+
+    fn protocol(&self, script: &'static str, reply: &[i64]) -> LedgerError {
+        LedgerError::Protocol {
+            url: self.url.clone(),
+            script,
+            detail: format!("reply {reply:?}"),
+        }
+    }
+
+    fn push_scope_keys<'s>(&self, inv: &mut ScriptInvocation<'s>, scopes: [usize; 2]) {
+        for s in scopes {
+            inv.key(&self.scope_keys[s].window)
+                .key(&self.scope_keys[s].slots);
+        }
+    }
+
+    async fn admit_inner(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<Admission, LedgerError> {
+        let id = fastrand::u64(..);
+        let mut inv = ADMIT.prepare_invoke();
+        inv.arg(self.now_arg())
+            .arg(id.to_string())
+            .arg(need.tokens)
+            .arg(need.slot_ttl.as_millis() as u64)
+            .arg(candidates.len());
+        for &d in candidates {
+            let scopes = self.scopes(d)?;
+            inv.key(&self.cooldown_keys[d.0]);
+            self.push_scope_keys(&mut inv, scopes);
+            for s in scopes {
+                let Limits {
+                    rpm,
+                    tpm,
+                    concurrency,
+                } = self.table.def(s).limits;
+                for l in [rpm, tpm, concurrency] {
+                    inv.arg(l.map_or(0, |v| v.get()));
+                }
+            }
+        }
+        let reply = self.run(&inv).await?;
+        AdmitReply::decode(&reply, id, need.tokens, candidates)
+            .ok_or_else(|| self.protocol("admit.lua", &reply))
+    }
+
+    async fn finish(
+        &self,
+        r: &Reservation,
+        token_delta: i64,
+        request_delta: i64,
+    ) -> Result<bool, LedgerError> {
+        let scopes = self.scopes(r.deployment)?;
+        let mut inv = SETTLE.prepare_invoke();
+        self.push_scope_keys(&mut inv, scopes);
+        inv.arg(self.now_arg())
+            .arg(r.id.to_string())
+            .arg(r.bucket)
+            .arg(token_delta)
+            .arg(request_delta);
+        let reply = self.run(&inv).await?;
+        match reply.as_slice() {
+            [n] => Ok(*n == 1),
+            _ => Err(self.protocol("settle.lua", &reply)),
+        }
+    }
+
+    async fn cooldown_inner(
+        &self,
+        d: DeploymentId,
+        dur: Duration,
+    ) -> Result<Duration, LedgerError> {
+        self.scopes(d)?;
+        let mut inv = COOLDOWN.prepare_invoke();
+        inv.key(&self.cooldown_keys[d.0])
+            .arg(self.now_arg())
+            .arg(dur.as_millis() as u64);
+        let reply = self.run(&inv).await?;
+        match reply.as_slice() {
+            &[now, until] => Ok(Duration::from_millis(
+                until.saturating_sub(now).max(0) as u64
+            )),
+            _ => Err(self.protocol("cooldown.lua", &reply)),
+        }
+    }
+
+    async fn observe_inner(&self, d: DeploymentId, obs: Observation) -> Result<(), LedgerError> {
+        let [s, _] = self.scopes(d)?;
+        let limits = self.table.def(s).limits;
+        let mut inv = OBSERVE.prepare_invoke();
+        inv.key(&self.scope_keys[s].window)
+            .key(&self.cooldown_keys[d.0])
+            .arg(self.now_arg())
+            .arg(limits.rpm.map_or(0, |v| v.get()))
+            .arg(limits.tpm.map_or(0, |v| v.get()));
+        for reported in [obs.requests, obs.tokens] {
+            match reported {
+                Some((remaining, reset)) => inv.arg(remaining as i64).arg(reset.as_millis() as u64),
+                None => inv.arg(-1i64).arg(0u64),
+            };
+        }
+        self.run(&inv).await.map(drop)
+    }
+
+    async fn snapshot_inner(
+        &self,
+        ds: &[DeploymentId],
+    ) -> Result<Vec<DeploymentSnapshot>, LedgerError> {
+        let mut inv = SNAPSHOT.prepare_invoke();
+        inv.arg(self.now_arg()).arg(ds.len());
+        let mut scopes = Vec::with_capacity(ds.len());
+        for &d in ds {
+            let sc = self.scopes(d)?;
+            inv.key(&self.cooldown_keys[d.0]);
+            self.push_scope_keys(&mut inv, sc);
+            scopes.push(sc);
+        }
+        let reply = self.run(&inv).await?;
+        let bad = || self.protocol("snapshot.lua", &reply);
+        let (&now, rest) = reply.split_first().ok_or_else(bad)?;
+        if rest.len() != ds.len() * 7 {
+            return Err(bad());
+        }
+        let n = |v: i64| v.max(0) as u64;
+        Ok(ds
+            .iter()
+            .zip(scopes)
+            .zip(rest.chunks_exact(7))
+            .map(|((&d, [sd, sp]), c)| DeploymentSnapshot {
+                deployment: d,
+                usage: scope_usage(self.table.def(sd).limits, n(c[1]), n(c[2]), n(c[3])),
+                provider: scope_usage(self.table.def(sp).limits, n(c[4]), n(c[5]), n(c[6])),
+                cooldown: (c[0] > now).then(|| Duration::from_millis(n(c[0] - now))),
+            })
+            .collect())
+    }
+}
+
+/// Decodes the reply of `lua/admit.lua`.
+struct AdmitReply;
+
+impl AdmitReply {
+    fn decode(
+        reply: &[i64],
+        id: u64,
+        tokens: u64,
+        candidates: &[DeploymentId],
+    ) -> Option<Admission> {
+        match reply {
+            [1, _now, rank, bucket] => {
+                let rank = usize::try_from(*rank).ok()?;
+                Some(Admission::Granted(Reservation {
+                    id,
+                    deployment: *candidates.get(rank)?,
+                    bucket: u64::try_from(*bucket).ok()?,
+                    tokens,
+                    rank,
+                }))
+            }
+            [0, now, rest @ ..] if rest.len() == candidates.len() * 4 => {
+                let refusals = candidates
+                    .iter()
+                    .zip(rest.chunks_exact(4))
+                    .map(|(&deployment, c)| {
+                        let limit = match c[1] {
+                            1 => LimitKind::Cooldown,
+                            2 => LimitKind::Requests,
+                            3 => LimitKind::Tokens,
+                            4 => LimitKind::Concurrency,
+                            _ => return None,
+                        };
+                        let scope = *SCOPE_ORDER.get(usize::try_from(c[2] - 1).ok()?)?;
+                        let verdict = match c[0] {
+                            1 => Verdict::Never,
+                            2 => Verdict::NotNow(Duration::from_millis(
+                                c[3].saturating_sub(*now).max(0) as u64,
+                            )),
+                            _ => return None,
+                        };
+                        Some(Refusal {
+                            deployment,
+                            limit,
+                            scope,
+                            verdict,
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Admission::Denied(Denial { refusals }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Ledger for RedisStore {
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Admission> {
+        self.admit_inner(need, candidates).boxed()
+    }
+
+    fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
+        self.finish(r, actual.tokens as i64 - r.tokens as i64, 0)
+            .boxed()
+    }
+
+    fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
+        self.finish(r, -(r.tokens as i64), -1).boxed()
+    }
+
+    fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
+        self.cooldown_inner(d, dur).boxed()
+    }
+
+    fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
+        self.observe_inner(d, obs).boxed()
+    }
+
+    fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
+        self.snapshot_inner(ds).boxed()
+    }
+}

@@ -1,0 +1,70 @@
+//! Limited scopes: every deployment and every provider of a registry, with their limits.
+
+use crate::config::{DeploymentId, Limits, Registry};
+use crate::ledger::types::Scope;
+
+/// One limited scope.
+#[derive(Debug, Clone)]
+pub(crate) struct ScopeDef {
+    /// Stable name used in store keys: `d:<provider>/<model>` or `p:<provider>`.
+    pub(crate) name: String,
+    pub(crate) limits: Limits,
+}
+
+/// The scopes of a registry: deployments first (same index as their `DeploymentId`), then
+/// providers. A deployment is limited by its own scope and by its provider's.
+#[derive(Debug, Clone)]
+pub struct ScopeTable {
+    scopes: Vec<ScopeDef>,
+    by_deployment: Vec<[usize; 2]>,
+}
+
+/// The two scopes a deployment is limited by, in check order.
+pub(crate) const SCOPE_ORDER: [Scope; 2] = [Scope::Deployment, Scope::Provider];
+
+impl ScopeTable {
+    /// Builds the table from a validated registry.
+    pub fn new(registry: &Registry) -> Self {
+        let n = registry.deployments.len();
+        let mut scopes: Vec<ScopeDef> = registry
+            .deployment_ids()
+            .map(|id| ScopeDef {
+                name: format!("d:{}", registry.deployment_name(id)),
+                limits: registry.deployment(id).limits,
+            })
+            .collect();
+        scopes.extend(registry.providers.iter().map(|p| ScopeDef {
+            name: format!("p:{}", p.name),
+            limits: p.limits,
+        }));
+        let by_deployment = registry
+            .deployments
+            .iter()
+            .enumerate()
+            .map(|(i, d)| [i, n + d.provider.0])
+            .collect();
+        Self {
+            scopes,
+            by_deployment,
+        }
+    }
+
+    /// The scope indices limiting a deployment: `[deployment, provider]`.
+    pub(crate) fn of(&self, d: DeploymentId) -> Option<[usize; 2]> {
+        self.by_deployment.get(d.0).copied()
+    }
+
+    pub(crate) fn def(&self, scope: usize) -> &ScopeDef {
+        &self.scopes[scope]
+    }
+
+    /// Number of scopes.
+    pub(crate) fn len(&self) -> usize {
+        self.scopes.len()
+    }
+
+    /// Number of deployments.
+    pub(crate) fn deployments(&self) -> usize {
+        self.by_deployment.len()
+    }
+}

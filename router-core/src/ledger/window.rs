@@ -1,0 +1,258 @@
+//! A sliding 60 s window of 1 s buckets with running totals, and concurrency slots.
+//!
+//! This is the in-process twin of the bucket logic in `lua/common.lua`; both must agree, and the
+//! conformance suite checks that they do.
+//!
+//! Bucket `k` holds what was admitted in `[k * BUCKET_MS, (k + 1) * BUCKET_MS)`. At time `now`, in
+//! bucket `nb`, the live buckets are `nb - 60 ..= nb`: the oldest is partly outside the exact
+//! window and is counted in full, so the count is never below the exact sliding-window count.
+//! Bucket `k` leaves the window at `(k + 61) * BUCKET_MS`.
+
+/// Width of one window bucket, in milliseconds.
+pub const BUCKET_MS: u64 = 1_000;
+/// Number of whole buckets in the 60 s window (one more, partly outside, is kept live).
+pub const WINDOW_BUCKETS: u64 = 60;
+const LIVE: usize = WINDOW_BUCKETS as usize + 1;
+
+/// The bucket index of a time in ms.
+pub(crate) fn bucket_of(now_ms: u64) -> u64 {
+    now_ms / BUCKET_MS
+}
+
+/// When bucket `k` leaves the window, in ms.
+pub(crate) fn expiry_of(bucket: u64) -> u64 {
+    (bucket + LIVE as u64) * BUCKET_MS
+}
+
+/// The bucket, among those live at bucket `nb`, that leaves the window first at or after
+/// `reset_at`: usage the provider reports is counted there, so it comes back when the provider
+/// says it does (at the latest 61 s from now).
+pub(crate) fn phantom_bucket(reset_at: u64, nb: u64) -> u64 {
+    let k = reset_at.div_ceil(BUCKET_MS).saturating_sub(LIVE as u64);
+    k.clamp(nb.saturating_sub(WINDOW_BUCKETS), nb)
+}
+
+/// Which counter of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dim {
+    Requests,
+    Tokens,
+}
+
+/// One scope's sliding window: a ring of live buckets and running totals.
+#[derive(Debug, Clone)]
+pub(crate) struct Window {
+    requests: [u64; LIVE],
+    tokens: [u64; LIVE],
+    total_requests: u64,
+    total_tokens: u64,
+    /// Oldest bucket that may hold anything; every stored bucket is in `oldest ..= oldest + 60`.
+    oldest: Option<u64>,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Self {
+            requests: [0; LIVE],
+            tokens: [0; LIVE],
+            total_requests: 0,
+            total_tokens: 0,
+            oldest: None,
+        }
+    }
+}
+
+impl Window {
+    /// Drops the buckets that have left the window at bucket `nb` and returns the bucket new
+    /// admissions go to (`nb`, or the oldest live bucket if the clock went backwards).
+    pub(crate) fn expire(&mut self, nb: u64) -> u64 {
+        let live = nb.saturating_sub(WINDOW_BUCKETS);
+        let Some(oldest) = self.oldest else {
+            self.oldest = Some(live);
+            return nb;
+        };
+        if oldest < live {
+            if oldest + WINDOW_BUCKETS < live {
+                *self = Self::default();
+            } else {
+                for k in oldest..live {
+                    let i = Self::slot(k);
+                    self.total_requests -= std::mem::take(&mut self.requests[i]);
+                    self.total_tokens -= std::mem::take(&mut self.tokens[i]);
+                }
+            }
+            self.oldest = Some(live);
+            return nb;
+        }
+        nb.max(oldest)
+    }
+
+    fn slot(k: u64) -> usize {
+        (k % LIVE as u64) as usize
+    }
+
+    /// Requests and tokens counted in the window (after [`Window::expire`]).
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (self.total_requests, self.total_tokens)
+    }
+
+    /// True if bucket `k` is still in the window (after [`Window::expire`]).
+    pub(crate) fn is_live(&self, k: u64) -> bool {
+        self.oldest
+            .is_some_and(|o| k >= o && k <= o + WINDOW_BUCKETS)
+    }
+
+    /// Adds to bucket `k`, which must be live.
+    pub(crate) fn add(&mut self, k: u64, requests: u64, tokens: u64) {
+        let i = Self::slot(k);
+        self.requests[i] += requests;
+        self.tokens[i] += tokens;
+        self.total_requests += requests;
+        self.total_tokens += tokens;
+    }
+
+    /// Adds `delta` to one counter of bucket `k` if it is live, never going below zero.
+    pub(crate) fn adjust(&mut self, k: u64, dim: Dim, delta: i64) {
+        if !self.is_live(k) {
+            return;
+        }
+        let i = Self::slot(k);
+        let (cell, total) = match dim {
+            Dim::Requests => (&mut self.requests[i], &mut self.total_requests),
+            Dim::Tokens => (&mut self.tokens[i], &mut self.total_tokens),
+        };
+        let new = cell.saturating_add_signed(delta);
+        *total = *total - *cell + new;
+        *cell = new;
+    }
+
+    /// The earliest time (ms) at which `need` more of `dim` fits under `limit`, assuming nothing
+    /// else is admitted meanwhile. `need` must not exceed `limit`.
+    pub(crate) fn fits_at(&self, dim: Dim, need: u64, limit: u64) -> u64 {
+        let (cells, total) = match dim {
+            Dim::Requests => (&self.requests, self.total_requests),
+            Dim::Tokens => (&self.tokens, self.total_tokens),
+        };
+        let oldest = self.oldest.unwrap_or(0);
+        let mut left = total;
+        for k in oldest..=oldest + WINDOW_BUCKETS {
+            left -= cells[Self::slot(k)];
+            if left + need <= limit {
+                return expiry_of(k);
+            }
+        }
+        expiry_of(oldest + WINDOW_BUCKETS)
+    }
+}
+
+/// Concurrency slots of one scope: (reservation id, expiry ms).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Slots {
+    held: Vec<(u64, u64)>,
+    next_expiry: u64,
+}
+
+impl Slots {
+    /// Drops slots whose expiry is at or before `now`.
+    pub(crate) fn reap(&mut self, now: u64) {
+        if self.held.is_empty() || now < self.next_expiry {
+            return;
+        }
+        self.held.retain(|&(_, exp)| exp > now);
+        self.next_expiry = self.held.iter().map(|&(_, e)| e).min().unwrap_or(0);
+    }
+
+    /// Number of slots held.
+    pub(crate) fn len(&self) -> u64 {
+        self.held.len() as u64
+    }
+
+    /// When the oldest slot expires, if any is held.
+    pub(crate) fn earliest_expiry(&self) -> Option<u64> {
+        self.held.iter().map(|&(_, e)| e).min()
+    }
+
+    /// Takes a slot.
+    pub(crate) fn take(&mut self, id: u64, expiry: u64) {
+        if self.held.is_empty() || expiry < self.next_expiry {
+            self.next_expiry = expiry;
+        }
+        self.held.push((id, expiry));
+    }
+
+    /// Frees a slot; false if it was not held.
+    pub(crate) fn free(&mut self, id: u64) -> bool {
+        match self.held.iter().position(|&(h, _)| h == id) {
+            Some(i) => {
+                self.held.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_leaves_the_window_61_buckets_later() {
+        let mut w = Window::default();
+        let b = w.expire(1_000);
+        w.add(b, 1, 10);
+        assert_eq!(w.expire(1_060), 1_060);
+        assert_eq!(w.totals(), (1, 10));
+        w.expire(1_061);
+        assert_eq!(w.totals(), (0, 0));
+        assert_eq!(expiry_of(1_000), 1_061_000);
+    }
+
+    #[test]
+    fn a_long_idle_gap_clears_everything() {
+        let mut w = Window::default();
+        let b = w.expire(5);
+        w.add(b, 3, 30);
+        w.expire(10_000);
+        assert_eq!(w.totals(), (0, 0));
+        assert!(!w.is_live(5));
+    }
+
+    #[test]
+    fn fits_at_frees_the_oldest_buckets_first() {
+        let mut w = Window::default();
+        for (nb, n) in [(100, 2), (110, 3), (120, 1)] {
+            let b = w.expire(nb);
+            w.add(b, n, 0);
+        }
+        // limit 6, full; one more fits when bucket 100 leaves.
+        assert_eq!(w.fits_at(Dim::Requests, 1, 6), expiry_of(100));
+        // four more need buckets 100 and 110 gone.
+        assert_eq!(w.fits_at(Dim::Requests, 4, 6), expiry_of(110));
+    }
+
+    #[test]
+    fn adjust_never_goes_below_zero_and_ignores_dead_buckets() {
+        let mut w = Window::default();
+        let b = w.expire(50);
+        w.add(b, 1, 100);
+        w.adjust(b, Dim::Tokens, -500);
+        assert_eq!(w.totals(), (1, 0));
+        w.expire(200);
+        w.adjust(b, Dim::Tokens, 40);
+        assert_eq!(w.totals(), (0, 0));
+    }
+
+    #[test]
+    fn slots_expire_at_their_deadline() {
+        let mut s = Slots::default();
+        s.take(1, 100);
+        s.take(2, 200);
+        s.reap(99);
+        assert_eq!(s.len(), 2);
+        s.reap(100);
+        assert_eq!(s.len(), 1);
+        assert!(s.free(2));
+        assert!(!s.free(2));
+    }
+}

@@ -1,0 +1,164 @@
+//! Contention: many instances and tasks hammer one deployment; exactly the limit is admitted
+//! (DESIGN.md invariant I1), and admission is one script call whatever the candidates (I4).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use llmroute_tests::redis_server;
+use router_core::clock::ManualClock;
+use router_core::config::{DeploymentId, Registry};
+use router_core::ledger::{Admission, Ledger, MemoryStore, Need};
+
+use crate::support::{T0, connect, one_model};
+
+const INSTANCES: usize = 8;
+const TASKS_PER_INSTANCE: usize = 50;
+const ATTEMPTS_PER_TASK: usize = 4;
+
+/// Every task of every instance tries `ATTEMPTS_PER_TASK` admissions of `tokens`; returns grants.
+async fn hammer(instances: Vec<Arc<dyn Ledger>>, d: DeploymentId, tokens: u64) -> usize {
+    let mut tasks = Vec::new();
+    for ledger in instances {
+        for _ in 0..TASKS_PER_INSTANCE {
+            let ledger = ledger.clone();
+            tasks.push(tokio::spawn(async move {
+                let need = Need {
+                    tokens,
+                    slot_ttl: Duration::from_secs(600),
+                };
+                let mut granted = 0;
+                for _ in 0..ATTEMPTS_PER_TASK {
+                    match ledger.admit(&need, &[d]).await.expect("store answers") {
+                        Admission::Granted(_held) => granted += 1,
+                        Admission::Denied(_) => {}
+                    }
+                }
+                granted
+            }));
+        }
+    }
+    join_all(tasks)
+        .await
+        .into_iter()
+        .map(|t| t.expect("task ran"))
+        .sum()
+}
+
+async fn redis_instances(
+    yaml: &str,
+) -> (
+    Vec<Arc<dyn Ledger>>,
+    DeploymentId,
+    llmroute_tests::TestRedis,
+) {
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
+    let server = redis_server();
+    let clock = ManualClock::new(T0);
+    let mut instances: Vec<Arc<dyn Ledger>> = Vec::new();
+    for _ in 0..INSTANCES {
+        // Each store has its own connection: eight independent clients, as eight instances.
+        instances.push(Arc::new(
+            connect(&server, &registry, Some(clock.clone())).await,
+        ));
+    }
+    (instances, registry.resolve("m")[0], server)
+}
+
+fn memory_instance(yaml: &str) -> (Vec<Arc<dyn Ledger>>, DeploymentId) {
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
+    let store: Arc<dyn Ledger> = Arc::new(MemoryStore::with_clock(
+        &registry,
+        Arc::new(ManualClock::new(T0)),
+    ));
+    (vec![store; INSTANCES], registry.resolve("m")[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_rpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _server) = redis_instances(&one_model("rpm: 237")).await;
+    assert_eq!(hammer(instances, d, 1).await, 237);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_tpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _server) = redis_instances(&one_model("tpm: 10000")).await;
+    assert_eq!(hammer(instances, d, 37).await, 10_000 / 37);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_concurrency_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _server) = redis_instances(&one_model("concurrency: 61")).await;
+    assert_eq!(hammer(instances, d, 1).await, 61);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_limits_hold_under_contention() {
+    for (limits, tokens, want) in [
+        ("rpm: 237", 1, 237),
+        ("tpm: 10000", 37, 270),
+        ("concurrency: 61", 1, 61),
+    ] {
+        let (instances, d) = memory_instance(&one_model(limits));
+        assert_eq!(hammer(instances, d, tokens).await, want, "{limits}");
+    }
+}
+
+/// I4: one admission is one EVALSHA, whatever the number of candidates.
+#[tokio::test]
+async fn redis_admission_is_one_script_call_for_five_candidates() {
+    let yaml = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: P_KEY
+    models:
+      - { name: m1, aliases: [chat], price: { input: 1, output: 1 }, limits: { rpm: 1 } }
+      - { name: m2, aliases: [chat], price: { input: 2, output: 1 }, limits: { rpm: 1 } }
+      - { name: m3, aliases: [chat], price: { input: 3, output: 1 }, limits: { rpm: 1 } }
+      - { name: m4, aliases: [chat], price: { input: 4, output: 1 }, limits: { rpm: 1 } }
+      - { name: m5, aliases: [chat], price: { input: 5, output: 1 }, limits: { rpm: 1 } }
+"#;
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
+    let server = redis_server();
+    assert!(
+        server.owned,
+        "this test counts server commands, so it needs its own redis-server"
+    );
+    let store = connect(&server, &registry, None).await;
+    let candidates = registry.resolve("chat");
+    let need = Need {
+        tokens: 10,
+        slot_ttl: Duration::from_secs(60),
+    };
+    // Warm up: the first call may also load the script.
+    let _ = store.admit(&need, &candidates).await.expect("admit");
+    let client = redis::Client::open(server.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .expect("resetstat");
+    for _ in 0..5 {
+        let _ = store.admit(&need, &candidates).await.expect("admit");
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("info");
+    let calls = |cmd: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!((calls("evalsha"), calls("eval")), (5, 0), "{stats}");
+}

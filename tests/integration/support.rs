@@ -1,0 +1,169 @@
+//! A world per test: a registry, a manual clock and a ledger of the chosen store.
+
+use std::sync::Arc;
+
+use llmroute_tests::{TestRedis, redis_server};
+use router_core::clock::ManualClock;
+use router_core::config::{DeploymentId, Registry};
+use router_core::ledger::{
+    Admission, Denial, Ledger, MemoryStore, Need, RedisStore, RedisStoreOptions, Reservation,
+};
+
+/// A time on a bucket boundary, so tests can reason in whole seconds.
+pub const T0: u64 = 1_800_000_000_000;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Store {
+    Memory,
+    Redis,
+}
+
+pub struct World {
+    pub ledger: Arc<dyn Ledger>,
+    pub clock: ManualClock,
+    pub registry: Registry,
+    pub _redis: Option<TestRedis>,
+}
+
+impl World {
+    pub async fn new(store: Store, yaml: &str) -> World {
+        let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("test config is valid");
+        let clock = ManualClock::new(T0);
+        let (ledger, redis): (Arc<dyn Ledger>, _) = match store {
+            Store::Memory => (
+                Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
+                None,
+            ),
+            Store::Redis => {
+                let server = redis_server();
+                let store = connect(&server, &registry, Some(clock.clone())).await;
+                (Arc::new(store), Some(server))
+            }
+        };
+        World {
+            ledger,
+            clock,
+            registry,
+            _redis: redis,
+        }
+    }
+
+    /// The deployment serving `model` (its first, in configuration order).
+    pub fn d(&self, model: &str) -> DeploymentId {
+        self.registry.resolve(model)[0]
+    }
+
+    pub fn advance_s(&self, s: u64) {
+        self.clock.advance_ms(s * 1000);
+    }
+
+    pub async fn admit(&self, tokens: u64, candidates: &[DeploymentId]) -> Admission {
+        self.admit_ttl(tokens, 600, candidates).await
+    }
+
+    pub async fn admit_ttl(
+        &self,
+        tokens: u64,
+        ttl_s: u64,
+        candidates: &[DeploymentId],
+    ) -> Admission {
+        let need = Need {
+            tokens,
+            slot_ttl: std::time::Duration::from_secs(ttl_s),
+        };
+        self.ledger
+            .admit(&need, candidates)
+            .await
+            .expect("store answers")
+    }
+
+    /// Admits and expects a grant.
+    pub async fn grant(&self, tokens: u64, candidates: &[DeploymentId]) -> Reservation {
+        match self.admit(tokens, candidates).await {
+            Admission::Granted(r) => r,
+            Admission::Denied(d) => panic!("expected a grant, got {d:?}"),
+        }
+    }
+
+    /// Admits and expects a denial.
+    pub async fn deny(&self, tokens: u64, candidates: &[DeploymentId]) -> Denial {
+        match self.admit(tokens, candidates).await {
+            Admission::Denied(d) => d,
+            Admission::Granted(r) => panic!("expected a denial, got {r:?}"),
+        }
+    }
+
+    /// Counts grants among `n` admissions (reservations are kept, never settled).
+    pub async fn count_grants(&self, n: usize, tokens: u64, candidates: &[DeploymentId]) -> usize {
+        let mut granted = 0;
+        for _ in 0..n {
+            if let Admission::Granted(_r) = self.admit(tokens, candidates).await {
+                granted += 1;
+            }
+        }
+        granted
+    }
+
+    pub async fn usage(&self, d: DeploymentId) -> router_core::ledger::DeploymentSnapshot {
+        self.ledger.snapshot(&[d]).await.expect("store answers")[0]
+    }
+}
+
+pub async fn connect(
+    server: &TestRedis,
+    registry: &Registry,
+    clock: Option<ManualClock>,
+) -> RedisStore {
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        clock: clock.map(|c| Arc::new(c) as _),
+        ..RedisStoreOptions::default()
+    };
+    RedisStore::connect(&server.url, registry, options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach the test Redis: {e}"))
+}
+
+/// One provider, one model `m` with the given limits line, e.g. `rpm: 5`.
+pub fn one_model(limits: &str) -> String {
+    format!(
+        r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: P_KEY
+    models:
+      - name: m
+        price: {{ input: 1, output: 2 }}
+        limits: {{ {limits} }}
+"#
+    )
+}
+
+/// Two providers: `cheap` (limits given) and `dear` (roomy), both serving alias `chat`.
+pub fn cheap_and_dear(cheap_limits: &str) -> String {
+    format!(
+        r#"
+providers:
+  - name: a
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: A_KEY
+    models:
+      - name: cheap
+        aliases: [chat]
+        price: {{ input: 0.1, output: 0.2 }}
+        limits: {{ {cheap_limits} }}
+  - name: b
+    api: anthropic
+    base_url: http://127.0.0.1:1
+    api_key_env: B_KEY
+    models:
+      - name: dear
+        aliases: [chat]
+        price: {{ input: 3, output: 15 }}
+        limits: {{ rpm: 1000, tpm: 1000000, concurrency: 100 }}
+"#
+    )
+}
