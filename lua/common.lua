@@ -3,10 +3,13 @@
 -- Time: ARGV[1] is the time in ms since the Unix epoch, or '' to use the server clock (TIME), so
 -- instances with skewed clocks agree. Milliseconds fit exactly in Lua's doubles.
 --
--- Window hash (one per limited scope, key llmroute:{ns}:v1:w:<scope>), TTL 62 s after each write:
+-- Window hash (one per limited scope, key llmroute:{ns}:v1:w:<scope>), TTL set to 62 s by the
+-- first write into each bucket, so it outlives every live bucket:
 --   R, T      running totals of requests and tokens in the live buckets
 --   o         oldest bucket that may hold anything; every stored bucket is in o .. o+60
 --   r<k>, t<k> requests and tokens admitted in bucket k = floor(ms / 1000)
+--   c         (deployment scopes only) end of the deployment's cooldown, ms; a hash holding a
+--             cooldown lives at least until it ends
 -- At bucket nb the live buckets are nb-60 .. nb; the oldest is partly outside the exact 60 s
 -- window and is counted in full (the safe side). Bucket k leaves the window at (k+61)*1000 ms.
 -- This mirrors router-core/src/ledger/window.rs; the conformance suite checks they agree.
@@ -14,6 +17,9 @@
 local BUCKET_MS = 1000
 local SPAN = 60
 local WINDOW_TTL_MS = 62000
+-- Slots zset TTL: outlives the longest slot (the store caps slot TTLs at one hour) admitted in
+-- the same second.
+local SLOTS_TTL_MS = 3600000 + 2 * BUCKET_MS
 
 local function now_ms()
   if ARGV[1] ~= '' then
@@ -23,54 +29,69 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Drops the buckets of `key` that have left the window at bucket nb.
--- Returns R, T, o (oldest live bucket) and the bucket new admissions go to.
-local function expire(key, nb)
-  local v = redis.call('HMGET', key, 'R', 'T', 'o')
-  local R, T, o = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3])
+-- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it. Returns a table:
+-- R, T (totals), o (oldest live bucket), b (the bucket new admissions go to), cr, ct (counters
+-- of bucket b), cd (cooldown end, 0 if none), fresh (nothing admitted in b yet); one read.
+local function expire(key, now)
+  local nb = math.floor(now / BUCKET_MS)
+  local v = redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
+  local w = {R = tonumber(v[1]) or 0, T = tonumber(v[2]) or 0, o = tonumber(v[3]), b = nb,
+    cr = tonumber(v[4]) or 0, ct = tonumber(v[5]) or 0, cd = tonumber(v[6]) or 0}
   local live = nb - SPAN
-  if o == nil then
-    return 0, 0, live, nb
-  end
-  if o >= live then
-    return R, T, o, math.max(nb, o)
-  end
-  if o + SPAN < live then
+  if w.o == nil then
+    w.o, w.R, w.T, w.cr, w.ct = live, 0, 0, 0, 0
+  elseif w.o > nb then
+    -- The clock went back past the oldest live bucket: admit into that bucket.
+    local c = redis.call('HMGET', key, 'r' .. w.o, 't' .. w.o)
+    w.b, w.cr, w.ct = w.o, tonumber(c[1]) or 0, tonumber(c[2]) or 0
+  elseif w.o + SPAN < live then
+    -- Idle for over a minute: every bucket has left the window.
     redis.call('DEL', key)
-    return 0, 0, live, nb
+    if w.cd > now then
+      redis.call('HSET', key, 'c', w.cd)
+      redis.call('PEXPIRE', key, w.cd - now)
+    end
+    w.o, w.R, w.T, w.cr, w.ct = live, 0, 0, 0, 0
+  elseif w.o < live then
+    local fields = {}
+    for k = w.o, live - 1 do
+      fields[#fields + 1] = 'r' .. k
+      fields[#fields + 1] = 't' .. k
+    end
+    local vals = redis.call('HMGET', key, unpack(fields))
+    for i = 1, #vals, 2 do
+      w.R = w.R - (tonumber(vals[i]) or 0)
+      w.T = w.T - (tonumber(vals[i + 1]) or 0)
+    end
+    redis.call('HDEL', key, unpack(fields))
+    redis.call('HSET', key, 'R', w.R, 'T', w.T, 'o', live)
+    w.o = live
   end
-  local fields = {}
-  for k = o, live - 1 do
-    fields[#fields + 1] = 'r' .. k
-    fields[#fields + 1] = 't' .. k
-  end
-  local vals = redis.call('HMGET', key, unpack(fields))
-  for i = 1, #vals, 2 do
-    R = R - (tonumber(vals[i]) or 0)
-    T = T - (tonumber(vals[i + 1]) or 0)
-  end
-  redis.call('HDEL', key, unpack(fields))
-  redis.call('HSET', key, 'R', R, 'T', T, 'o', live)
-  return R, T, live, nb
+  w.fresh = w.cr == 0 and w.ct == 0
+  return w
 end
 
-local function is_live(o, k)
-  return k >= o and k <= o + SPAN
+local function is_live(w, k)
+  return k >= w.o and k <= w.o + SPAN
 end
 
--- Adds n to counter prefix..k and to its total, never taking the bucket below zero.
-local function adjust(key, prefix, total, k, n)
-  if n == 0 then
-    return
-  end
-  local cur = tonumber(redis.call('HGET', key, prefix .. k)) or 0
-  local new = math.max(0, cur + n)
-  redis.call('HSET', key, prefix .. k, new)
-  redis.call('HINCRBY', key, total, new - cur)
+-- Makes window `w` (read by expire) outlive every live bucket and any cooldown it holds.
+local function keep_window(key, w, now)
+  redis.call('PEXPIRE', key, math.max(WINDOW_TTL_MS, w.cd - now))
 end
 
--- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix`, given its
--- total, assuming nothing else is admitted meanwhile.
+-- Adds dr requests and dt tokens to bucket k (live) of a window whose totals are R and T,
+-- never taking the bucket below zero.
+local function adjust(key, k, dr, dt, R, T)
+  local v = redis.call('HMGET', key, 'r' .. k, 't' .. k)
+  local r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
+  redis.call('HSET', key, 'r' .. k, nr, 't' .. k, nt, 'R', R + nr - r, 'T', T + nt - t)
+end
+
+-- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a
+-- window whose oldest live bucket is o and whose total is `total`, assuming nothing else is
+-- admitted meanwhile.
 local function fits_at(key, o, total, prefix, need, limit)
   local fields = {}
   for k = o, o + SPAN do
@@ -87,13 +108,15 @@ local function fits_at(key, o, total, prefix, need, limit)
   return (o + SPAN + SPAN + 1) * BUCKET_MS
 end
 
--- Extends a cooldown key to `untl` (ms); never shortens it.
-local function extend_cooldown(key, now, untl)
-  local cur = tonumber(redis.call('GET', key) or '0') or 0
-  if untl > cur and untl > now then
-    redis.call('SET', key, untl, 'PX', math.max(1, untl - now))
-    return untl
+-- Extends the cooldown held in deployment window `key` (whose current end is cur) to `untl` ms;
+-- never shortens it. The hash then lives at least until the cooldown ends.
+local function extend_cooldown(key, now, cur, untl)
+  if untl <= cur or untl <= now then
+    return cur
   end
-  return cur
+  redis.call('HSET', key, 'c', untl)
+  if redis.call('PTTL', key) < untl - now then
+    redis.call('PEXPIRE', key, untl - now)
+  end
+  return untl
 end
-

@@ -1,6 +1,6 @@
 -- observe (contract v1): follow a provider that reports less remaining than the ledger believes.
 --
--- KEYS: [1] deployment window hash, [2] deployment cooldown key.
+-- KEYS: [1] the deployment's window hash.
 -- ARGV: [1] now ms or '', [2] rpm limit, [3] tpm limit (0 = unlimited),
 --   [4] remaining requests (-1 = not reported), [5] requests reset ms from now,
 --   [6] remaining tokens (-1 = not reported), [7] tokens reset ms from now.
@@ -11,14 +11,14 @@
 local now = now_ms()
 local nb = math.floor(now / BUCKET_MS)
 local key = KEYS[1]
-local R, T, o, b = expire(key, nb)
+local w = expire(key, now)
 local function follow(remaining, reset_ms, limit, used, prefix, total)
   if remaining < 0 then
     return
   end
   local reset_at = now + reset_ms
   if remaining == 0 then
-    extend_cooldown(KEYS[2], now, reset_at)
+    w.cd = extend_cooldown(key, now, w.cd, reset_at)
     return
   end
   local believed = math.max(0, limit - used)
@@ -27,14 +27,14 @@ local function follow(remaining, reset_ms, limit, used, prefix, total)
   end
   local k = math.ceil(reset_at / BUCKET_MS) - (SPAN + 1)
   k = math.min(math.max(k, nb - SPAN), nb)
-  if not is_live(o, k) then
-    k = b
+  if not is_live(w, k) then
+    k = w.b
   end
   redis.call('HINCRBY', key, prefix .. k, believed - remaining)
   redis.call('HINCRBY', key, total, believed - remaining)
-  redis.call('HSET', key, 'o', o)
-  redis.call('PEXPIRE', key, WINDOW_TTL_MS)
+  redis.call('HSET', key, 'o', w.o)
+  keep_window(key, w, now)
 end
-follow(tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]), R, 'r', 'R')
-follow(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[3]), T, 't', 'T')
+follow(tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]), w.R, 'r', 'R')
+follow(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[3]), w.T, 't', 'T')
 return {1}

@@ -623,3 +623,20 @@ fn the_example_providers_yaml_is_valid_and_chat_has_several_candidates() {
     let err = Registry::load(&path, Some("nope")).unwrap_err();
     assert!(err.to_string().starts_with("REDIS_URL: "), "{err}");
 }
+
+#[test]
+fn a_slot_ttl_above_one_hour_is_rejected() {
+    let msg = error_of(&with(
+        "  model: chat\n",
+        "  model: chat\n  slot_ttl_secs: 3601\n",
+    ));
+    assert_mentions(
+        &msg,
+        &[
+            "test.yaml:4:",
+            "defaults.slot_ttl_secs",
+            "3601",
+            "maximum 3600",
+        ],
+    );
+}

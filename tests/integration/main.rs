@@ -3,4 +3,5 @@
 
 mod conformance;
 mod contention;
+mod redis_keys;
 mod support;

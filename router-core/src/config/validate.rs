@@ -50,10 +50,12 @@ fn defaults(ctx: &Ctx<'_>, raw: Option<&RawDefaults>) -> Result<Defaults, Config
             Defaults::SLOT_TTL_MS / 1000
         );
         let secs = ctx.positive(field, v, &hint)?.get();
-        out.slot_ttl_ms = secs.checked_mul(1000).ok_or_else(|| {
-            let msg = format!("{secs} seconds is too large; {hint}");
-            ctx.invalid(field, line(v), msg)
-        })?;
+        let max = crate::ledger::MAX_SLOT_TTL.as_secs();
+        if secs > max {
+            let msg = format!("{secs} seconds is more than the maximum {max}; {hint}");
+            return Err(ctx.invalid(field, line(v), msg));
+        }
+        out.slot_ttl_ms = secs * 1000;
     }
     Ok(out)
 }

@@ -63,7 +63,7 @@ impl MemoryStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn scopes(&self, d: DeploymentId) -> Result<[usize; 2], LedgerError> {
+    fn scopes(&self, d: DeploymentId) -> Result<&[usize], LedgerError> {
         self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
     }
 
@@ -82,9 +82,9 @@ impl MemoryStore {
                 Some(refusal) => refusals.push(refusal),
                 None => {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    let expiry = now + need.slot_ttl.as_millis() as u64;
+                    let expiry = now + need.slot_ttl_ms();
                     let bucket = state.scopes[scopes[0]].window.expire(nb);
-                    for s in scopes {
+                    for &s in scopes {
                         let st = &mut state.scopes[s];
                         let b = st.window.expire(nb);
                         st.window.add(b, 1, need.tokens);
@@ -111,7 +111,7 @@ impl MemoryStore {
         nb: u64,
         need: &Need,
         d: DeploymentId,
-        scopes: [usize; 2],
+        scopes: &[usize],
     ) -> Option<Refusal> {
         let refusal = |limit, scope, verdict| Refusal {
             deployment: d,
@@ -119,7 +119,7 @@ impl MemoryStore {
             scope,
             verdict,
         };
-        for (s, scope) in scopes.into_iter().zip(SCOPE_ORDER) {
+        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
             if let Some(tpm) = self.table.def(s).limits.tpm
                 && need.tokens > tpm.get()
             {
@@ -136,7 +136,7 @@ impl MemoryStore {
         if cooldown > now {
             raise(cooldown, LimitKind::Cooldown, Scope::Deployment);
         }
-        for (s, scope) in scopes.into_iter().zip(SCOPE_ORDER) {
+        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
             let limits = self.table.def(s).limits;
             let st = &mut state.scopes[s];
             st.window.expire(nb);
@@ -168,7 +168,7 @@ impl MemoryStore {
             return Ok(false);
         }
         let delta = actual_tokens as i64 - r.tokens as i64;
-        for s in scopes {
+        for &s in scopes {
             let st = &mut state.scopes[s];
             st.slots.free(r.id);
             st.window.expire(nb);
@@ -190,7 +190,7 @@ impl MemoryStore {
     }
 
     fn observe_now(&self, d: DeploymentId, obs: Observation) -> Result<(), LedgerError> {
-        let [s, _] = self.scopes(d)?;
+        let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let now = self.clock.now_ms();
         let nb = bucket_of(now);
@@ -234,7 +234,7 @@ impl MemoryStore {
         let mut state = self.lock();
         ds.iter()
             .map(|&d| {
-                let [sd, sp] = self.scopes(d)?;
+                let scopes = self.scopes(d)?;
                 let mut usage = |s: usize| {
                     let st = &mut state.scopes[s];
                     st.window.expire(nb);
@@ -242,11 +242,12 @@ impl MemoryStore {
                     let (requests, tokens) = st.window.totals();
                     scope_usage(self.table.def(s).limits, requests, tokens, st.slots.len())
                 };
-                let (usage, provider) = (usage(sd), usage(sp));
+                let own = usage(scopes[0]);
+                let provider = scopes.get(1).map(|&s| usage(s));
                 let until = state.cooldowns[d.0];
                 Ok(DeploymentSnapshot {
                     deployment: d,
-                    usage,
+                    usage: own,
                     provider,
                     cooldown: (until > now).then(|| Duration::from_millis(until - now)),
                 })

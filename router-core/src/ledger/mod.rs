@@ -45,8 +45,8 @@ pub use memory::MemoryStore;
 pub use redis::{RedisStore, RedisStoreOptions};
 pub use scopes::ScopeTable;
 pub use types::{
-    ActualUsage, Admission, Denial, DeploymentSnapshot, LimitKind, Need, Observation, Refusal,
-    Reservation, Scope, ScopeUsage, Verdict,
+    ActualUsage, Admission, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL, Need, Observation,
+    Refusal, Reservation, Scope, ScopeUsage, Verdict,
 };
 pub use window::{BUCKET_MS, WINDOW_BUCKETS};
 

@@ -72,7 +72,6 @@ pub struct RedisStore {
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
-    cooldown_keys: Arc<[String]>,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -112,15 +111,11 @@ impl RedisStore {
                 slots: format!("{prefix}:s:{}", table.def(s).name),
             })
             .collect();
-        let cooldown_keys = (0..table.deployments())
-            .map(|d| format!("{prefix}:cd:{}", table.def(d).name))
-            .collect();
         Ok(Self {
             conn,
             url: shown,
             table: Arc::new(table),
             scope_keys,
-            cooldown_keys,
             clock: options.clock,
         })
     }
@@ -132,7 +127,7 @@ impl RedisStore {
             .unwrap_or_default()
     }
 
-    fn scopes(&self, d: DeploymentId) -> Result<[usize; 2], LedgerError> {
+    fn scopes(&self, d: DeploymentId) -> Result<&[usize], LedgerError> {
         self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
     }
 
@@ -161,8 +156,8 @@ impl RedisStore {
         }
     }
 
-    fn push_scope_keys<'s>(&self, inv: &mut ScriptInvocation<'s>, scopes: [usize; 2]) {
-        for s in scopes {
+    fn push_scope_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
+        for &s in scopes {
             inv.key(&self.scope_keys[s].window)
                 .key(&self.scope_keys[s].slots);
         }
@@ -178,13 +173,13 @@ impl RedisStore {
         inv.arg(self.now_arg())
             .arg(id.to_string())
             .arg(need.tokens)
-            .arg(need.slot_ttl.as_millis() as u64)
+            .arg(need.slot_ttl_ms())
             .arg(candidates.len());
         for &d in candidates {
             let scopes = self.scopes(d)?;
-            inv.key(&self.cooldown_keys[d.0]);
             self.push_scope_keys(&mut inv, scopes);
-            for s in scopes {
+            inv.arg(scopes.len());
+            for &s in scopes {
                 let Limits {
                     rpm,
                     tpm,
@@ -226,9 +221,9 @@ impl RedisStore {
         d: DeploymentId,
         dur: Duration,
     ) -> Result<Duration, LedgerError> {
-        self.scopes(d)?;
+        let s = self.scopes(d)?[0];
         let mut inv = COOLDOWN.prepare_invoke();
-        inv.key(&self.cooldown_keys[d.0])
+        inv.key(&self.scope_keys[s].window)
             .arg(self.now_arg())
             .arg(dur.as_millis() as u64);
         let reply = self.run(&inv).await?;
@@ -241,11 +236,10 @@ impl RedisStore {
     }
 
     async fn observe_inner(&self, d: DeploymentId, obs: Observation) -> Result<(), LedgerError> {
-        let [s, _] = self.scopes(d)?;
+        let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let mut inv = OBSERVE.prepare_invoke();
         inv.key(&self.scope_keys[s].window)
-            .key(&self.cooldown_keys[d.0])
             .arg(self.now_arg())
             .arg(limits.rpm.map_or(0, |v| v.get()))
             .arg(limits.tpm.map_or(0, |v| v.get()));
@@ -267,28 +261,42 @@ impl RedisStore {
         let mut scopes = Vec::with_capacity(ds.len());
         for &d in ds {
             let sc = self.scopes(d)?;
-            inv.key(&self.cooldown_keys[d.0]);
+            inv.arg(sc.len());
             self.push_scope_keys(&mut inv, sc);
             scopes.push(sc);
         }
         let reply = self.run(&inv).await?;
-        let bad = || self.protocol("snapshot.lua", &reply);
-        let (&now, rest) = reply.split_first().ok_or_else(bad)?;
-        if rest.len() != ds.len() * 7 {
-            return Err(bad());
-        }
+        self.decode_snapshot(ds, &scopes, &reply)
+            .ok_or_else(|| self.protocol("snapshot.lua", &reply))
+    }
+
+    /// Decodes the reply of `lua/snapshot.lua`.
+    fn decode_snapshot(
+        &self,
+        ds: &[DeploymentId],
+        scopes: &[&[usize]],
+        reply: &[i64],
+    ) -> Option<Vec<DeploymentSnapshot>> {
+        let (&now, mut rest) = reply.split_first()?;
         let n = |v: i64| v.max(0) as u64;
-        Ok(ds
-            .iter()
-            .zip(scopes)
-            .zip(rest.chunks_exact(7))
-            .map(|((&d, [sd, sp]), c)| DeploymentSnapshot {
+        let mut out = Vec::with_capacity(ds.len());
+        for (&d, sc) in ds.iter().zip(scopes) {
+            let (&cooldown_end, tail) = rest.split_first()?;
+            let (values, tail) = tail.split_at_checked(3 * sc.len())?;
+            rest = tail;
+            let mut usages = sc
+                .iter()
+                .zip(values.chunks_exact(3))
+                .map(|(&s, v)| scope_usage(self.table.def(s).limits, n(v[0]), n(v[1]), n(v[2])));
+            out.push(DeploymentSnapshot {
                 deployment: d,
-                usage: scope_usage(self.table.def(sd).limits, n(c[1]), n(c[2]), n(c[3])),
-                provider: scope_usage(self.table.def(sp).limits, n(c[4]), n(c[5]), n(c[6])),
-                cooldown: (c[0] > now).then(|| Duration::from_millis(n(c[0] - now))),
-            })
-            .collect())
+                usage: usages.next()?,
+                provider: usages.next(),
+                cooldown: (cooldown_end > now)
+                    .then(|| Duration::from_millis(n(cooldown_end - now))),
+            });
+        }
+        rest.is_empty().then_some(out)
     }
 }
 

@@ -12,14 +12,16 @@ pub(crate) struct ScopeDef {
 }
 
 /// The scopes of a registry: deployments first (same index as their `DeploymentId`), then
-/// providers. A deployment is limited by its own scope and by its provider's.
+/// providers. A deployment is limited by its own scope and, when its provider has provider-wide
+/// limits, by its provider's. A provider without limits is not tracked at all: that saves half
+/// the work of every admission.
 #[derive(Debug, Clone)]
 pub struct ScopeTable {
     scopes: Vec<ScopeDef>,
-    by_deployment: Vec<[usize; 2]>,
+    by_deployment: Vec<Vec<usize>>,
 }
 
-/// The two scopes a deployment is limited by, in check order.
+/// Which scope each position of [`ScopeTable::of`] is, in check order.
 pub(crate) const SCOPE_ORDER: [Scope; 2] = [Scope::Deployment, Scope::Provider];
 
 impl ScopeTable {
@@ -41,7 +43,12 @@ impl ScopeTable {
             .deployments
             .iter()
             .enumerate()
-            .map(|(i, d)| [i, n + d.provider.0])
+            .map(|(i, d)| {
+                let provider_limited = !registry.provider(d.provider).limits.is_unlimited();
+                let mut scopes = vec![i];
+                scopes.extend(provider_limited.then_some(n + d.provider.0));
+                scopes
+            })
             .collect();
         Self {
             scopes,
@@ -49,9 +56,9 @@ impl ScopeTable {
         }
     }
 
-    /// The scope indices limiting a deployment: `[deployment, provider]`.
-    pub(crate) fn of(&self, d: DeploymentId) -> Option<[usize; 2]> {
-        self.by_deployment.get(d.0).copied()
+    /// The scope indices limiting a deployment: `[deployment]` or `[deployment, provider]`.
+    pub(crate) fn of(&self, d: DeploymentId) -> Option<&[usize]> {
+        self.by_deployment.get(d.0).map(Vec::as_slice)
     }
 
     pub(crate) fn def(&self, scope: usize) -> &ScopeDef {

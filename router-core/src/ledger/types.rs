@@ -5,13 +5,24 @@ use std::time::Duration;
 
 use crate::config::DeploymentId;
 
+/// The longest a concurrency slot may live unsettled; longer `slot_ttl`s are capped to it.
+pub const MAX_SLOT_TTL: Duration = Duration::from_secs(3600);
+
 /// What one request asks of the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Need {
     /// Estimated tokens (prompt + completion) to reserve against TPM.
     pub tokens: u64,
-    /// How long the concurrency slot lives if it is never settled (its holder crashed).
+    /// How long the concurrency slot lives if it is never settled (its holder crashed); at most
+    /// [`MAX_SLOT_TTL`].
     pub slot_ttl: Duration,
+}
+
+impl Need {
+    /// The slot TTL in milliseconds, capped at [`MAX_SLOT_TTL`] (at least 1 ms).
+    pub(crate) fn slot_ttl_ms(&self) -> u64 {
+        self.slot_ttl.min(MAX_SLOT_TTL).as_millis().max(1) as u64
+    }
 }
 
 /// A granted admission. Settle or release it exactly once; settling again is a no-op.
@@ -168,8 +179,9 @@ pub struct DeploymentSnapshot {
     pub deployment: DeploymentId,
     /// The deployment's own window and slots.
     pub usage: ScopeUsage,
-    /// The provider-wide window and slots.
-    pub provider: ScopeUsage,
+    /// The provider-wide window and slots; `None` when the provider has no provider-wide limits
+    /// (it is then not tracked apart from its deployments).
+    pub provider: Option<ScopeUsage>,
     /// Time left on the deployment's cooldown, if it is cooling down.
     pub cooldown: Option<Duration>,
 }

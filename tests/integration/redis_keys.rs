@@ -1,0 +1,75 @@
+//! Redis key layout: every key of a namespace carries its hash tag and a TTL (DESIGN.md "Redis").
+
+use std::time::Duration;
+
+use llmroute_tests::redis_server;
+use router_core::config::Registry;
+use router_core::ledger::{ActualUsage, Admission, Ledger, Need, Observation};
+
+use crate::support::connect;
+
+#[tokio::test]
+async fn every_key_is_hash_tagged_by_namespace_and_has_a_ttl() {
+    let yaml = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: P_KEY
+    limits: { rpm: 1000, concurrency: 50 }
+    models:
+      - { name: m, price: { input: 1, output: 1 }, limits: { rpm: 100, tpm: 100000, concurrency: 5 } }
+      - { name: n, price: { input: 1, output: 1 } }
+"#;
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
+    let server = redis_server();
+    let store = connect(&server, &registry, None).await;
+    let ids: Vec<_> = registry.deployment_ids().collect();
+    let need = Need {
+        tokens: 100,
+        slot_ttl: Duration::from_secs(30),
+    };
+    for &d in &ids {
+        let Admission::Granted(r) = store.admit(&need, &[d]).await.expect("admit") else {
+            panic!("a fresh deployment refused");
+        };
+        let _held = store.admit(&need, &[d]).await.expect("admit");
+        store
+            .settle(&r, ActualUsage { tokens: 40 })
+            .await
+            .expect("settle");
+        store
+            .cooldown(d, Duration::from_secs(5))
+            .await
+            .expect("cooldown");
+        let obs = Observation {
+            requests: Some((3, Duration::from_secs(9))),
+            tokens: None,
+        };
+        store.observe(d, obs).await.expect("observe");
+    }
+    store.snapshot(&ids).await.expect("snapshot");
+
+    let client = redis::Client::open(server.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let pattern = format!("llmroute:{{{}}}:*", server.namespace);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    // A window hash (holding the cooldown, for deployments) and a slots zset per scope: m, n, p.
+    assert_eq!(keys.len(), 6, "{keys:?}");
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("pttl");
+        assert!(ttl > 0, "{key} has no TTL ({ttl})");
+        assert!(ttl <= 3_602_000, "{key} lives too long ({ttl} ms)");
+    }
+}
