@@ -1,1 +1,5 @@
 //! llmroute SDK.
+
+pub mod secret;
+pub mod types;
+pub(crate) mod wire;

@@ -1,0 +1,65 @@
+//! Provider API keys that cannot leak through formatting.
+//!
+//! An [`ApiKey`] prints as `ApiKey(***)` under `{:?}` and has no `Display`, so a key cannot end up
+//! in a log line, an error message or a panic by accident. The one way to read it is
+//! [`ApiKey::expose`], called where the wire request's auth header is built.
+
+use std::fmt;
+
+/// A provider API key. `Debug` never shows it; there is no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key. Surrounding whitespace (a trailing newline from a file or a pasted
+    /// environment variable) is removed: it is never part of a key and is invalid in a header.
+    pub fn new(key: String) -> Self {
+        let trimmed = key.trim();
+        if trimmed.len() == key.len() {
+            Self(key)
+        } else {
+            Self(trimmed.to_owned())
+        }
+    }
+
+    /// The key itself, for the one place that puts it in a request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiKey;
+
+    const PLANTED: &str = "sk-planted-4f1c9e2b7a";
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let key = ApiKey::new(PLANTED.to_owned());
+        for shown in [
+            format!("{key:?}"),
+            format!("{key:#?}"),
+            format!("{:?}", Some(&key)),
+        ] {
+            assert!(!shown.contains(PLANTED), "key leaked: {shown}");
+            assert!(
+                !shown.contains("planted"),
+                "part of the key leaked: {shown}"
+            );
+        }
+        assert_eq!(format!("{key:?}"), "ApiKey(***)");
+    }
+
+    #[test]
+    fn expose_returns_the_key_without_surrounding_whitespace() {
+        assert_eq!(ApiKey::new(PLANTED.to_owned()).expose(), PLANTED);
+        assert_eq!(ApiKey::new(format!("  {PLANTED}\n")).expose(), PLANTED);
+    }
+}

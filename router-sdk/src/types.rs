@@ -1,0 +1,136 @@
+//! Neutral, provider-independent chat types. Wire adapters translate these to and from each
+//! provider's JSON; nothing here knows about any provider's format.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The caller.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// A chat request, independent of provider.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    /// Model name or alias; `None` uses `defaults.model` from the configuration.
+    pub model: Option<String>,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Upper bound on completion tokens.
+    pub max_tokens: Option<u64>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// The tenant this request is accounted to.
+    pub tenant: Option<String>,
+    /// How long the whole request (waits, retries, the call) may take.
+    pub deadline: Option<Duration>,
+}
+
+impl ChatRequest {
+    /// A request of one user message to the default model.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self {
+            messages: vec![Message::user(prompt)],
+            ..Self::default()
+        }
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end or a stop sequence.
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+    /// The provider filtered the content.
+    ContentFilter,
+    /// Anything else, as the provider named it.
+    Other(String),
+}
+
+/// Token usage of one request, as the provider reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Completion tokens, reasoning / thinking tokens included.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt plus completion.
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// What an adapter makes of a complete (non-streaming) provider response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The answer text.
+    pub content: String,
+    /// Why it stopped.
+    pub finish_reason: Option<FinishReason>,
+    /// Usage, if the provider reported it.
+    pub usage: Option<Usage>,
+}
+
+/// What an adapter makes of one streamed event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Text to pass to the caller.
+    Delta(String),
+    /// The finish reason arrived.
+    Finish(FinishReason),
+    /// Usage so far (cumulative: replaces any earlier value).
+    Usage(Usage),
+    /// The stream is complete.
+    Done,
+    /// Nothing for the caller (pings, block starts).
+    Ignore,
+}
