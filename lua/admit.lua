@@ -19,43 +19,65 @@
 
 local now = now_ms()
 local id, need, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {0, now}
 local ki, ai = 1, 6
+local refusals = {}
 
--- Why a candidate cannot take the request now: {verdict, limit, scope, at}; nil if it can.
+-- Why a candidate cannot take the request now: nil if it can; else {never = reply row} or
+-- {reasons = ...}. Working out when a full limit frees up costs a read of every bucket, so it
+-- is left to `verdict`, which only runs when every candidate refused.
 local function check(scopes)
   for s, sc in ipairs(scopes) do
     if sc.tpm > 0 and need > sc.tpm then
-      return {1, 3, s, 0}
+      return {never = {1, 3, s, 0}}
     end
   end
-  local worst = nil
-  local function raise(at, kind, s)
-    if worst == nil or at > worst[4] then
-      worst = {2, kind, s, at}
-    end
-  end
+  local reasons = {}
   for s, sc in ipairs(scopes) do
     local w = expire(sc.w, now)
     sc.win = w
     if s == 1 and w.cd > now then
-      raise(w.cd, 1, 1)
+      reasons[#reasons + 1] = {kind = 1, s = 1, at = w.cd}
     end
     if w.fresh then
       redis.call('ZREMRANGEBYSCORE', sc.z, '-inf', now)
     end
     if sc.rpm > 0 and w.R + 1 > sc.rpm then
-      raise(fits_at(sc.w, w.o, w.R, 'r', 1, sc.rpm), 2, s)
+      reasons[#reasons + 1] = {kind = 2, s = s, key = sc.w, o = w.o, total = w.R, prefix = 'r',
+        need = 1, limit = sc.rpm}
     end
     if sc.tpm > 0 and w.T + need > sc.tpm then
-      raise(fits_at(sc.w, w.o, w.T, 't', need, sc.tpm), 3, s)
+      reasons[#reasons + 1] = {kind = 3, s = s, key = sc.w, o = w.o, total = w.T, prefix = 't',
+        need = need, limit = sc.tpm}
     end
     if sc.conc > 0 then
       sc.live = redis.call('ZCOUNT', sc.z, '(' .. now, '+inf')
       if sc.live >= sc.conc then
-        local first = redis.call('ZRANGEBYSCORE', sc.z, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-        raise(tonumber(first[2]), 4, s)
+        reasons[#reasons + 1] = {kind = 4, s = s, z = sc.z}
       end
+    end
+  end
+  if #reasons == 0 then
+    return nil
+  end
+  return {reasons = reasons}
+end
+
+-- The reply row of a refusal: the limit that frees last, and when.
+local function verdict(refusal)
+  if refusal.never then
+    return refusal.never
+  end
+  local worst = nil
+  for _, r in ipairs(refusal.reasons) do
+    local at = r.at
+    if r.kind == 2 or r.kind == 3 then
+      at = fits_at(r.key, r.o, r.total, r.prefix, r.need, r.limit)
+    elseif r.kind == 4 then
+      local first = redis.call('ZRANGEBYSCORE', r.z, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      at = tonumber(first[2])
+    end
+    if worst == nil or at > worst[4] then
+      worst = {2, r.kind, r.s, at}
     end
   end
   return worst
@@ -95,7 +117,11 @@ for c = 1, n do
     reserve(scopes)
     return {1, now, c - 1, scopes[1].win.b}
   end
-  for _, x in ipairs(refusal) do
+  refusals[c] = refusal
+end
+local out = {0, now}
+for c = 1, n do
+  for _, x in ipairs(verdict(refusals[c])) do
     out[#out + 1] = x
   end
 end

@@ -7,4 +7,5 @@ pub mod clock;
 pub mod config;
 pub mod estimate;
 pub mod ledger;
+pub mod retry;
 pub mod select;

@@ -640,3 +640,38 @@ fn a_slot_ttl_above_one_hour_is_rejected() {
         ],
     );
 }
+
+#[test]
+fn retry_settings_are_read_and_default_when_absent() {
+    let registry = Registry::from_yaml_str(BASE, "test.yaml").unwrap();
+    assert_eq!(
+        registry.retry,
+        router_core::config::RetrySettings::default()
+    );
+    let yaml = format!(
+        "{BASE}retry:\n  max_attempts: 6\n  base_ms: 100\n  cap_ms: 5000\n  deadline_secs: 30\n"
+    );
+    let retry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap().retry;
+    assert_eq!(retry.max_attempts, 6);
+    assert_eq!(retry.base, std::time::Duration::from_millis(100));
+    assert_eq!(retry.cap, std::time::Duration::from_secs(5));
+    assert_eq!(retry.deadline, std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn bad_retry_settings_are_rejected_with_the_field() {
+    let msg = error_of(&format!("{BASE}retry:\n  max_attempts: 0\n"));
+    assert_mentions(
+        &msg,
+        &["test.yaml:26:", "retry.max_attempts", "got 0", "default 4"],
+    );
+    let msg = error_of(&format!("{BASE}retry:\n  deadline_secs: -5\n"));
+    assert_mentions(&msg, &["test.yaml:26:", "retry.deadline_secs", "got -5"]);
+    let msg = error_of(&format!("{BASE}retry:\n  base_ms: 900\n  cap_ms: 800\n"));
+    assert_mentions(
+        &msg,
+        &["test.yaml:26:", "retry.base_ms", "900", "cap_ms 800"],
+    );
+    let msg = error_of(&format!("{BASE}retry:\n  backoff: 3\n"));
+    assert_mentions(&msg, &["test.yaml:", "backoff"]);
+}

@@ -54,5 +54,6 @@ mod validate;
 pub use error::ConfigError;
 pub use registry::{
     Api, Defaults, Deployment, DeploymentId, Limits, Price, Provider, ProviderId, Registry,
+    RetrySettings,
 };
 pub use state::redact_url;

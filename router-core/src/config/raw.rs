@@ -27,6 +27,9 @@ pub(crate) struct RawConfig {
     /// Request defaults.
     #[serde(default)]
     pub(crate) defaults: Option<RawDefaults>,
+    /// Retry and failover settings.
+    #[serde(default)]
+    pub(crate) retry: Option<RawRetry>,
     /// Providers in order; absent is reported as "no providers" by validation.
     #[serde(default)]
     pub(crate) providers: Option<At<Vec<At<RawProvider>>>>,
@@ -42,6 +45,20 @@ pub(crate) struct RawDefaults {
     pub(crate) output_tokens: Option<At<Number>>,
     #[serde(default)]
     pub(crate) slot_ttl_secs: Option<At<Number>>,
+}
+
+/// `retry:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRetry {
+    #[serde(default)]
+    pub(crate) max_attempts: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) base_ms: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cap_ms: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) deadline_secs: Option<At<Number>>,
 }
 
 /// One entry of `providers:`.

@@ -4,6 +4,7 @@
 //! and finite, names are unique, aliases resolve. Code that holds a [`Registry`] never re-validates.
 
 use std::num::NonZeroU64;
+use std::time::Duration;
 
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,6 +136,30 @@ impl Default for Defaults {
     }
 }
 
+/// Retry and failover settings (`retry:` in `providers.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// Provider calls per request, the first included, across all deployments.
+    pub max_attempts: u32,
+    /// Backoff base: the first computed wait is up to this long.
+    pub base: Duration,
+    /// Backoff cap: no computed wait is longer.
+    pub cap: Duration,
+    /// How long a request may take in all (waits, retries, calls) unless it sets its own.
+    pub deadline: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            max_attempts: 4,
+            base: Duration::from_millis(250),
+            cap: Duration::from_secs(30),
+            deadline: Duration::from_secs(120),
+        }
+    }
+}
+
 /// The validated configuration: providers, deployments, aliases, defaults, state location.
 ///
 /// `Debug` shows `state` with any password replaced by `***`.
@@ -146,6 +171,8 @@ pub struct Registry {
     pub namespace: String,
     /// Defaults for requests.
     pub defaults: Defaults,
+    /// Retry and failover settings.
+    pub retry: RetrySettings,
     /// Providers in configuration order.
     pub providers: Vec<Provider>,
     /// Deployments in configuration order (provider by provider, model by model).
@@ -158,6 +185,7 @@ impl std::fmt::Debug for Registry {
             .field("state", &self.state_redacted())
             .field("namespace", &self.namespace)
             .field("defaults", &self.defaults)
+            .field("retry", &self.retry)
             .field("providers", &self.providers)
             .field("deployments", &self.deployments)
             .finish()

@@ -4,11 +4,12 @@
 //! and positions where the name itself is the problem (`providers[1].name`).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
-use super::raw::{At, RawConfig, RawDefaults, RawModel, RawProvider};
-use super::registry::{Defaults, Deployment, Provider, ProviderId, Registry};
+use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
+use super::registry::{Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
 
 /// Check `raw` (read from `source`) and build the registry. Stops at the first problem.
 pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, ConfigError> {
@@ -19,10 +20,12 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         None => Registry::DEFAULT_NAMESPACE.to_owned(),
     };
     let defaults = defaults(&ctx, raw.defaults.as_ref())?;
+    let retry = retry(&ctx, raw.retry.as_ref())?;
     let mut registry = Registry {
         state,
         namespace,
         defaults,
+        retry,
         providers: Vec::new(),
         deployments: Vec::new(),
     };
@@ -56,6 +59,44 @@ fn defaults(ctx: &Ctx<'_>, raw: Option<&RawDefaults>) -> Result<Defaults, Config
             return Err(ctx.invalid(field, line(v), msg));
         }
         out.slot_ttl_ms = secs * 1000;
+    }
+    Ok(out)
+}
+
+/// `retry:`: each value a whole number above zero, and the base no larger than the cap.
+fn retry(ctx: &Ctx<'_>, raw: Option<&RawRetry>) -> Result<RetrySettings, ConfigError> {
+    let mut out = RetrySettings::default();
+    let Some(raw) = raw else {
+        return Ok(out);
+    };
+    let get = |key: &str, value: &Option<At<Number>>, default: u64| {
+        let hint = format!("remove it to use the default {default}");
+        value
+            .as_ref()
+            .map(|v| ctx.positive(&format!("retry.{key}"), v, &hint))
+            .transpose()
+            .map(|v| v.map_or(default, |n| n.get()))
+    };
+    let attempts = get("max_attempts", &raw.max_attempts, out.max_attempts.into())?;
+    out.max_attempts = u32::try_from(attempts).map_err(|_| {
+        let msg = format!("{attempts} is too large; a few attempts are plenty");
+        ctx.invalid(
+            "retry.max_attempts",
+            raw.max_attempts.as_ref().and_then(line),
+            msg,
+        )
+    })?;
+    out.base = Duration::from_millis(get("base_ms", &raw.base_ms, out.base.as_millis() as u64)?);
+    out.cap = Duration::from_millis(get("cap_ms", &raw.cap_ms, out.cap.as_millis() as u64)?);
+    let deadline = get("deadline_secs", &raw.deadline_secs, out.deadline.as_secs())?;
+    out.deadline = Duration::from_secs(deadline);
+    if out.base > out.cap {
+        let msg = format!(
+            "base_ms {} is larger than cap_ms {}; make the base smaller or the cap larger",
+            out.base.as_millis(),
+            out.cap.as_millis()
+        );
+        return Err(ctx.invalid("retry.base_ms", raw.base_ms.as_ref().and_then(line), msg));
     }
     Ok(out)
 }

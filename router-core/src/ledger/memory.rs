@@ -75,11 +75,10 @@ impl MemoryStore {
         let now = self.clock.now_ms();
         let nb = bucket_of(now);
         let mut state = self.lock();
-        let mut refusals = Vec::new();
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
-            match self.check(&mut state, now, nb, need, d, scopes) {
-                Some(refusal) => refusals.push(refusal),
+            match self.check(&mut state, now, nb, need, d, scopes, false) {
+                Some(_) => continue,
                 None => {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     let expiry = now + need.slot_ttl_ms();
@@ -100,10 +99,22 @@ impl MemoryStore {
                 }
             }
         }
+        // Every candidate refused: now work out when each could take it (the costly part).
+        let refusals = candidates
+            .iter()
+            .map(|&d| {
+                let scopes = self.scopes(d)?;
+                let refusal = self.check(&mut state, now, nb, need, d, scopes, true);
+                Ok(refusal.expect("a candidate that refused a moment ago under the same lock"))
+            })
+            .collect::<Result<_, LedgerError>>()?;
         Ok(Admission::Denied(Denial { refusals }))
     }
 
-    /// `None` when every limit of `d` fits; otherwise why not.
+    /// `None` when every limit of `d` fits; otherwise why not. Without `detail`, the first
+    /// refusal found is returned with a placeholder verdict; with it, the limit that frees last
+    /// and when.
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
         state: &mut State,
@@ -112,6 +123,7 @@ impl MemoryStore {
         need: &Need,
         d: DeploymentId,
         scopes: &[usize],
+        detail: bool,
     ) -> Option<Refusal> {
         let refusal = |limit, scope, verdict| Refusal {
             deployment: d,
@@ -141,8 +153,15 @@ impl MemoryStore {
             let st = &mut state.scopes[s];
             st.window.expire(nb);
             st.slots.reap(now);
-            for (kind, at) in blocked(&st.window, &st.slots, limits, need.tokens) {
-                raise(at, kind, scope);
+            for kind in blocked(&st.window, &st.slots, limits, need.tokens) {
+                if !detail {
+                    return Some(refusal(kind, scope, Verdict::Never));
+                }
+                raise(
+                    free_at(kind, &st.window, &st.slots, limits, need.tokens),
+                    kind,
+                    scope,
+                );
             }
         }
         worst.map(|(at, kind, scope)| {
@@ -256,26 +275,39 @@ impl MemoryStore {
     }
 }
 
-/// The limits of one scope that `tokens` more would break, each with when it would fit.
-fn blocked(w: &Window, slots: &Slots, limits: Limits, tokens: u64) -> Vec<(LimitKind, u64)> {
+/// The limits of one scope that `tokens` more would break.
+fn blocked(
+    w: &Window,
+    slots: &Slots,
+    limits: Limits,
+    tokens: u64,
+) -> impl Iterator<Item = LimitKind> {
     let (req, tok) = w.totals();
-    let mut out = Vec::new();
-    if let Some(rpm) = limits.rpm
-        && req + 1 > rpm.get()
-    {
-        out.push((LimitKind::Requests, w.fits_at(Dim::Requests, 1, rpm.get())));
+    [
+        (
+            LimitKind::Requests,
+            limits.rpm.is_some_and(|l| req + 1 > l.get()),
+        ),
+        (
+            LimitKind::Tokens,
+            limits.tpm.is_some_and(|l| tok + tokens > l.get()),
+        ),
+        (
+            LimitKind::Concurrency,
+            limits.concurrency.is_some_and(|l| slots.len() >= l.get()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(kind, full)| full.then_some(kind))
+}
+
+/// When a full limit of one scope would take `tokens` more (ms).
+fn free_at(kind: LimitKind, w: &Window, slots: &Slots, limits: Limits, tokens: u64) -> u64 {
+    match kind {
+        LimitKind::Requests => w.fits_at(Dim::Requests, 1, limits.rpm.map_or(0, |l| l.get())),
+        LimitKind::Tokens => w.fits_at(Dim::Tokens, tokens, limits.tpm.map_or(0, |l| l.get())),
+        LimitKind::Concurrency | LimitKind::Cooldown => slots.earliest_expiry().unwrap_or(0),
     }
-    if let Some(tpm) = limits.tpm
-        && tok + tokens > tpm.get()
-    {
-        out.push((LimitKind::Tokens, w.fits_at(Dim::Tokens, tokens, tpm.get())));
-    }
-    if let Some(c) = limits.concurrency
-        && slots.len() >= c.get()
-    {
-        out.push((LimitKind::Concurrency, slots.earliest_expiry().unwrap_or(0)));
-    }
-    out
 }
 
 pub(crate) fn scope_usage(
