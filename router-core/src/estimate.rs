@@ -26,13 +26,23 @@ fn ratio_percent(api: Api) -> u64 {
 
 /// Estimated prompt tokens of a chat whose message contents are `contents`.
 pub fn prompt_tokens<'a>(api: Api, contents: impl IntoIterator<Item = &'a str>) -> u64 {
+    scale(api, count(contents))
+}
+
+/// o200k tokens of a chat whose message contents are `contents`, framing included. Count once,
+/// then [`scale`] for each candidate's provider.
+pub fn count<'a>(contents: impl IntoIterator<Item = &'a str>) -> u64 {
     let bpe = tiktoken_rs::o200k_base_singleton();
-    let raw: u64 = contents
+    contents
         .into_iter()
         .map(|c| bpe.count_ordinary(c) as u64 + PER_MESSAGE)
         .sum::<u64>()
-        + PER_REPLY;
-    raw * ratio_percent(api) / 100
+        + PER_REPLY
+}
+
+/// What `api`'s tokenizer makes of `o200k` o200k tokens.
+pub fn scale(api: Api, o200k: u64) -> u64 {
+    o200k * ratio_percent(api) / 100
 }
 
 /// Completion-size history per deployment: an exponentially weighted moving average.

@@ -99,14 +99,28 @@ impl RetryPolicy {
         stated: Option<Duration>,
         unit: f64,
     ) -> OnFailure {
-        if kind == FailureKind::Fatal || attempt >= self.settings.max_attempts {
-            return OnFailure::Return;
+        match self.cooldown(attempt, kind, stated, unit) {
+            Some(cooldown) if attempt < self.settings.max_attempts => {
+                OnFailure::FailOver { cooldown }
+            }
+            _ => OnFailure::Return,
         }
-        let cooldown = match kind {
-            FailureKind::Billing => stated.unwrap_or_default().max(BILLING_COOLDOWN),
-            _ => stated.unwrap_or_else(|| self.backoff(attempt, unit)),
-        };
-        OnFailure::FailOver { cooldown }
+    }
+
+    /// The cooldown a failure of `kind` puts on its deployment, whether or not the request goes
+    /// on (other instances benefit either way); `None` for failures of the request itself.
+    pub fn cooldown(
+        &self,
+        attempt: u32,
+        kind: FailureKind,
+        stated: Option<Duration>,
+        unit: f64,
+    ) -> Option<Duration> {
+        match kind {
+            FailureKind::Fatal => None,
+            FailureKind::Billing => Some(stated.unwrap_or_default().max(BILLING_COOLDOWN)),
+            _ => Some(stated.unwrap_or_else(|| self.backoff(attempt, unit))),
+        }
     }
 
     /// No candidate can take the request; the ledger says the soonest one can is after

@@ -1,5 +1,56 @@
-//! llmroute SDK.
+//! llmroute SDK: send each chat request to the cheapest provider with room for it, within every
+//! provider's limits, shared by every instance.
+//!
+//! # The model
+//!
+//! A [`Router`] holds the validated configuration (deployments: one model at one provider, each
+//! with a price and limits), a shared limits ledger and an HTTP client. For each request it:
+//!
+//! 1. **estimates** prompt tokens (tiktoken) and completion tokens (recent history, capped by
+//!    `max_tokens`), and ranks the deployments serving the requested model or alias by the
+//!    estimated cost of *this* request;
+//! 2. **admits** it through the ledger, in one atomic step, on the cheapest deployment whose
+//!    RPM, TPM, concurrency and cooldown all have room (waiting, up to the request's deadline,
+//!    when none has);
+//! 3. **calls** the provider (OpenAI-compatible, Anthropic or Gemini wire format);
+//! 4. **settles** with the usage the provider reported, on every path: success, provider error,
+//!    timeout, broken stream, and a dropped future or stream;
+//! 5. on failure, **classifies** before acting: rate limits, overloads, server errors and
+//!    timeouts put a shared cooldown on that deployment (the provider's stated wait wins) and
+//!    fail over to the next-cheapest at once; billing failures cool down for at least an hour;
+//!    other 4xx are returned at once.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use router_sdk::{ChatRequest, Router};
+//!
+//! # async fn run() -> Result<(), router_sdk::Error> {
+//! let router = Router::from_path("providers.yaml").await?;
+//! let answer = router.chat(ChatRequest::new("Say hello in French.")).await?;
+//! println!("{} (from {}/{}, ${:.6})", answer.content, answer.provider, answer.model, answer.cost_usd);
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
 
+mod chat;
+mod error;
+mod guard;
+mod router;
 pub mod secret;
+mod stream;
+pub mod time;
+mod transport;
 pub mod types;
 pub(crate) mod wire;
+
+pub use error::Error;
+pub use router::{Router, RouterBuilder};
+pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
+pub use stream::ChatStream;
+pub use types::{
+    Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Role,
+    StreamSummary, Usage,
+};
+pub use wire::classify::FailureClass;

@@ -63,3 +63,52 @@ mod tests {
         assert_eq!(ApiKey::new(format!("  {PLANTED}\n")).expose(), PLANTED);
     }
 }
+
+/// Where API keys come from. The router asks for a key by the name of its environment variable
+/// (`api_key_env`) at call time.
+pub trait KeySource: Send + Sync + std::fmt::Debug {
+    /// The key held by variable `var`, if it is set and not empty.
+    fn key(&self, var: &str) -> Option<ApiKey>;
+}
+
+/// Keys from the process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvKeys;
+
+impl KeySource for EnvKeys {
+    fn key(&self, var: &str) -> Option<ApiKey> {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(ApiKey::new)
+    }
+}
+
+/// Fixed keys, by variable name (for embedding applications and tests).
+#[derive(Clone, Default)]
+pub struct StaticKeys(std::collections::HashMap<String, ApiKey>);
+
+impl StaticKeys {
+    /// No keys.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `key` as the value of variable `var`.
+    pub fn with(mut self, var: impl Into<String>, key: impl Into<String>) -> Self {
+        self.0.insert(var.into(), ApiKey::new(key.into()));
+        self
+    }
+}
+
+impl std::fmt::Debug for StaticKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl KeySource for StaticKeys {
+    fn key(&self, var: &str) -> Option<ApiKey> {
+        self.0.get(var).cloned()
+    }
+}

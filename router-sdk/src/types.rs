@@ -134,3 +134,109 @@ pub enum StreamEvent {
     /// Nothing for the caller (pings, block starts).
     Ignore,
 }
+
+/// How one provider call ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The provider answered.
+    Ok,
+    /// The call failed; the router failed over or gave up.
+    Failed {
+        /// What kind of failure (`rate_limited`, `overloaded`, `server_error`, `billing`, `auth`,
+        /// `invalid`, `decode`, `timeout`, `connect`).
+        kind: String,
+        /// HTTP status, when the provider answered.
+        status: Option<u16>,
+        /// The provider's message, or the transport's.
+        message: String,
+        /// The cooldown put on the deployment, if any.
+        #[serde(skip_serializing_if = "Option::is_none", with = "opt_ms")]
+        cooldown: Option<Duration>,
+    },
+}
+
+/// One provider call made for a request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// Provider name.
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: AttemptOutcome,
+}
+
+/// A completed chat.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatResponse {
+    /// The answer.
+    pub content: String,
+    /// Why the model stopped.
+    pub finish_reason: Option<FinishReason>,
+    /// Provider that answered.
+    pub provider: String,
+    /// Model that answered.
+    pub model: String,
+    /// Token usage as the provider reported it (the estimate when it reported none).
+    pub usage: Usage,
+    /// Cost in USD at the configured prices.
+    pub cost_usd: f64,
+    /// Every provider call made, in order; the last one answered.
+    pub attempts: Vec<Attempt>,
+    /// Time spent waiting for capacity.
+    #[serde(with = "ms")]
+    pub waited: Duration,
+}
+
+/// The end of a stream: who answered, usage and cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamSummary {
+    /// Why the model stopped.
+    pub finish_reason: Option<FinishReason>,
+    /// Provider that answered.
+    pub provider: String,
+    /// Model that answered.
+    pub model: String,
+    /// Token usage as the provider reported it (the estimate when it reported none).
+    pub usage: Usage,
+    /// Cost in USD at the configured prices.
+    pub cost_usd: f64,
+    /// Every provider call made, in order; the last one is streaming.
+    pub attempts: Vec<Attempt>,
+    /// Time spent waiting for capacity.
+    #[serde(with = "ms")]
+    pub waited: Duration,
+}
+
+/// One item of a chat stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatChunk {
+    /// More text.
+    Delta(String),
+    /// The stream is complete: always the last item of a successful stream.
+    Done(StreamSummary),
+}
+
+mod ms {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+mod opt_ms {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+}

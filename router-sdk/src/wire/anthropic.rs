@@ -434,6 +434,9 @@ mod tests {
             (failure.status, failure.code.as_deref()),
             (None, Some("overloaded_error"))
         );
-        assert!(failure.is_retryable_elsewhere());
+        assert_eq!(
+            failure.class.kind(),
+            router_core::retry::FailureKind::Overloaded
+        );
     }
 }

@@ -9,19 +9,17 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
+use router_core::retry::FailureKind;
 
 use super::{anthropic, excerpt, gemini, headers, openai};
 use crate::secret::ApiKey;
-
-/// Cooldown for billing and daily-quota failures: they do not clear within a request's life.
-pub(crate) const BILLING_COOLDOWN: Duration = Duration::from_secs(60 * 60);
 
 /// Longest provider message kept in a [`Failure`].
 const MESSAGE_MAX: usize = 500;
 
 /// What kind of failure a provider reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum FailureClass {
+pub enum FailureClass {
     /// 429: that deployment is full for now. Cool down for the stated wait; fail over.
     RateLimited,
     /// 529 / `overloaded_error`, 502, 503, 504, 408: provider capacity. Cool down; fail over.
@@ -40,6 +38,17 @@ pub(crate) enum FailureClass {
 }
 
 impl FailureClass {
+    /// What the retry policy makes of it.
+    pub(crate) fn kind(self) -> FailureKind {
+        match self {
+            Self::RateLimited => FailureKind::RateLimited,
+            Self::Overloaded => FailureKind::Overloaded,
+            Self::ServerError => FailureKind::ServerError,
+            Self::Billing => FailureKind::Billing,
+            Self::Auth | Self::Invalid | Self::Decode => FailureKind::Fatal,
+        }
+    }
+
     /// The class an HTTP status implies on its own.
     pub(crate) fn from_status(status: u16) -> Self {
         match status {
@@ -52,16 +61,8 @@ impl FailureClass {
         }
     }
 
-    /// Whether the request should go to the next candidate deployment.
-    pub(crate) fn is_retryable_elsewhere(self) -> bool {
-        matches!(
-            self,
-            Self::RateLimited | Self::Overloaded | Self::ServerError | Self::Billing
-        )
-    }
-
     /// A short stable name, for logs and metrics.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::RateLimited => "rate_limited",
             Self::Overloaded => "overloaded",
@@ -106,27 +107,6 @@ impl Failure {
             retry_after: None,
             message,
             code: None,
-        }
-    }
-
-    /// Whether the request should go to the next candidate deployment.
-    pub(crate) fn is_retryable_elsewhere(&self) -> bool {
-        self.class.is_retryable_elsewhere()
-    }
-
-    /// How long to keep the deployment out of rotation: the stated wait for rate limits,
-    /// overload and server errors (`None` when none was stated: the caller backs off), at least
-    /// [`BILLING_COOLDOWN`] for billing, `None` for failures of the request itself.
-    pub(crate) fn cooldown(&self) -> Option<Duration> {
-        match self.class {
-            FailureClass::RateLimited | FailureClass::Overloaded | FailureClass::ServerError => {
-                self.retry_after
-            }
-            FailureClass::Billing => Some(
-                self.retry_after
-                    .map_or(BILLING_COOLDOWN, |d| d.max(BILLING_COOLDOWN)),
-            ),
-            FailureClass::Auth | FailureClass::Invalid | FailureClass::Decode => None,
         }
     }
 
@@ -345,11 +325,7 @@ mod tests {
             got.message.starts_with("You exceeded your current quota"),
             "{got}"
         );
-        assert_eq!(
-            got.cooldown(),
-            Some(BILLING_COOLDOWN),
-            "per-day: retryDelay is not enough"
-        );
+        assert_eq!(got.class, Billing, "per-day: retryDelay is not enough");
     }
 
     #[test]
@@ -433,20 +409,18 @@ mod tests {
             ..Failure::decode("")
         };
         let table = [
-            (RateLimited, Some(S(5)), true, Some(S(5))),
-            (RateLimited, None, true, None),
-            (Overloaded, Some(S(2)), true, Some(S(2))),
-            (ServerError, None, true, None),
-            (Billing, Some(S(37)), true, Some(BILLING_COOLDOWN)),
-            (Billing, Some(S(7_200)), true, Some(S(7_200))),
-            (Auth, Some(S(5)), false, None),
-            (Invalid, None, false, None),
-            (Decode, None, false, None),
+            (RateLimited, true, FailureKind::RateLimited),
+            (Overloaded, true, FailureKind::Overloaded),
+            (ServerError, true, FailureKind::ServerError),
+            (Billing, true, FailureKind::Billing),
+            (Auth, false, FailureKind::Fatal),
+            (Invalid, false, FailureKind::Fatal),
+            (Decode, false, FailureKind::Fatal),
         ];
-        for (class, retry_after, elsewhere, cooldown) in table {
-            let f = failure(class, retry_after);
-            assert_eq!(f.is_retryable_elsewhere(), elsewhere, "{class}");
-            assert_eq!(f.cooldown(), cooldown, "{class}");
+        for (class, elsewhere, kind) in table {
+            let f = failure(class, Some(S(5)));
+            assert_eq!(f.class.kind() != FailureKind::Fatal, elsewhere, "{class}");
+            assert_eq!(class.kind(), kind, "{class}");
         }
     }
 

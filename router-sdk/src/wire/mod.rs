@@ -5,9 +5,6 @@
 //! [`StreamEvent`]s; [`classify`](classify::classify) says what an error means; [`headers`] reads
 //! rate-limit headers. Provider JSON shapes stay private to their module.
 
-// Until the transport uses every translator (tests use them all).
-#![allow(dead_code)]
-
 mod anthropic;
 pub(crate) mod classify;
 mod gemini;

@@ -1,0 +1,148 @@
+//! The SDK's one error type.
+
+use std::time::Duration;
+
+use router_core::config::ConfigError;
+use router_core::ledger::LedgerError;
+
+use crate::types::Attempt;
+use crate::wire::classify::FailureClass;
+
+/// Everything `Router` can fail with. Messages never contain an API key: a missing key is named
+/// by its environment variable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The request names a model or alias no deployment serves.
+    #[error("unknown model `{model}`; known models and aliases: {}", known.join(", "))]
+    UnknownModel {
+        /// What the request named.
+        model: String,
+        /// Every model name and alias of the configuration.
+        known: Vec<String>,
+    },
+    /// The request is unusable as it is (no messages, no model and no default).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// No candidate deployment has its API key set.
+    #[error("no API key set for `{model}`: set {}", vars.join(" or "))]
+    MissingKey {
+        /// What the request named.
+        model: String,
+        /// The environment variables that would each enable a candidate.
+        vars: Vec<String>,
+    },
+    /// No candidate could take the request before its deadline (or ever).
+    #[error("{}", no_capacity_message(*never, *retry_after, detail))]
+    NoCapacity {
+        /// True when no candidate can ever take it (the request is larger than every limit).
+        never: bool,
+        /// When a candidate could take it, if ever.
+        retry_after: Option<Duration>,
+        /// Which limit refused, per candidate.
+        detail: String,
+        /// Calls made before giving up.
+        attempts: Vec<Attempt>,
+    },
+    /// The provider answered with an error that retrying elsewhere did not (or cannot) fix.
+    #[error("{provider}/{model}: {class} ({}): {message}", status.map_or("no status".into(), |s| format!("HTTP {s}")))]
+    Provider {
+        /// Provider name.
+        provider: String,
+        /// Model name.
+        model: String,
+        /// What kind of failure.
+        class: FailureClass,
+        /// HTTP status, if the provider answered with one.
+        status: Option<u16>,
+        /// The provider's message (for 401/403, also which variable holds the key).
+        message: String,
+        /// The wait the provider stated, if any.
+        retry_after: Option<Duration>,
+        /// Every call made.
+        attempts: Vec<Attempt>,
+    },
+    /// The provider could not be reached or did not answer in time.
+    #[error("{provider}/{model}: {}: {message}", if *timeout { "timed out" } else { "connection failed" })]
+    Transport {
+        /// Provider name.
+        provider: String,
+        /// Model name.
+        model: String,
+        /// True for a timeout, false for a connection failure.
+        timeout: bool,
+        /// What the HTTP client reported (URLs never carry keys).
+        message: String,
+        /// Every call made.
+        attempts: Vec<Attempt>,
+    },
+    /// The state store failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+fn no_capacity_message(never: bool, retry_after: Option<Duration>, detail: &str) -> String {
+    match (never, retry_after) {
+        (true, _) => format!("no deployment can ever take this request: {detail}"),
+        (false, Some(d)) => format!(
+            "no capacity before the deadline; retry after {:.1}s: {detail}",
+            d.as_secs_f64()
+        ),
+        (false, None) => format!("no capacity before the deadline: {detail}"),
+    }
+}
+
+impl Error {
+    /// True when trying again later may succeed: no capacity yet, rate limits, overloads,
+    /// server errors and transport failures.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::NoCapacity { never, .. } => !never,
+            Error::Provider { class, .. } => matches!(
+                class,
+                FailureClass::RateLimited | FailureClass::Overloaded | FailureClass::ServerError
+            ),
+            Error::Transport { .. } | Error::Ledger(_) => true,
+            _ => false,
+        }
+    }
+
+    /// How long to wait before trying again, when known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::NoCapacity { retry_after, .. } | Error::Provider { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
+    /// The provider's HTTP status, when the provider answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Provider { status, .. } => *status,
+            _ => None,
+        }
+    }
+
+    /// The provider involved, when one is.
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            Error::Provider { provider, .. } | Error::Transport { provider, .. } => Some(provider),
+            _ => None,
+        }
+    }
+
+    /// The calls made before this error.
+    pub fn attempts(&self) -> &[Attempt] {
+        match self {
+            Error::NoCapacity { attempts, .. }
+            | Error::Provider { attempts, .. }
+            | Error::Transport { attempts, .. } => attempts,
+            _ => &[],
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The router: estimate, admit through the ledger, call, settle, and on failure decide what next.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use router_core::clock::{Clock, SystemClock};
+use router_core::config::{DeploymentId, ProviderId, Registry};
+use router_core::estimate::{self, OutputEstimator};
+use router_core::ledger::{
+    Admission, Denial, Ledger, MAX_SLOT_TTL, MemoryStore, Need, RedisStore, RedisStoreOptions,
+    Verdict,
+};
+use router_core::retry::{OnDenied, RetryPolicy};
+use router_core::select;
+
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::secret::{ApiKey, EnvKeys, KeySource};
+use crate::time::{Sleeper, TokioSleeper};
+use crate::types::{Attempt, ChatRequest, Usage};
+
+/// Routes chat requests to the cheapest deployment with room, within every shared limit.
+///
+/// Cheap to clone: clones share the ledger, the HTTP client and the estimates.
+#[derive(Debug, Clone)]
+pub struct Router {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) ledger: Arc<dyn Ledger>,
+    pub(crate) http: reqwest::Client,
+    pub(crate) policy: RetryPolicy,
+    pub(crate) outputs: OutputEstimator,
+    pub(crate) keys: Arc<dyn KeySource>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) sleeper: Arc<dyn Sleeper>,
+    rng: Mutex<fastrand::Rng>,
+}
+
+/// Builds a [`Router`], with any of its parts replaced.
+#[derive(Debug)]
+pub struct RouterBuilder {
+    registry: Registry,
+    ledger: Option<Arc<dyn Ledger>>,
+    http: Option<reqwest::Client>,
+    policy: Option<RetryPolicy>,
+    keys: Arc<dyn KeySource>,
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    seed: Option<u64>,
+}
+
+impl RouterBuilder {
+    /// The ledger to use. Default: Redis when the configuration names a `state`, else an
+    /// in-process store.
+    pub fn ledger(mut self, ledger: Arc<dyn Ledger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The HTTP client. Default: rustls, 10 s connect timeout.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = Some(client);
+        self
+    }
+
+    /// The retry policy. Default: from the configuration's `retry:` section.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Where API keys come from. Default: the environment.
+    pub fn keys(mut self, keys: Arc<dyn KeySource>) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// The clock for deadlines and provider reset times (and for the in-process store).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How the router waits for capacity. Default: `tokio::time::sleep`.
+    pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// Seeds the jitter, for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Builds the router, connecting to Redis if the configuration names a `state`.
+    pub async fn build(self) -> Result<Router, Error> {
+        let registry = Arc::new(self.registry);
+        let ledger: Arc<dyn Ledger> = match (self.ledger, &registry.state) {
+            (Some(ledger), _) => ledger,
+            (None, Some(url)) => {
+                let options = RedisStoreOptions {
+                    namespace: registry.namespace.clone(),
+                    ..RedisStoreOptions::default()
+                };
+                Arc::new(RedisStore::connect(url, &registry, options).await?)
+            }
+            (None, None) => Arc::new(MemoryStore::with_clock(&registry, self.clock.clone())),
+        };
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?,
+        };
+        let outputs =
+            OutputEstimator::new(registry.deployments.len(), registry.defaults.output_tokens);
+        let policy = self
+            .policy
+            .unwrap_or_else(|| RetryPolicy::new(registry.retry));
+        let rng = self
+            .seed
+            .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        let inner = Inner {
+            registry,
+            ledger,
+            http,
+            policy,
+            outputs,
+            keys: self.keys,
+            clock: self.clock,
+            sleeper: self.sleeper,
+            rng: Mutex::new(rng),
+        };
+        Ok(Router {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+/// One request's plan: candidates cheapest first, what to reserve, when to give up.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) ranked: Vec<DeploymentId>,
+    pub(crate) keys: HashMap<ProviderId, ApiKey>,
+    pub(crate) need: Need,
+    pub(crate) estimate: Usage,
+    pub(crate) deadline_ms: u64,
+}
+
+/// What happened so far to one request.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) attempts: Vec<Attempt>,
+    pub(crate) waited: Duration,
+}
+
+impl Router {
+    /// A builder over a validated configuration.
+    pub fn builder(registry: Registry) -> RouterBuilder {
+        RouterBuilder {
+            registry,
+            ledger: None,
+            http: None,
+            policy: None,
+            keys: Arc::new(EnvKeys),
+            clock: Arc::new(SystemClock),
+            sleeper: Arc::new(TokioSleeper),
+            seed: None,
+        }
+    }
+
+    /// A router over a validated configuration, with the default parts.
+    pub async fn from_config(registry: Registry) -> Result<Router, Error> {
+        Self::builder(registry).build().await
+    }
+
+    /// A router over the configuration file at `path`; `REDIS_URL`, when set, overrides its
+    /// `state`.
+    pub async fn from_path(path: impl AsRef<Path>) -> Result<Router, Error> {
+        let redis_url = std::env::var("REDIS_URL").ok();
+        let registry = Registry::load(path.as_ref(), redis_url.as_deref())?;
+        Self::from_config(registry).await
+    }
+
+    /// The configuration.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The ledger (for `snapshot`, e.g. `llmroute quota`).
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.inner.ledger
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    pub(crate) fn system_now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now_ms())
+    }
+
+    pub(crate) fn unit(&self) -> f64 {
+        self.inner
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .f64()
+    }
+
+    /// Validates the request and works out its candidates, estimate and deadline.
+    pub(crate) fn plan(&self, req: &ChatRequest) -> Result<Plan, Error> {
+        let registry = &self.inner.registry;
+        if req.messages.is_empty() {
+            return Err(Error::InvalidRequest(
+                "a chat needs at least one message".into(),
+            ));
+        }
+        let model = req
+            .model
+            .as_deref()
+            .or(registry.defaults.model.as_deref())
+            .ok_or_else(|| {
+                Error::InvalidRequest("no model given and no `defaults.model` configured".into())
+            })?;
+        let candidates = registry.resolve(model);
+        if candidates.is_empty() {
+            let known = registry
+                .known_models()
+                .into_iter()
+                .map(String::from)
+                .collect();
+            return Err(Error::UnknownModel {
+                model: model.to_owned(),
+                known,
+            });
+        }
+        let keys = self.keys_for(model, &candidates)?;
+        let usable: Vec<_> = candidates
+            .into_iter()
+            .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
+            .collect();
+        let o200k = estimate::count(req.messages.iter().map(|m| m.content.as_str()));
+        let prompt = usable
+            .iter()
+            .map(|&d| estimate::scale(registry.provider_of(d).api, o200k))
+            .max();
+        let output = usable
+            .iter()
+            .map(|&d| self.inner.outputs.estimate(d, req.max_tokens))
+            .max();
+        let estimate = Usage {
+            prompt_tokens: prompt.unwrap_or(0),
+            completion_tokens: output.unwrap_or(0),
+        };
+        let ranked = select::rank(
+            registry,
+            &usable,
+            estimate.prompt_tokens,
+            estimate.completion_tokens,
+        )
+        .into_iter()
+        .map(|r| r.deployment)
+        .collect();
+        let deadline = req.deadline.unwrap_or(registry.retry.deadline);
+        // A slot must outlive its request: a slot that expired in flight would admit one too many.
+        let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms)
+            .max(deadline)
+            .min(MAX_SLOT_TTL);
+        Ok(Plan {
+            ranked,
+            keys,
+            need: Need {
+                tokens: estimate.total_tokens(),
+                slot_ttl,
+            },
+            estimate,
+            deadline_ms: self.now_ms() + deadline.as_millis() as u64,
+        })
+    }
+
+    /// The keys of the candidates' providers; an error naming the variables when none is set.
+    fn keys_for(
+        &self,
+        model: &str,
+        candidates: &[DeploymentId],
+    ) -> Result<HashMap<ProviderId, ApiKey>, Error> {
+        let registry = &self.inner.registry;
+        let mut keys = HashMap::new();
+        let mut vars: Vec<String> = Vec::new();
+        for &d in candidates {
+            let id = registry.deployment(d).provider;
+            let var = &registry.provider(id).api_key_env;
+            match self.inner.keys.key(var) {
+                Some(key) => {
+                    keys.insert(id, key);
+                }
+                None if !vars.contains(var) => vars.push(var.clone()),
+                None => {}
+            }
+        }
+        if keys.is_empty() {
+            return Err(Error::MissingKey {
+                model: model.to_owned(),
+                vars,
+            });
+        }
+        Ok(keys)
+    }
+
+    /// Admits the request on the cheapest candidate with room, waiting for capacity when none
+    /// has any, up to the deadline.
+    pub(crate) async fn acquire(
+        &self,
+        plan: &Plan,
+        progress: &mut Progress,
+    ) -> Result<Guard, Error> {
+        loop {
+            let denial = match self.inner.ledger.admit(&plan.need, &plan.ranked).await? {
+                Admission::Granted(r) => return Ok(Guard::new(self.inner.ledger.clone(), r)),
+                Admission::Denied(denial) => denial,
+            };
+            let remaining = Duration::from_millis(plan.deadline_ms.saturating_sub(self.now_ms()));
+            match self
+                .inner
+                .policy
+                .on_denied(denial.retry_after(), remaining, self.unit())
+            {
+                OnDenied::Wait(wait) => {
+                    let wait = wait.max(Duration::from_millis(1));
+                    self.inner.sleeper.sleep(wait).await;
+                    progress.waited += wait;
+                }
+                OnDenied::GiveUp => {
+                    return Err(Error::NoCapacity {
+                        never: denial.never_fits(),
+                        retry_after: denial.retry_after(),
+                        detail: self.describe(&denial),
+                        attempts: std::mem::take(&mut progress.attempts),
+                    });
+                }
+            }
+        }
+    }
+
+    /// `deepseek/deepseek-chat: rpm full for 12.0s; openai/gpt-4o-mini: tpm never fits`.
+    fn describe(&self, denial: &Denial) -> String {
+        let parts: Vec<String> = denial
+            .refusals
+            .iter()
+            .map(|r| {
+                let name = self.inner.registry.deployment_name(r.deployment);
+                let scope = match r.scope {
+                    router_core::ledger::Scope::Deployment => "",
+                    router_core::ledger::Scope::Provider => "provider ",
+                };
+                match r.verdict {
+                    Verdict::Never => format!("{name}: {scope}{} never fits", r.limit.as_str()),
+                    Verdict::NotNow(d) => {
+                        format!(
+                            "{name}: {scope}{} full for {:.1}s",
+                            r.limit.as_str(),
+                            d.as_secs_f64()
+                        )
+                    }
+                }
+            })
+            .collect();
+        parts.join("; ")
+    }
+
+    /// Time left before the deadline.
+    pub(crate) fn remaining(&self, plan: &Plan) -> Duration {
+        Duration::from_millis(plan.deadline_ms.saturating_sub(self.now_ms()))
+    }
+}

@@ -1,0 +1,133 @@
+//! The one place that does HTTP: send a built request, and sort what comes back into an answer
+//! or a [`CallFailure`] the router can act on.
+
+// A failed call carries its headers (for rate-limit observation) and is dwarfed by the network
+// round trip that produced it: boxing it would buy nothing measurable.
+#![allow(clippy::result_large_err)]
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+use router_core::config::Api;
+
+use crate::wire::classify::{Failure, classify};
+use crate::wire::{self, WireRequest};
+
+/// How a provider call failed, as far as settlement and retry care.
+#[derive(Debug)]
+pub(crate) enum CallFailure {
+    /// The provider answered with an error: it saw the request (its request count stands) but
+    /// produced no tokens.
+    Provider {
+        failure: Failure,
+        headers: HeaderMap,
+    },
+    /// The provider answered 200 with a body we cannot read: tokens were probably spent.
+    Decode {
+        failure: Failure,
+        headers: HeaderMap,
+    },
+    /// No answer in time: whether tokens were spent is unknown.
+    Timeout(String),
+    /// The request never reached the provider (connection refused, DNS, TLS).
+    Connect(String),
+}
+
+impl CallFailure {
+    /// A short stable name: the failure class, or `timeout` / `connect`.
+    pub(crate) fn kind_name(&self) -> &'static str {
+        match self {
+            CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
+                failure.class.as_str()
+            }
+            CallFailure::Timeout(_) => "timeout",
+            CallFailure::Connect(_) => "connect",
+        }
+    }
+
+    /// The provider's or the transport's message.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
+                &failure.message
+            }
+            CallFailure::Timeout(m) | CallFailure::Connect(m) => m,
+        }
+    }
+
+    /// The HTTP status, when the provider answered.
+    pub(crate) fn status(&self) -> Option<u16> {
+        match self {
+            CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
+                failure.status
+            }
+            _ => None,
+        }
+    }
+}
+
+fn transport_failure(e: reqwest::Error) -> CallFailure {
+    // URLs never carry keys, but drop them anyway: messages stay short and uniform.
+    let connect = e.is_connect();
+    let message = e.without_url().to_string();
+    if connect {
+        CallFailure::Connect(message)
+    } else {
+        // Timeouts, and bodies cut off mid-way: either way the provider may have spent tokens.
+        CallFailure::Timeout(message)
+    }
+}
+
+/// Sends `request`; a non-success status is read and classified. Returns the open response on
+/// success, its body not yet read.
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    api: Api,
+    request: WireRequest,
+    timeout: Duration,
+    now: SystemTime,
+) -> Result<reqwest::Response, CallFailure> {
+    let response = http
+        .post(&request.url)
+        .headers(request.headers)
+        .json(&request.body)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(transport_failure)?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    let body = response.bytes().await.unwrap_or_default();
+    let failure = classify(api, status.as_u16(), &headers, &body, now);
+    Err(CallFailure::Provider { failure, headers })
+}
+
+/// Reads a whole success response.
+pub(crate) async fn read(response: reqwest::Response) -> Result<(HeaderMap, Bytes), CallFailure> {
+    let headers = response.headers().clone();
+    let body = response.bytes().await.map_err(transport_failure)?;
+    Ok((headers, body))
+}
+
+/// Decodes a whole success response.
+pub(crate) fn decode(
+    api: Api,
+    headers: HeaderMap,
+    body: &[u8],
+) -> Result<(crate::types::Completion, HeaderMap), CallFailure> {
+    match wire::parse_response(api, body) {
+        Ok(completion) => Ok((completion, headers)),
+        Err(e) => {
+            // The provider answered 200; we could not read it.
+            let failure = Failure {
+                status: Some(200),
+                ..e.into()
+            };
+            Err(CallFailure::Decode { failure, headers })
+        }
+    }
+}

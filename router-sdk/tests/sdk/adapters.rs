@@ -1,0 +1,186 @@
+//! Each adapter through the router, whole and streamed: the request on the wire, the answer,
+//! usage, cost, and the ledger settled with the provider's usage.
+
+use futures_util::StreamExt;
+use router_sdk::{ChatChunk, ChatRequest, FinishReason, Usage};
+use serde_json::json;
+use wiremock::Mock;
+use wiremock::matchers::{body_partial_json, header, method, path, query_param_is_missing};
+
+use crate::support::*;
+
+async fn collect(world: &World) -> (String, Option<router_sdk::StreamSummary>) {
+    let mut stream = world
+        .router
+        .chat_stream(ChatRequest::new("Hello"))
+        .await
+        .unwrap();
+    let (mut text, mut done) = (String::new(), None);
+    while let Some(item) = stream.next().await {
+        match item.unwrap() {
+            ChatChunk::Delta(t) => text.push_str(&t),
+            ChatChunk::Done(summary) => done = Some(summary),
+        }
+    }
+    (text, done)
+}
+
+#[tokio::test]
+async fn openai_chat_returns_content_usage_and_cost_and_settles() {
+    let w = World::new(&[Upstream::openai("oa", (2.0, 8.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(header(
+            "authorization",
+            format!("Bearer {}", planted_key("oa")).as_str(),
+        ))
+        .and(body_partial_json(
+            json!({"model": "gpt-test", "messages": [{"role": "user", "content": "Hello"}]}),
+        ))
+        .respond_with(ok_json("openai/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(answer.content, "Hello! How can I help you today?");
+    assert_eq!(answer.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(
+        answer.usage,
+        Usage {
+            prompt_tokens: 1117,
+            completion_tokens: 46
+        }
+    );
+    assert!((answer.cost_usd - (1117.0 * 2.0 + 46.0 * 8.0) / 1e6).abs() < 1e-12);
+    assert_eq!(
+        (answer.provider.as_str(), answer.model.as_str()),
+        ("oa", "gpt-test")
+    );
+    let snap = w.snapshot("gpt-test").await;
+    assert_eq!(
+        (snap.usage.requests, snap.usage.tokens, snap.usage.in_flight),
+        (1, 1163, 0)
+    );
+}
+
+#[tokio::test]
+async fn anthropic_chat_sends_its_headers_and_counts_cache_tokens_as_prompt() {
+    let w = World::new(&[Upstream::anthropic("an", (3.0, 15.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .and(header("x-api-key", planted_key("an").as_str()))
+        .and(header("anthropic-version", "2023-06-01"))
+        .respond_with(ok_json("anthropic/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(answer.content, "Hi! My name is Claude.");
+    assert_eq!(
+        answer.usage,
+        Usage {
+            prompt_tokens: 21 + 188 + 1800,
+            completion_tokens: 393
+        }
+    );
+    assert_eq!(w.snapshot("claude-test").await.usage.tokens, 2009 + 393);
+}
+
+#[tokio::test]
+async fn gemini_chat_keeps_the_key_out_of_the_url_and_bills_thoughts_as_output() {
+    let w = World::new(&[Upstream::gemini("ge", (0.3, 2.5))]).await;
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-test:generateContent"))
+        .and(header("x-goog-api-key", planted_key("ge").as_str()))
+        .and(query_param_is_missing("key"))
+        .respond_with(ok_json("gemini/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(
+        answer.content,
+        "AI learns patterns from data to make predictions."
+    );
+    assert_eq!(
+        answer.usage,
+        Usage {
+            prompt_tokens: 8,
+            completion_tokens: 10 + 1024
+        }
+    );
+}
+
+#[tokio::test]
+async fn openai_stream_asks_for_usage_and_ends_with_it() {
+    let w = World::new(&[Upstream::openai("oa", (2.0, 8.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(body_partial_json(
+            json!({"stream": true, "stream_options": {"include_usage": true}}),
+        ))
+        .respond_with(ok_sse("openai/stream.sse"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let (text, done) = collect(&w).await;
+    assert_eq!(text, "Hello!");
+    let done = done.expect("a Done item");
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 9,
+            completion_tokens: 3
+        }
+    );
+    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
+    assert!((done.cost_usd - (9.0 * 2.0 + 3.0 * 8.0) / 1e6).abs() < 1e-12);
+    let snap = w.snapshot("gpt-test").await;
+    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
+}
+
+#[tokio::test]
+async fn anthropic_stream_assigns_cumulative_usage() {
+    let w = World::new(&[Upstream::anthropic("an", (3.0, 15.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .and(body_partial_json(json!({"stream": true})))
+        .respond_with(ok_sse("anthropic/stream.sse"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let (text, done) = collect(&w).await;
+    assert_eq!(text, "Hello!");
+    // message_start: input 25 + cache 10 + 100; message_delta output 15 replaces the 1.
+    assert_eq!(
+        done.expect("Done").usage,
+        Usage {
+            prompt_tokens: 135,
+            completion_tokens: 15
+        }
+    );
+    assert_eq!(w.snapshot("claude-test").await.usage.tokens, 150);
+}
+
+#[tokio::test]
+async fn gemini_stream_takes_the_last_cumulative_usage() {
+    let w = World::new(&[Upstream::gemini("ge", (0.3, 2.5))]).await;
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-test:streamGenerateContent"))
+        .and(wiremock::matchers::query_param("alt", "sse"))
+        .and(query_param_is_missing("key"))
+        .respond_with(ok_sse("gemini/stream.sse"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let (text, done) = collect(&w).await;
+    assert_eq!(text, "The sky is blue.");
+    assert_eq!(
+        done.expect("Done").usage,
+        Usage {
+            prompt_tokens: 9,
+            completion_tokens: 5 + 28
+        }
+    );
+    assert_eq!(w.in_flight().await, 0);
+}

@@ -1,0 +1,219 @@
+//! Every path settles: after malformed answers, broken or dropped streams and dropped futures,
+//! nothing is left in flight.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use router_sdk::{ChatChunk, ChatRequest, Error, FailureClass};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_malformed_body_gives_a_typed_error_and_leaves_the_ledger_consistent() {
+    let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw("{\"choices\": [tru", "application/json"),
+        )
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let err = w.router.chat(ChatRequest::new("Hello")).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Provider {
+                class: FailureClass::Decode,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let shown = err.to_string();
+    assert!(
+        shown.contains("HTTP 200") && shown.contains(r#"body starts: "{\"choices\": [tru""#),
+        "{shown}"
+    );
+    let snap = w.snapshot("gpt-test").await;
+    // The estimate stands (tokens were probably spent), the slot is free.
+    assert_eq!((snap.usage.requests, snap.usage.in_flight), (1, 0));
+    assert!(
+        snap.usage.tokens > 100,
+        "estimate kept: {}",
+        snap.usage.tokens
+    );
+}
+
+#[tokio::test]
+async fn a_529_mid_stream_ends_the_stream_with_an_error_and_is_not_retried() {
+    let w = World::new(&[
+        Upstream::anthropic("an", (3.0, 15.0)),
+        Upstream::openai("backup", (5.0, 20.0)),
+    ])
+    .await;
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(ok_sse("anthropic/stream_error_529.sse"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ok_json("openai/ok.json"))
+        .expect(0)
+        .mount(&w.servers[1])
+        .await;
+    let mut stream = w
+        .router
+        .chat_stream(ChatRequest::new("Hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        ChatChunk::Delta("Par".into())
+    );
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Provider {
+                class: FailureClass::Overloaded,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(stream.next().await.is_none());
+    let snap = w.snapshot("claude-test").await;
+    // Settled with what the provider reported: message_start's 12 input + 1 output.
+    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (13, 0));
+    assert!(snap.cooldown.is_some(), "an overloaded provider cools down");
+}
+
+#[tokio::test]
+async fn a_stream_cut_short_is_an_error_and_settles_what_was_reported() {
+    let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;
+    let full = String::from_utf8(fixture("openai/stream.sse")).unwrap();
+    let cut = full.split("data: [DONE]").next().unwrap().to_owned();
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream"))
+        .mount(&w.servers[0])
+        .await;
+    let items: Vec<_> = w
+        .router
+        .chat_stream(ChatRequest::new("Hello"))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert!(
+        matches!(items.last(), Some(Err(Error::Transport { .. }))),
+        "{items:?}"
+    );
+    let snap = w.snapshot("gpt-test").await;
+    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
+}
+
+#[tokio::test]
+async fn a_stream_dropped_mid_way_frees_its_slot() {
+    let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_sse("openai/stream.sse"))
+        .mount(&w.servers[0])
+        .await;
+    let mut stream = w
+        .router
+        .chat_stream(ChatRequest::new("Hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        ChatChunk::Delta("Hel".into())
+    );
+    assert_eq!(w.in_flight().await, 1);
+    drop(stream);
+    assert_eq!(w.in_flight().await, 0);
+    assert_eq!(w.snapshot("gpt-test").await.usage.requests, 1);
+}
+
+#[tokio::test]
+async fn a_dropped_chat_future_frees_its_slot() {
+    let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_json("openai/ok.json").set_delay(Duration::from_secs(3600)))
+        .mount(&w.servers[0])
+        .await;
+    let router = w.router.clone();
+    let call = tokio::spawn(async move { router.chat(ChatRequest::new("Hello")).await });
+    // The request is in flight once the upstream has it.
+    while w.servers[0]
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .is_empty()
+    {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(w.in_flight().await, 1);
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    assert_eq!(w.in_flight().await, 0);
+}
+
+#[tokio::test]
+async fn a_request_larger_than_every_limit_never_fits_and_says_so() {
+    let mut up = Upstream::openai("oa", (1.0, 1.0));
+    up.limits = "tpm: 50";
+    let w = World::new(&[up]).await;
+    let err = w.router.chat(ChatRequest::new("Hello")).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NoCapacity {
+                never: true,
+                retry_after: None,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("oa/gpt-test: tpm never fits"),
+        "{err}"
+    );
+    assert!(w.sleeper.slept().is_empty());
+}
+
+#[tokio::test]
+async fn no_capacity_before_the_deadline_fails_with_a_retry_after() {
+    let mut up = Upstream::openai("oa", (1.0, 1.0));
+    up.limits = "rpm: 1";
+    let w = World::new(&[up]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_json("openai/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    let req = ChatRequest {
+        deadline: Some(Duration::from_secs(10)),
+        ..ChatRequest::new("Hello")
+    };
+    let err = w.router.chat(req).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NoCapacity { never: false, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(61)));
+    assert!(err.is_retryable());
+    assert!(
+        w.sleeper.slept().is_empty(),
+        "a wait past the deadline is not started"
+    );
+}

@@ -1,0 +1,87 @@
+//! Two routers sharing one Redis share cooldowns: a 429 seen by one makes the other skip that
+//! deployment.
+
+use std::sync::Arc;
+
+use llmroute_tests::redis_server;
+use router_core::config::Registry;
+use router_core::ledger::{Ledger, RedisStore, RedisStoreOptions};
+use router_sdk::{ChatRequest, Router, StaticKeys};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_429_seen_by_one_router_makes_the_other_skip_that_deployment() {
+    let redis = redis_server();
+    let ups = [
+        Upstream::openai("cheap", (0.1, 0.2)),
+        Upstream::anthropic("dear", (3.0, 15.0)),
+    ];
+    let (cheap_a, cheap_b, dear) = (
+        MockServer::start().await,
+        MockServer::start().await,
+        MockServer::start().await,
+    );
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(
+            error_json(429, "openai/rate_limit_429.json").insert_header("retry-after", "30"),
+        )
+        .expect(1)
+        .mount(&cheap_a)
+        .await;
+    // Router B's view of the same deployment must never be called while it cools down.
+    Mock::given(method("POST"))
+        .respond_with(ok_json("openai/ok.json"))
+        .expect(0)
+        .mount(&cheap_b)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(ok_json("anthropic/ok.json"))
+        .expect(2)
+        .mount(&dear)
+        .await;
+
+    let mut routers = Vec::new();
+    for cheap in [&cheap_a, &cheap_b] {
+        let registry = Registry::from_yaml_str(
+            &config(&[(&ups[0], cheap.uri()), (&ups[1], dear.uri())]),
+            "t.yaml",
+        )
+        .unwrap();
+        let options = RedisStoreOptions {
+            namespace: redis.namespace.clone(),
+            ..Default::default()
+        };
+        let store: Arc<dyn Ledger> = Arc::new(
+            RedisStore::connect(&redis.url, &registry, options)
+                .await
+                .unwrap(),
+        );
+        let keys = ups.iter().fold(StaticKeys::new(), |k, u| {
+            k.with(key_var(u.name), planted_key(u.name))
+        });
+        routers.push(
+            Router::builder(registry)
+                .ledger(store)
+                .keys(Arc::new(keys))
+                .build()
+                .await
+                .unwrap(),
+        );
+    }
+    let a = routers[0].chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!((a.provider.as_str(), a.attempts.len()), ("dear", 2));
+    let b = routers[1].chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!((b.provider.as_str(), b.attempts.len()), ("dear", 1));
+    let all: Vec<_> = routers[1].registry().deployment_ids().collect();
+    let snaps = routers[1].ledger().snapshot(&all).await.unwrap();
+    assert!(
+        snaps[0].cooldown.is_some_and(|c| c.as_secs() >= 29),
+        "{snaps:?}"
+    );
+    assert!(snaps.iter().all(|s| s.usage.in_flight == 0));
+}

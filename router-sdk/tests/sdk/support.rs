@@ -1,0 +1,201 @@
+//! A world per test: mock upstreams, a router on a manual clock, and a sleeper that records.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use router_core::clock::ManualClock;
+use router_core::config::{DeploymentId, Registry};
+use router_core::ledger::{DeploymentSnapshot, Ledger, MemoryStore};
+use router_sdk::time::Sleeper;
+use router_sdk::{Router, StaticKeys};
+use wiremock::MockServer;
+
+pub const T0: u64 = 1_800_000_000_000;
+
+/// Sleeps by moving the manual clock, and remembers every wait.
+#[derive(Debug, Clone)]
+pub struct ManualSleeper {
+    clock: ManualClock,
+    slept: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl ManualSleeper {
+    pub fn slept(&self) -> Vec<Duration> {
+        self.slept.lock().unwrap().clone()
+    }
+}
+
+impl Sleeper for ManualSleeper {
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        self.clock.advance_ms(duration.as_millis() as u64);
+        self.slept.lock().unwrap().push(duration);
+        Box::pin(async {})
+    }
+}
+
+/// One provider with one model, all serving alias `chat`.
+pub struct Upstream {
+    pub name: &'static str,
+    pub api: &'static str,
+    pub model: &'static str,
+    pub price: (f64, f64),
+    pub limits: &'static str,
+}
+
+impl Upstream {
+    pub fn openai(name: &'static str, price: (f64, f64)) -> Self {
+        Self {
+            name,
+            api: "openai",
+            model: "gpt-test",
+            price,
+            limits: "rpm: 1000",
+        }
+    }
+    pub fn anthropic(name: &'static str, price: (f64, f64)) -> Self {
+        Self {
+            name,
+            api: "anthropic",
+            model: "claude-test",
+            price,
+            limits: "rpm: 1000",
+        }
+    }
+    pub fn gemini(name: &'static str, price: (f64, f64)) -> Self {
+        Self {
+            name,
+            api: "gemini",
+            model: "gemini-test",
+            price,
+            limits: "rpm: 1000",
+        }
+    }
+}
+
+/// The key planted for provider `name`: tests assert it never shows anywhere.
+pub fn planted_key(name: &str) -> String {
+    format!("sk-planted-{name}-S3CRET-0123456789")
+}
+
+pub fn key_var(name: &str) -> String {
+    format!("{}_API_KEY", name.to_uppercase())
+}
+
+/// `providers.yaml` for `upstreams`, each at `base_url` (e.g. a mock server's URI).
+pub fn config(upstreams: &[(&Upstream, String)]) -> String {
+    let mut yaml = String::from("defaults:\n  model: chat\n  output_tokens: 100\nproviders:\n");
+    for (u, base) in upstreams {
+        let base = match u.api {
+            "openai" => format!("{base}/v1"),
+            "gemini" => format!("{base}/v1beta"),
+            _ => base.clone(),
+        };
+        yaml.push_str(&format!(
+            "  - name: {}\n    api: {}\n    base_url: {base}\n    api_key_env: {}\n    models:\n      - name: {}\n        aliases: [chat]\n        price: {{ input: {}, output: {} }}\n        limits: {{ {} }}\n",
+            u.name, u.api, key_var(u.name), u.model, u.price.0, u.price.1, u.limits
+        ));
+    }
+    yaml
+}
+
+pub struct World {
+    pub router: Router,
+    pub clock: ManualClock,
+    pub sleeper: ManualSleeper,
+    pub ledger: Arc<dyn Ledger>,
+    pub servers: Vec<MockServer>,
+}
+
+impl World {
+    /// One mock server per upstream, a memory ledger, all on one manual clock.
+    pub async fn new(upstreams: &[Upstream]) -> World {
+        let mut servers = Vec::new();
+        for _ in upstreams {
+            servers.push(MockServer::start().await);
+        }
+        let bases: Vec<_> = upstreams
+            .iter()
+            .zip(&servers)
+            .map(|(u, s)| (u, s.uri()))
+            .collect();
+        Self::with_bases(upstreams, &bases, servers).await
+    }
+
+    pub async fn with_bases(
+        upstreams: &[Upstream],
+        bases: &[(&Upstream, String)],
+        servers: Vec<MockServer>,
+    ) -> World {
+        let registry = Registry::from_yaml_str(&config(bases), "test.yaml").unwrap();
+        let clock = ManualClock::new(T0);
+        let sleeper = ManualSleeper {
+            clock: clock.clone(),
+            slept: Arc::default(),
+        };
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
+        let keys = upstreams.iter().fold(StaticKeys::new(), |k, u| {
+            k.with(key_var(u.name), planted_key(u.name))
+        });
+        let router = Router::builder(registry)
+            .ledger(ledger.clone())
+            .clock(Arc::new(clock.clone()))
+            .sleeper(Arc::new(sleeper.clone()))
+            .keys(Arc::new(keys))
+            .seed(7)
+            .build()
+            .await
+            .unwrap();
+        World {
+            router,
+            clock,
+            sleeper,
+            ledger,
+            servers,
+        }
+    }
+
+    pub fn d(&self, model: &str) -> DeploymentId {
+        self.router.registry().resolve(model)[0]
+    }
+
+    pub async fn snapshot(&self, model: &str) -> DeploymentSnapshot {
+        self.ledger.snapshot(&[self.d(model)]).await.unwrap()[0]
+    }
+
+    /// Requests in flight over every deployment.
+    pub async fn in_flight(&self) -> u64 {
+        let all: Vec<_> = self.router.registry().deployment_ids().collect();
+        self.ledger
+            .snapshot(&all)
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s.usage.in_flight)
+            .sum()
+    }
+}
+
+pub fn fixture(path: &str) -> Vec<u8> {
+    let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+/// A 200 JSON answer from a fixture.
+pub fn ok_json(path: &str) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_raw(fixture(path), "application/json")
+}
+
+/// A 200 SSE answer from a fixture.
+pub fn ok_sse(path: &str) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_raw(fixture(path), "text/event-stream")
+}
+
+/// An error answer from a fixture.
+pub fn error_json(status: u16, path: &str) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(status).set_body_raw(fixture(path), "application/json")
+}
+
+pub const OPENAI_PATH: &str = "/v1/chat/completions";
+pub const ANTHROPIC_PATH: &str = "/v1/messages";
