@@ -38,9 +38,6 @@ local function check(scopes)
     if s == 1 and w.cd > now then
       reasons[#reasons + 1] = {kind = 1, s = 1, at = w.cd}
     end
-    if w.fresh then
-      redis.call('ZREMRANGEBYSCORE', sc.z, '-inf', now)
-    end
     if sc.rpm > 0 and w.R + 1 > sc.rpm then
       reasons[#reasons + 1] = {kind = 2, s = s, key = sc.w, o = w.o, total = w.R, prefix = 'r',
         need = 1, limit = sc.rpm}
@@ -88,15 +85,19 @@ local function reserve(scopes)
     local w = sc.win
     redis.call('HSET', sc.w, 'r' .. w.b, w.cr + 1, 't' .. w.b, w.ct + need,
       'R', w.R + 1, 'T', w.T + need, 'o', w.o)
-    redis.call('ZADD', sc.z, now + ttl, id)
     if w.fresh then
-      -- First admission in this bucket: the hash must outlive it, and the slots zset every
-      -- slot admitted during it.
+      -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and
+      -- the slots zset every slot admitted during it.
+      redis.call('ZREMRANGEBYSCORE', sc.z, '-inf', now)
+      redis.call('ZADD', sc.z, now + ttl, id)
       keep_window(sc.w, w, now)
       redis.call('PEXPIRE', sc.z, SLOTS_TTL_MS)
-    elseif sc.live == nil or sc.live == 0 then
-      -- The zset may have just been created (it disappears when its last slot is freed).
-      redis.call('PEXPIRE', sc.z, SLOTS_TTL_MS)
+    else
+      redis.call('ZADD', sc.z, now + ttl, id)
+      if sc.live == nil or sc.live == 0 then
+        -- The zset may have just been created (it disappears when its last slot is freed).
+        redis.call('PEXPIRE', sc.z, SLOTS_TTL_MS)
+      end
     end
   end
 end
