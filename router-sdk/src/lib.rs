@@ -46,7 +46,7 @@ pub mod types;
 pub(crate) mod wire;
 
 pub use error::Error;
-pub use router::{Router, RouterBuilder};
+pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{

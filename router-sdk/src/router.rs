@@ -155,6 +155,17 @@ pub(crate) struct Plan {
     pub(crate) deadline_ms: u64,
 }
 
+/// What a request would be offered to: its estimate and its candidates, cheapest first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Preview {
+    /// Estimated prompt tokens.
+    pub prompt_tokens: u64,
+    /// Estimated completion tokens.
+    pub completion_tokens: u64,
+    /// Candidates with a key set, cheapest first: (provider, model, estimated cost in USD).
+    pub candidates: Vec<(String, String, f64)>,
+}
+
 /// What happened so far to one request.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
@@ -214,6 +225,32 @@ impl Router {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .f64()
+    }
+
+    /// The estimate and the candidates of `req`, cheapest first, without admitting or calling.
+    pub fn preview(&self, req: &ChatRequest) -> Result<Preview, Error> {
+        let plan = self.plan(req)?;
+        let registry = &self.inner.registry;
+        let candidates = plan
+            .ranked
+            .iter()
+            .map(|&d| {
+                let cost = registry
+                    .deployment(d)
+                    .price
+                    .cost(plan.estimate.prompt_tokens, plan.estimate.completion_tokens);
+                (
+                    registry.provider_of(d).name.clone(),
+                    registry.deployment(d).model.clone(),
+                    cost,
+                )
+            })
+            .collect();
+        Ok(Preview {
+            prompt_tokens: plan.estimate.prompt_tokens,
+            completion_tokens: plan.estimate.completion_tokens,
+            candidates,
+        })
     }
 
     /// Validates the request and works out its candidates, estimate and deadline.

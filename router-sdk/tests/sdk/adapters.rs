@@ -184,3 +184,33 @@ async fn gemini_stream_takes_the_last_cumulative_usage() {
     );
     assert_eq!(w.in_flight().await, 0);
 }
+
+#[tokio::test]
+async fn provider_rate_limit_headers_are_ground_truth_for_the_ledger() {
+    let w = World::new(&[Upstream::openai("oa", (2.0, 8.0))]).await;
+    // We allow 1000 rpm; the provider says only 3 requests remain until it resets in 6m0s.
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(
+            ok_json("openai/ok.json")
+                .insert_header("x-ratelimit-limit-requests", "1000")
+                .insert_header("x-ratelimit-remaining-requests", "3")
+                .insert_header("x-ratelimit-reset-requests", "6m0s"),
+        )
+        .mount(&w.servers[0])
+        .await;
+    w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    // 1 admitted + 996 counted so that exactly 3 remain, as the provider says.
+    assert_eq!(w.snapshot("gpt-test").await.usage.requests, 997);
+    for _ in 0..3 {
+        w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    }
+    let req = ChatRequest {
+        deadline: Some(std::time::Duration::from_secs(5)),
+        ..ChatRequest::new("Hello")
+    };
+    assert!(matches!(
+        w.router.chat(req).await,
+        Err(router_sdk::Error::NoCapacity { .. })
+    ));
+}
