@@ -5,6 +5,14 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Send each LLM request to the cheapest provider with room for it, within every limit.
+///
+/// Limits are shared by every llmroute process: through Redis (--state, REDIS_URL or `state`)
+/// across machines, else through an embedded store on this machine ($LLMROUTE_STATE_DIR, or the
+/// user's state directory).
+///
+/// Exit status: 0 success; 2 usage or configuration (bad flags or YAML, unknown model, no key
+/// set, unreadable prompt); 3 no capacity before the deadline; 4 provider error (error answer,
+/// timeout, connection); 5 state store unavailable.
 #[derive(Debug, Parser)]
 #[command(name = "llmroute", version, propagate_version = true)]
 pub(crate) struct Cli {
@@ -19,12 +27,13 @@ pub(crate) struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub(crate) struct Global {
-    /// Configuration file. Precedence: --config, then $LLMROUTE_CONFIG, then ./providers.yaml
+    /// Configuration file. Precedence: --config, then $LLMROUTE_CONFIG, then ./providers.yaml,
+    /// then providers.yaml in the user's config directory (~/.config/llmroute/)
     #[arg(long, global = true, env = "LLMROUTE_CONFIG", value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
     /// Redis URL of the shared ledger. Precedence: --state, then $REDIS_URL, then `state` in the
-    /// configuration file; none of them: an in-process store
+    /// configuration file; none of them: the embedded store on this machine
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) state: Option<String>,
 }
@@ -36,6 +45,12 @@ pub(crate) enum Command {
     ///
     /// API keys are never printed: only whether each key's environment variable is set.
     Providers(ProvidersArgs),
+    /// Send a prompt to the cheapest provider with room; the answer on stdout.
+    Chat(crate::commands::chat::ChatArgs),
+    /// Show what the shared ledger holds: per deployment, use against limits, cooldowns, prices.
+    Quota(crate::commands::quota::QuotaArgs),
+    /// Print a shell completion script.
+    Completions(crate::commands::completions::CompletionsArgs),
 }
 
 /// Options of `llmroute providers`.

@@ -40,17 +40,14 @@ pub(crate) struct Loaded {
     pub(crate) path: PathBuf,
     /// The validated configuration, overrides applied.
     pub(crate) registry: Registry,
-    /// Where `registry.state` came from; `None` when it is the in-process store.
+    /// Where `registry.state` came from; `None` when it is the embedded store.
     pub(crate) state_from: Option<StateFrom>,
 }
 
 /// Load the configuration: the file from --config / $LLMROUTE_CONFIG / ./providers.yaml, then
 /// `state` replaced by --state or else $REDIS_URL (an empty $REDIS_URL counts as unset).
 pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
-    let path = global
-        .config
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let path = global.config.clone().unwrap_or_else(default_path);
     let registry = Registry::from_path(&path).map_err(|e| match e {
         ConfigError::Read { ref io, .. } if io.kind() == std::io::ErrorKind::NotFound => Failure::usage(anyhow!(
             "{e}; name the file with --config FILE or LLMROUTE_CONFIG (default ./providers.yaml)"
@@ -92,6 +89,18 @@ fn redis_url_env() -> Result<Option<String>, Failure> {
             "REDIS_URL: is not valid UTF-8; fix it or unset it"
         ))),
     }
+}
+
+/// `./providers.yaml`, else `providers.yaml` in the user's config directory if it exists there.
+fn default_path() -> PathBuf {
+    let here = PathBuf::from(DEFAULT_CONFIG);
+    if here.exists() {
+        return here;
+    }
+    dirs::config_dir()
+        .map(|d| d.join("llmroute").join(DEFAULT_CONFIG))
+        .filter(|p| p.exists())
+        .unwrap_or(here)
 }
 
 /// Whether the environment variable `name` holds a non-empty value. Never reads the value out.

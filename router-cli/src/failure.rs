@@ -1,6 +1,16 @@
-//! How a command fails: one message on stderr and an exit status.
+//! How a command fails: one message on stderr and a documented exit status.
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 2 | usage or configuration (bad flags, bad YAML, unknown model, no key set, no prompt) |
+//! | 3 | no capacity (or budget) before the deadline |
+//! | 4 | the provider failed (error answer, timeout, connection) |
+//! | 5 | the state store (Redis, the embedded store) is unavailable |
 
 use std::process::ExitCode;
+
+use router_sdk::Error;
 
 /// A failed command: the message for stderr and the exit status.
 #[derive(Debug)]
@@ -10,10 +20,10 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    /// Exit status for usage and configuration errors, as clap uses for its own.
     const USAGE: u8 = 2;
-    /// Exit status for anything else.
-    const RUNTIME: u8 = 1;
+    const NO_CAPACITY: u8 = 3;
+    const PROVIDER: u8 = 4;
+    const STATE: u8 = 5;
 
     /// A usage or configuration error: exit status 2.
     pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Failure {
@@ -23,10 +33,24 @@ impl Failure {
         }
     }
 
-    /// Any other failure: exit status 1.
-    pub(crate) fn runtime(error: impl Into<anyhow::Error>) -> Failure {
+    /// The state store is unavailable: exit status 5.
+    pub(crate) fn state(error: impl Into<anyhow::Error>) -> Failure {
         Failure {
-            code: Self::RUNTIME,
+            code: Self::STATE,
+            error: error.into(),
+        }
+    }
+
+    /// A router error, with the status its kind documents.
+    pub(crate) fn router(error: Error) -> Failure {
+        let code = match &error {
+            Error::NoCapacity { .. } => Self::NO_CAPACITY,
+            Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
+            Error::Ledger(_) => Self::STATE,
+            _ => Self::USAGE,
+        };
+        Failure {
+            code,
             error: error.into(),
         }
     }
@@ -39,7 +63,7 @@ impl Failure {
                 error: error.into(),
             }
         } else {
-            Failure::runtime(anyhow::Error::new(error).context("cannot write output"))
+            Failure::usage(anyhow::Error::new(error).context("cannot write output"))
         }
     }
 

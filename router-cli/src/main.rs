@@ -1,18 +1,22 @@
 //! `llmroute`: the command-line interface to the llmroute router.
 //!
-//! A thin layer: parse arguments ([`cli`]), load the configuration ([`config`]), run a command
-//! ([`commands`]), print, and map failures to exit codes ([`failure`]).
+//! A thin layer: parse arguments ([`cli`]), load the configuration ([`config`]), open the shared
+//! ledger ([`store`]), run a command ([`commands`]), print, and map failures to exit codes
+//! ([`failure`]).
 #![forbid(unsafe_code)]
 
 mod cli;
 mod commands;
 mod config;
 mod failure;
+mod store;
 mod view;
 
 use std::process::ExitCode;
 
+use anyhow::anyhow;
 use clap::Parser;
+use router_sdk::Router;
 
 use crate::cli::{Cli, Command};
 use crate::failure::Failure;
@@ -26,7 +30,35 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
     match &cli.command {
         Command::Providers(args) => commands::providers::run(&cli.global, args),
+        Command::Completions(args) => {
+            commands::completions::run(args, &mut out);
+            Ok(())
+        }
+        Command::Chat(args) => runtime()?.block_on(async {
+            let loaded = config::load(&cli.global)?;
+            let ledger = store::open(&loaded).await?;
+            let router = Router::builder(loaded.registry)
+                .ledger(ledger)
+                .build()
+                .await
+                .map_err(Failure::router)?;
+            commands::chat::run(args, &router, &mut out).await
+        }),
+        Command::Quota(args) => runtime()?.block_on(async {
+            let loaded = config::load(&cli.global)?;
+            let ledger = store::open(&loaded).await?;
+            let state = store::describe(&loaded);
+            commands::quota::run(args, &loaded.registry, &ledger, &state, &mut out).await
+        }),
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(anyhow!("cannot start the async runtime: {e}")))
 }

@@ -13,7 +13,7 @@ use crate::config::Loaded;
 pub(crate) struct ConfigView {
     /// The file that was read.
     pub(crate) config: String,
-    /// Redis URL with any password as `***`; `None`: in-process store.
+    /// Redis URL with any password as `***`; `None`: embedded store.
     pub(crate) state: Option<String>,
     /// Where `state` came from: `config`, `REDIS_URL` or `--state`.
     pub(crate) state_from: Option<&'static str>,

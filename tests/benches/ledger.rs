@@ -7,6 +7,8 @@
 //! - redis: the same two, plus a bare EVALSHA of a trivial script on the same server and
 //!   connection in the same run, as the round-trip reference; `admit` alone is timed separately
 //!   (settle runs outside the timed section).
+//! - sqlite: the same two on a file in a temporary directory (WAL, one transaction each for
+//!   admit and settle; no other process contending).
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -14,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use llmroute_tests::redis_server;
+use router_core::clock::SystemClock;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{
-    ActualUsage, Admission, Ledger, MemoryStore, Need, RedisStore, RedisStoreOptions,
+    ActualUsage, Admission, Ledger, MemoryStore, Need, RedisStore, RedisStoreOptions, SqliteStore,
 };
 
 const YAML: &str = r#"
@@ -144,5 +147,25 @@ fn redis(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, memory, redis);
+fn sqlite(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::from_yaml_str(YAML, "bench.yaml").unwrap();
+    let path = dir.path().join("ledger.db");
+    let store = SqliteStore::open(&path, &registry, Arc::new(SystemClock)).unwrap();
+    let (one, five) = candidates(&registry);
+    rt.block_on(fill(&store, &five));
+    let mut g = c.benchmark_group("sqlite");
+    g.bench_function("admit_settle_1_candidate", |b| {
+        b.iter(|| rt.block_on(decide(&store, &one)))
+    });
+    g.bench_function("admit_settle_5_candidates", |b| {
+        b.iter(|| rt.block_on(decide(&store, &five)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, memory, redis, sqlite);
 criterion_main!(benches);

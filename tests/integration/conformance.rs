@@ -15,6 +15,9 @@ macro_rules! conformance {
         mod redis {
             $( #[tokio::test] async fn $name() { super::$name(super::Store::Redis).await } )*
         }
+        mod sqlite {
+            $( #[tokio::test] async fn $name() { super::$name(super::Store::Sqlite).await } )*
+        }
     };
 }
 

@@ -1,5 +1,6 @@
 //! Contention: many instances and tasks hammer one deployment; exactly the limit is admitted
 //! (DESIGN.md invariant I1), and admission is one script call whatever the candidates (I4).
+//! Separate OS processes sharing one SQLite file are in `sqlite.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{Admission, Ledger, MemoryStore, Need};
 
-use crate::support::{T0, connect, one_model};
+use crate::support::{T0, connect, one_model, open_sqlite, temp_dir};
 
 const INSTANCES: usize = 8;
 const TASKS_PER_INSTANCE: usize = 50;
@@ -89,6 +90,36 @@ async fn redis_tpm_admits_exactly_the_limit_under_contention() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_concurrency_admits_exactly_the_limit_under_contention() {
     let (instances, d, _server) = redis_instances(&one_model("concurrency: 61")).await;
+    assert_eq!(hammer(instances, d, 1).await, 61);
+}
+
+/// Eight stores, each with its own connection to one file: eight instances on one machine.
+fn sqlite_instances(yaml: &str) -> (Vec<Arc<dyn Ledger>>, DeploymentId, tempfile::TempDir) {
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
+    let dir = temp_dir();
+    let path = dir.path().join("ledger.db");
+    let clock = ManualClock::new(T0);
+    let instances = (0..INSTANCES)
+        .map(|_| Arc::new(open_sqlite(&path, &registry, &clock)) as Arc<dyn Ledger>)
+        .collect();
+    (instances, registry.resolve("m")[0], dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_rpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _dir) = sqlite_instances(&one_model("rpm: 237"));
+    assert_eq!(hammer(instances, d, 1).await, 237);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_tpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _dir) = sqlite_instances(&one_model("tpm: 10000"));
+    assert_eq!(hammer(instances, d, 37).await, 10_000 / 37);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_concurrency_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _dir) = sqlite_instances(&one_model("concurrency: 61"));
     assert_eq!(hammer(instances, d, 1).await, 61);
 }
 

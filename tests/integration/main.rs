@@ -4,4 +4,5 @@
 mod conformance;
 mod contention;
 mod redis_keys;
+mod sqlite;
 mod support;

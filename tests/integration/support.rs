@@ -1,5 +1,6 @@
 //! A world per test: a registry, a manual clock and a ledger of the chosen store.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use llmroute_tests::{TestRedis, redis_server};
@@ -7,6 +8,7 @@ use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{
     Admission, Denial, Ledger, MemoryStore, Need, RedisStore, RedisStoreOptions, Reservation,
+    SqliteStore,
 };
 
 /// A time on a bucket boundary, so tests can reason in whole seconds.
@@ -16,6 +18,7 @@ pub const T0: u64 = 1_800_000_000_000;
 pub enum Store {
     Memory,
     Redis,
+    Sqlite,
 }
 
 pub struct World {
@@ -23,21 +26,28 @@ pub struct World {
     pub clock: ManualClock,
     pub registry: Registry,
     pub _redis: Option<TestRedis>,
+    /// The SQLite store's directory, removed when the world drops.
+    pub _dir: Option<tempfile::TempDir>,
 }
 
 impl World {
     pub async fn new(store: Store, yaml: &str) -> World {
         let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("test config is valid");
         let clock = ManualClock::new(T0);
-        let (ledger, redis): (Arc<dyn Ledger>, _) = match store {
-            Store::Memory => (
-                Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
-                None,
-            ),
+        let (mut redis, mut dir) = (None, None);
+        let ledger: Arc<dyn Ledger> = match store {
+            Store::Memory => Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
             Store::Redis => {
                 let server = redis_server();
                 let store = connect(&server, &registry, Some(clock.clone())).await;
-                (Arc::new(store), Some(server))
+                redis = Some(server);
+                Arc::new(store)
+            }
+            Store::Sqlite => {
+                let tmp = temp_dir();
+                let store = open_sqlite(&tmp.path().join("ledger.db"), &registry, &clock);
+                dir = Some(tmp);
+                Arc::new(store)
             }
         };
         World {
@@ -45,6 +55,7 @@ impl World {
             clock,
             registry,
             _redis: redis,
+            _dir: dir,
         }
     }
 
@@ -122,6 +133,17 @@ pub async fn connect(
     RedisStore::connect(&server.url, registry, options)
         .await
         .unwrap_or_else(|e| panic!("cannot reach the test Redis: {e}"))
+}
+
+/// A fresh directory of this test's own, removed on drop.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+/// Opens (creating) the SQLite ledger at `path` on `clock`.
+pub fn open_sqlite(path: &Path, registry: &Registry, clock: &ManualClock) -> SqliteStore {
+    SqliteStore::open(path, registry, Arc::new(clock.clone()))
+        .unwrap_or_else(|e| panic!("cannot open the test ledger: {e}"))
 }
 
 /// One provider, one model `m` with the given limits line, e.g. `rpm: 5`.

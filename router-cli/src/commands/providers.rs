@@ -25,7 +25,16 @@ fn write_text(out: &mut impl Write, view: &ConfigView) -> io::Result<()> {
     let state = match (&view.state, view.state_from) {
         (Some(url), Some(from)) => format!("{url} (from {from})"),
         (Some(url), None) => url.clone(),
-        _ => "in-process store (set `state`, REDIS_URL or --state to share limits)".to_owned(),
+        _ => match crate::store::embedded_path() {
+            Ok(path) => format!(
+                "embedded store {} (shared by llmroute processes on this machine; set `state`, REDIS_URL or --state to share limits across machines)",
+                path.display()
+            ),
+            Err(_) => format!(
+                "embedded store (set {} or `state`)",
+                crate::store::STATE_DIR_ENV
+            ),
+        },
     };
     let d = &view.defaults;
     writeln!(out, "config:     {}", view.config)?;

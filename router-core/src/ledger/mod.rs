@@ -30,12 +30,17 @@
 //!
 //! # Stores
 //!
-//! [`MemoryStore`] (one process) and [`RedisStore`] (many processes and machines) implement the
-//! same trait and pass the same conformance suite.
+//! [`MemoryStore`] (one process), [`SqliteStore`] (many processes on one machine, through one
+//! file) and [`RedisStore`] (many processes and machines) implement the same trait and pass the
+//! same conformance suite. The memory and SQLite stores run the very same algorithm (`engine.rs`)
+//! over state kept in memory or loaded from and written back to the file; the Redis scripts in
+//! `lua/` are its twin.
 
+mod engine;
 mod memory;
 mod redis;
 mod scopes;
+mod sqlite;
 mod types;
 mod window;
 
@@ -44,6 +49,7 @@ use futures_util::future::BoxFuture;
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, RedisStoreOptions};
 pub use scopes::ScopeTable;
+pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
     ActualUsage, Admission, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL, Need, Observation,
     Refusal, Reservation, Scope, ScopeUsage, Verdict,
@@ -74,6 +80,24 @@ pub enum LedgerError {
         script: &'static str,
         /// What was wrong.
         detail: String,
+    },
+    /// The embedded ledger file could not be opened, read or written.
+    #[error("ledger file {path}: {source}; {hint}", hint = sqlite::hint(.source))]
+    Sqlite {
+        /// The ledger file.
+        path: String,
+        /// What SQLite reported.
+        #[source]
+        source: ::rusqlite::Error,
+    },
+    /// The embedded ledger file's directory could not be created.
+    #[error("ledger file {path}: cannot create its directory: {source}")]
+    Io {
+        /// The ledger file.
+        path: String,
+        /// What the operating system reported.
+        #[source]
+        source: std::io::Error,
     },
     /// A deployment id not in the registry the store was built from.
     #[error("unknown deployment id {0}")]

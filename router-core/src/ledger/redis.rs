@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
-use super::memory::scope_usage;
+use super::engine::scope_usage;
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
 use super::{Ledger, LedgerError, LedgerFuture};

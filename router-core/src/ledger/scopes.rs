@@ -69,9 +69,4 @@ impl ScopeTable {
     pub(crate) fn len(&self) -> usize {
         self.scopes.len()
     }
-
-    /// Number of deployments.
-    pub(crate) fn deployments(&self) -> usize {
-        self.by_deployment.len()
-    }
 }

@@ -40,7 +40,7 @@ pub(crate) enum Dim {
 }
 
 /// One scope's sliding window: a ring of live buckets and running totals.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Window {
     requests: [u64; LIVE],
     tokens: [u64; LIVE],
@@ -89,6 +89,39 @@ impl Window {
 
     fn slot(k: u64) -> usize {
         (k % LIVE as u64) as usize
+    }
+
+    /// A window rebuilt from stored parts: its oldest bucket and `(bucket, requests, tokens)`
+    /// rows. Rows outside `oldest ..= oldest + 60` cannot be live and are ignored.
+    pub(crate) fn from_parts(
+        oldest: Option<u64>,
+        rows: impl IntoIterator<Item = (u64, u64, u64)>,
+    ) -> Self {
+        let mut w = Self {
+            oldest,
+            ..Self::default()
+        };
+        for (k, requests, tokens) in rows {
+            if w.is_live(k) {
+                w.add(k, requests, tokens);
+            }
+        }
+        w
+    }
+
+    /// The oldest bucket that may hold anything (`None` before the first use).
+    pub(crate) fn oldest(&self) -> Option<u64> {
+        self.oldest
+    }
+
+    /// The buckets holding anything, as `(bucket, requests, tokens)`, oldest first: at most 61.
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        let range = self.oldest.map(|o| o..=o + WINDOW_BUCKETS);
+        range.into_iter().flatten().filter_map(|k| {
+            let i = Self::slot(k);
+            let (r, t) = (self.requests[i], self.tokens[i]);
+            (r != 0 || t != 0).then_some((k, r, t))
+        })
     }
 
     /// Requests and tokens counted in the window (after [`Window::expire`]).
@@ -153,6 +186,17 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
+    /// Slots rebuilt from stored `(reservation id, expiry ms)` rows.
+    pub(crate) fn from_held(held: Vec<(u64, u64)>) -> Self {
+        let next_expiry = held.iter().map(|&(_, e)| e).min().unwrap_or(0);
+        Self { held, next_expiry }
+    }
+
+    /// The slots held, as `(reservation id, expiry ms)`.
+    pub(crate) fn held(&self) -> &[(u64, u64)] {
+        &self.held
+    }
+
     /// Drops slots whose expiry is at or before `now`.
     pub(crate) fn reap(&mut self, now: u64) {
         if self.held.is_empty() || now < self.next_expiry {
@@ -241,6 +285,21 @@ mod tests {
         w.expire(200);
         w.adjust(b, Dim::Tokens, 40);
         assert_eq!(w.totals(), (0, 0));
+    }
+
+    #[test]
+    fn a_window_rebuilt_from_its_buckets_is_the_same_window() {
+        let mut w = Window::default();
+        for (nb, n) in [(100, 2), (130, 3), (160, 1)] {
+            let b = w.expire(nb);
+            w.add(b, n, 10 * n);
+        }
+        let rows: Vec<_> = w.buckets().collect();
+        assert_eq!(rows, vec![(100, 2, 20), (130, 3, 30), (160, 1, 10)]);
+        // A row outside the live range is dropped.
+        let stray = rows.iter().copied().chain([(5, 9, 9)]);
+        assert_eq!(Window::from_parts(w.oldest(), stray), w);
+        assert_eq!(Window::from_parts(None, []), Window::default());
     }
 
     #[test]

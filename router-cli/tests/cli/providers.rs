@@ -1,58 +1,6 @@
-//! The `llmroute` binary end to end: output, exit statuses, and that no secret is ever printed.
-#![allow(clippy::unwrap_used)]
+//! `llmroute providers`, configuration precedence and configuration errors.
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
-
-use assert_cmd::cargo::cargo_bin_cmd;
-
-/// The documented example at the repository root.
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers.yaml")
-}
-
-/// `llmroute` with none of the variables it reads inherited from the test's environment.
-fn llmroute() -> assert_cmd::Command {
-    let mut cmd = cargo_bin_cmd!("llmroute");
-    for var in [
-        "LLMROUTE_CONFIG",
-        "REDIS_URL",
-        "DEEPSEEK_API_KEY",
-        "OPENAI_API_KEY",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Run and require exit status `code`; returns (stdout, stderr).
-#[track_caller]
-fn run(cmd: &mut assert_cmd::Command, code: i32) -> (String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().unwrap();
-    let (stdout, stderr) = (text(&stdout), text(&stderr));
-    assert_eq!(
-        status.code(),
-        Some(code),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    (stdout, stderr)
-}
-
-/// A file `name` holding `yaml` in a fresh temporary directory (kept alive by the return value).
-fn config_file(name: &str, yaml: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, yaml).unwrap();
-    (dir, path)
-}
+use crate::support::*;
 
 /// A valid configuration whose `state` holds a password.
 const STATEFUL: &str = "state: redis://admin:planted-pw-42@127.0.0.1:6379/0
@@ -80,7 +28,7 @@ fn providers_lists_the_example_configuration() {
     ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
     }
-    assert!(out.contains("in-process store"), "{out}");
+    assert!(out.contains("embedded store"), "{out}");
 }
 
 #[test]

@@ -1,0 +1,20 @@
+//! `llmroute completions <shell>`: a completion script on stdout.
+
+use std::io::Write;
+
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+
+/// Options of `llmroute completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for
+    shell: Shell,
+}
+
+/// Writes the completion script.
+pub(crate) fn run(args: &CompletionsArgs, out: &mut dyn Write) {
+    clap_complete::generate(args.shell, &mut Cli::command(), "llmroute", out);
+}

@@ -1,0 +1,9 @@
+//! The `llmroute` binary end to end: output, exit statuses, shared limits across processes, and
+//! that no secret is ever printed.
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
+
+mod chat;
+mod errors;
+mod providers;
+mod quota;
+mod support;

@@ -1,0 +1,314 @@
+//! The ledger's algorithm, written once over scope state wherever it lives.
+//!
+//! [`Engine`] runs every operation (admit, settle/release, cooldown, observe, snapshot) against
+//! [`Cells`]: the state of each limited scope, by scope index. [`MemoryStore`](super::MemoryStore)
+//! keeps all of it in a vector behind a mutex; [`SqliteStore`](super::SqliteStore) loads the rows
+//! an operation touches inside one transaction and writes back what changed. One algorithm, two
+//! persistence modes: that is how both mean the same thing (DESIGN.md I6). The Redis scripts in
+//! `lua/` are its third rendering; the conformance suite checks all three agree.
+
+use std::time::Duration;
+
+use super::LedgerError;
+use super::scopes::{SCOPE_ORDER, ScopeTable};
+use super::types::*;
+use super::window::{Dim, Slots, Window, bucket_of, phantom_bucket};
+use crate::config::{DeploymentId, Limits};
+
+/// Everything the ledger holds for one limited scope.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScopeState {
+    pub(crate) window: Window,
+    pub(crate) slots: Slots,
+    /// End of the deployment's cooldown, ms (0: none). Always 0 for provider scopes.
+    pub(crate) cooldown: u64,
+}
+
+/// Where the engine finds scope state. A deployment's own scope has its `DeploymentId`'s index
+/// (see [`ScopeTable`]).
+pub(crate) trait Cells {
+    /// The state of scope `s`, which the engine may change.
+    fn scope(&mut self, s: usize) -> &mut ScopeState;
+}
+
+/// One operation's view: the scopes and the time it runs at.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Engine<'a> {
+    pub(crate) table: &'a ScopeTable,
+    /// Now, ms since the Unix epoch.
+    pub(crate) now: u64,
+}
+
+impl<'a> Engine<'a> {
+    fn scopes(&self, d: DeploymentId) -> Result<&'a [usize], LedgerError> {
+        self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
+    }
+
+    /// Reserves on the first candidate that fits, with the id `mint` makes; otherwise works out
+    /// why each refused.
+    pub(crate) fn admit(
+        &self,
+        cells: &mut impl Cells,
+        need: &Need,
+        candidates: &[DeploymentId],
+        mint: impl FnOnce() -> u64,
+    ) -> Result<Admission, LedgerError> {
+        let nb = bucket_of(self.now);
+        for (rank, &d) in candidates.iter().enumerate() {
+            let scopes = self.scopes(d)?;
+            if self.check(cells, need, d, scopes, false).is_some() {
+                continue;
+            }
+            let id = mint();
+            let expiry = self.now + need.slot_ttl_ms();
+            let bucket = cells.scope(scopes[0]).window.expire(nb);
+            for &s in scopes {
+                let st = cells.scope(s);
+                let b = st.window.expire(nb);
+                st.window.add(b, 1, need.tokens);
+                st.slots.take(id, expiry);
+            }
+            return Ok(Admission::Granted(Reservation {
+                id,
+                deployment: d,
+                bucket,
+                tokens: need.tokens,
+                rank,
+            }));
+        }
+        // Every candidate refused: now work out when each could take it (the costly part).
+        let refusals = candidates
+            .iter()
+            .map(|&d| {
+                let scopes = self.scopes(d)?;
+                let refusal = self.check(cells, need, d, scopes, true);
+                Ok(refusal.expect("a candidate that refused a moment ago in the same operation"))
+            })
+            .collect::<Result<_, LedgerError>>()?;
+        Ok(Admission::Denied(Denial { refusals }))
+    }
+
+    /// `None` when every limit of `d` fits; otherwise why not. Without `detail`, the first
+    /// refusal found is returned with a placeholder verdict; with it, the limit that frees last
+    /// and when.
+    fn check(
+        &self,
+        cells: &mut impl Cells,
+        need: &Need,
+        d: DeploymentId,
+        scopes: &[usize],
+        detail: bool,
+    ) -> Option<Refusal> {
+        let (now, nb) = (self.now, bucket_of(self.now));
+        let refusal = |limit, scope, verdict| Refusal {
+            deployment: d,
+            limit,
+            scope,
+            verdict,
+        };
+        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
+            if let Some(tpm) = self.table.def(s).limits.tpm
+                && need.tokens > tpm.get()
+            {
+                return Some(refusal(LimitKind::Tokens, scope, Verdict::Never));
+            }
+        }
+        let mut worst: Option<(u64, LimitKind, Scope)> = None;
+        let mut raise = |at: u64, kind, scope| {
+            if worst.is_none_or(|(w, _, _)| at > w) {
+                worst = Some((at, kind, scope));
+            }
+        };
+        let cooldown = cells.scope(d.0).cooldown;
+        if cooldown > now {
+            raise(cooldown, LimitKind::Cooldown, Scope::Deployment);
+        }
+        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
+            let limits = self.table.def(s).limits;
+            let st = cells.scope(s);
+            st.window.expire(nb);
+            st.slots.reap(now);
+            for kind in blocked(&st.window, &st.slots, limits, need.tokens) {
+                if !detail {
+                    return Some(refusal(kind, scope, Verdict::Never));
+                }
+                raise(
+                    free_at(kind, &st.window, &st.slots, limits, need.tokens),
+                    kind,
+                    scope,
+                );
+            }
+        }
+        worst.map(|(at, kind, scope)| {
+            refusal(
+                kind,
+                scope,
+                Verdict::NotNow(Duration::from_millis(at - now)),
+            )
+        })
+    }
+
+    /// Settles (`refund_request` false) or releases (true) a reservation: false when its slot is
+    /// no longer held.
+    pub(crate) fn finish(
+        &self,
+        cells: &mut impl Cells,
+        r: &Reservation,
+        actual_tokens: u64,
+        refund_request: bool,
+    ) -> Result<bool, LedgerError> {
+        let nb = bucket_of(self.now);
+        let scopes = self.scopes(r.deployment)?;
+        if !cells.scope(scopes[0]).slots.free(r.id) {
+            return Ok(false);
+        }
+        let delta = actual_tokens as i64 - r.tokens as i64;
+        for &s in scopes {
+            let st = cells.scope(s);
+            st.slots.free(r.id);
+            st.window.expire(nb);
+            st.window.adjust(r.bucket, Dim::Tokens, delta);
+            if refund_request {
+                st.window.adjust(r.bucket, Dim::Requests, -1);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Extends `d`'s cooldown to at least `dur` from now; returns the cooldown in force.
+    pub(crate) fn cooldown(
+        &self,
+        cells: &mut impl Cells,
+        d: DeploymentId,
+        dur: Duration,
+    ) -> Result<Duration, LedgerError> {
+        self.scopes(d)?;
+        let until = &mut cells.scope(d.0).cooldown;
+        *until = (*until).max(self.now + dur.as_millis() as u64);
+        Ok(Duration::from_millis(*until - self.now))
+    }
+
+    /// Follows a provider that reports less remaining than the ledger believes.
+    pub(crate) fn observe(
+        &self,
+        cells: &mut impl Cells,
+        d: DeploymentId,
+        obs: Observation,
+    ) -> Result<(), LedgerError> {
+        let s = self.scopes(d)?[0];
+        let limits = self.table.def(s).limits;
+        let (now, nb) = (self.now, bucket_of(self.now));
+        let dims = [
+            (obs.requests, limits.rpm, Dim::Requests),
+            (obs.tokens, limits.tpm, Dim::Tokens),
+        ];
+        for (reported, limit, dim) in dims {
+            let Some((remaining, reset)) = reported else {
+                continue;
+            };
+            let reset_at = now + reset.as_millis() as u64;
+            let st = cells.scope(s);
+            if remaining == 0 {
+                st.cooldown = st.cooldown.max(reset_at);
+                continue;
+            }
+            let Some(limit) = limit else { continue };
+            let window = &mut st.window;
+            let current = window.expire(nb);
+            let k = phantom_bucket(reset_at, nb);
+            let k = if window.is_live(k) { k } else { current };
+            let (req, tok) = window.totals();
+            let used = if dim == Dim::Requests { req } else { tok };
+            let believed = limit.get().saturating_sub(used);
+            if remaining < believed {
+                let (r, t) = match dim {
+                    Dim::Requests => (believed - remaining, 0),
+                    Dim::Tokens => (0, believed - remaining),
+                };
+                window.add(k, r, t);
+            }
+        }
+        Ok(())
+    }
+
+    /// Usage, limits, in-flight and cooldown of each deployment and its provider.
+    pub(crate) fn snapshot(
+        &self,
+        cells: &mut impl Cells,
+        ds: &[DeploymentId],
+    ) -> Result<Vec<DeploymentSnapshot>, LedgerError> {
+        let (now, nb) = (self.now, bucket_of(self.now));
+        ds.iter()
+            .map(|&d| {
+                let scopes = self.scopes(d)?;
+                let mut usage = |s: usize| {
+                    let st = cells.scope(s);
+                    st.window.expire(nb);
+                    st.slots.reap(now);
+                    let (requests, tokens) = st.window.totals();
+                    scope_usage(self.table.def(s).limits, requests, tokens, st.slots.len())
+                };
+                let own = usage(scopes[0]);
+                let provider = scopes.get(1).map(|&s| usage(s));
+                let until = cells.scope(d.0).cooldown;
+                Ok(DeploymentSnapshot {
+                    deployment: d,
+                    usage: own,
+                    provider,
+                    cooldown: (until > now).then(|| Duration::from_millis(until - now)),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The limits of one scope that `tokens` more would break.
+fn blocked(
+    w: &Window,
+    slots: &Slots,
+    limits: Limits,
+    tokens: u64,
+) -> impl Iterator<Item = LimitKind> {
+    let (req, tok) = w.totals();
+    [
+        (
+            LimitKind::Requests,
+            limits.rpm.is_some_and(|l| req + 1 > l.get()),
+        ),
+        (
+            LimitKind::Tokens,
+            limits.tpm.is_some_and(|l| tok + tokens > l.get()),
+        ),
+        (
+            LimitKind::Concurrency,
+            limits.concurrency.is_some_and(|l| slots.len() >= l.get()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(kind, full)| full.then_some(kind))
+}
+
+/// When a full limit of one scope would take `tokens` more (ms).
+fn free_at(kind: LimitKind, w: &Window, slots: &Slots, limits: Limits, tokens: u64) -> u64 {
+    match kind {
+        LimitKind::Requests => w.fits_at(Dim::Requests, 1, limits.rpm.map_or(0, |l| l.get())),
+        LimitKind::Tokens => w.fits_at(Dim::Tokens, tokens, limits.tpm.map_or(0, |l| l.get())),
+        LimitKind::Concurrency | LimitKind::Cooldown => slots.earliest_expiry().unwrap_or(0),
+    }
+}
+
+pub(crate) fn scope_usage(
+    limits: Limits,
+    requests: u64,
+    tokens: u64,
+    in_flight: u64,
+) -> ScopeUsage {
+    ScopeUsage {
+        requests,
+        tokens,
+        in_flight,
+        rpm_limit: limits.rpm.map(|v| v.get()),
+        tpm_limit: limits.tpm.map(|v| v.get()),
+        concurrency_limit: limits.concurrency.map(|v| v.get()),
+    }
+}

@@ -1,0 +1,235 @@
+//! The embedded store: one SQLite file shared by every process on one machine.
+//!
+//! For many short-lived processes without a Redis, such as `llmroute chat` run in a shell loop:
+//! each opens the same file and they share every limit as safely as instances sharing a Redis.
+//!
+//! # The model
+//!
+//! - **One transaction per operation.** Every call (admit over all candidates, settle, release,
+//!   cooldown, observe, snapshot) is one `BEGIN IMMEDIATE` transaction: it takes the file's
+//!   write lock before reading anything, loads the rows of the scopes it touches, runs the same
+//!   engine as [`MemoryStore`](super::MemoryStore), writes back the rows that changed and
+//!   commits. Admission across all candidates is therefore one atomic step across processes,
+//!   whatever the number of candidates (DESIGN.md I1), and the time is read once the lock is
+//!   held, so decisions are made in commit order.
+//! - **WAL, `synchronous=NORMAL`.** Readers never block the writer and a commit does not wait for
+//!   the disk: a process that crashes loses nothing it committed; a power cut may lose the last
+//!   few decisions, never the file's consistency (that only makes the ledger forget recent use
+//!   for at most a minute).
+//! - **Busy timeout.** A process that finds the file locked waits up to [`BUSY_TIMEOUT`] for the
+//!   lock (an operation holds it for tens of microseconds), then fails with
+//!   [`LedgerError::Sqlite`] rather than hanging the request.
+//! - **Crashes.** A process that dies holding reservations never settles them: their concurrency
+//!   slots expire after the request's slot TTL (and are deleted by the next operation on that
+//!   scope), their tokens stay counted until their bucket leaves the window. Nothing else is
+//!   held on behalf of a process: a process killed in the middle of an operation leaves nothing
+//!   half-written (SQLite discards the unfinished transaction) and the operating system drops
+//!   its lock on the file.
+//! - **Bounded state.** Per scope, one row, at most 61 bucket rows and one row per request in
+//!   flight; never one per request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
+//! - **Time.** Every process on one machine shares its wall clock: production passes
+//!   [`SystemClock`](crate::clock::SystemClock), tests a [`ManualClock`](crate::clock::ManualClock).
+//!
+//! The blocking SQLite work runs on tokio's blocking pool ([`tokio::task::spawn_blocking`]); one
+//! store holds one connection, and its callers queue for it without blocking a runtime thread.
+
+mod rows;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use super::engine::Engine;
+use super::scopes::ScopeTable;
+use super::types::*;
+use super::{Ledger, LedgerError, LedgerFuture};
+use crate::clock::Clock;
+use crate::config::{DeploymentId, Registry};
+use rows::TxCells;
+
+/// How long an operation waits for another process to release the file's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The SQLite-backed ledger: one connection to a file shared by every process on the machine.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    namespace: String,
+    table: ScopeTable,
+    clock: Arc<dyn Clock>,
+    conn: Arc<tokio::sync::Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .field("namespace", &self.inner.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its directory when missing) the ledger file at `path` for
+    /// `registry`'s deployments, in the registry's namespace. Blocks for as long as opening a
+    /// file takes (or up to [`BUSY_TIMEOUT`] while another process creates the tables).
+    pub fn open(
+        path: &Path,
+        registry: &Registry,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, LedgerError> {
+        let err = |source| LedgerError::Sqlite {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| LedgerError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(err)?;
+        prepare(&conn).map_err(err)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                namespace: registry.namespace.clone(),
+                table: ScopeTable::new(registry),
+                clock,
+                conn: Arc::new(tokio::sync::Mutex::new(conn)),
+            }),
+        })
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `op` in one `BEGIN IMMEDIATE` transaction on the blocking pool.
+    fn run<T, F>(&self, op: F) -> LedgerFuture<'static, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Engine<'_>, &mut TxCells<'_>) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        async move {
+            let mut conn = inner.conn.clone().lock_owned().await;
+            let inner2 = inner.clone();
+            let task = tokio::task::spawn_blocking(move || inner2.transact(&mut conn, op));
+            match task.await {
+                Ok(out) => out,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Only when the runtime shuts down before the task started.
+                Err(_) => Err(inner.error(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT),
+                    Some("the runtime shut down before the operation ran".into()),
+                ))),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Connection settings and the tables.
+fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    // First, so that the statements below wait for a process doing the same.
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Answers the mode now in force: a file system without shared memory stays in rollback
+    // journal mode, which is slower but just as correct (every operation still takes the lock).
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(&format!("BEGIN IMMEDIATE; {} COMMIT;", rows::SCHEMA))
+}
+
+impl Inner {
+    fn error(&self, source: rusqlite::Error) -> LedgerError {
+        LedgerError::Sqlite {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    fn transact<T>(
+        &self,
+        conn: &mut Connection,
+        op: impl FnOnce(&Engine<'_>, &mut TxCells<'_>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.error(e))?;
+        // Read the clock with the lock held: decisions are then made in commit order.
+        let engine = Engine {
+            table: &self.table,
+            now: self.clock.now_ms(),
+        };
+        let mut cells = TxCells::new(&tx, &self.namespace, &self.table);
+        let out = op(&engine, &mut cells);
+        // A failed read is reported before the engine's answer; dropping `tx` rolls back.
+        cells.write_back().map_err(|e| self.error(e))?;
+        let out = out?;
+        tx.commit().map_err(|e| self.error(e))?;
+        Ok(out)
+    }
+}
+
+/// What to do about an SQLite error, for [`LedgerError::Sqlite`]'s message.
+pub(crate) fn hint(e: &rusqlite::Error) -> &'static str {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "another process held the ledger longer than the busy timeout; retry, and look for a \
+             stuck llmroute process"
+        }
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly | ErrorCode::PermissionDenied) => {
+            "check that the file and its directory exist and are writable by this user"
+        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            "it is not a usable llmroute ledger: delete it (that only resets the shared counts) \
+             or choose another path"
+        }
+        Some(ErrorCode::DiskFull) => "free some disk space",
+        _ => "if the file is damaged, deleting it only resets the shared counts",
+    }
+}
+
+impl Ledger for SqliteStore {
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Admission> {
+        let (need, candidates) = (*need, candidates.to_vec());
+        // Ids are random: several processes mint them, and a slot row is keyed by its id.
+        self.run(move |e, c| e.admit(c, &need, &candidates, || fastrand::u64(..)))
+    }
+
+    fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
+        let r = r.clone();
+        self.run(move |e, c| e.finish(c, &r, actual.tokens, false))
+    }
+
+    fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
+        let r = r.clone();
+        self.run(move |e, c| e.finish(c, &r, 0, true))
+    }
+
+    fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
+        self.run(move |e, c| e.cooldown(c, d, dur))
+    }
+
+    fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
+        self.run(move |e, c| e.observe(c, d, obs))
+    }
+
+    fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
+        let ds = ds.to_vec();
+        self.run(move |e, c| e.snapshot(c, &ds))
+    }
+}
