@@ -17,6 +17,8 @@
 local BUCKET_MS = 1000
 local SPAN = 60
 local WINDOW_TTL_MS = 62000
+-- How soon to ask again when only concurrency is full (router-core CONCURRENCY_POLL_MS).
+local CONCURRENCY_POLL_MS = 1000
 -- Slots zset TTL: outlives the longest slot (the store caps slot TTLs at one hour) admitted in
 -- the same second.
 local SLOTS_TTL_MS = 3600000 + 2 * BUCKET_MS
@@ -119,4 +121,60 @@ local function extend_cooldown(key, now, cur, untl)
     redis.call('PEXPIRE', key, untl - now)
   end
   return untl
+end
+-- UTC budget periods of `now` (mirrors router-core/src/ledger/period.rs): day and month
+-- indices, and when they end. Month index = year * 12 + month - 1.
+local DAY_MS = 86400000
+
+local function days_from_civil(y, m)
+  if m <= 2 then
+    y = y - 1
+  end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m > 2) and (m - 3) or (m + 9)
+  local doy = math.floor((153 * mp + 2) / 5)
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+
+local function periods(now)
+  local day = math.floor(now / DAY_MS)
+  local z = day + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = (mp < 10) and (mp + 3) or (mp - 9)
+  local y = yoe + era * 400 + ((m <= 2) and 1 or 0)
+  local ny, nm = y, m + 1
+  if m == 12 then
+    ny, nm = y + 1, 1
+  end
+  return {day = day, month = y * 12 + m - 1, day_end = (day + 1) * DAY_MS,
+    month_end = days_from_civil(ny, nm) * DAY_MS, month_start = days_from_civil(y, m) * DAY_MS}
+end
+
+-- A tenant's spend hash (llmroute:{ns}:v1:b:t:<tenant>: d, dm = day index and micro-USD spent
+-- in it; m, mm = the same for the month). Returns what was spent in the periods of p (a stored
+-- period that has ended counts as nothing).
+local function spent(key, p)
+  local v = redis.call('HMGET', key, 'd', 'dm', 'm', 'mm')
+  local day = (tonumber(v[1]) == p.day) and (tonumber(v[2]) or 0) or 0
+  local month = (tonumber(v[3]) == p.month) and (tonumber(v[4]) or 0) or 0
+  return day, month
+end
+
+-- Adds `micros` (may be negative: a correction) to what was spent in `day` and `month`, if those
+-- are still the stored periods; the hash lives until its month has ended.
+local function spend(key, day, month, micros, now, month_end)
+  local v = redis.call('HMGET', key, 'd', 'dm', 'm', 'mm')
+  if tonumber(v[1]) == day then
+    redis.call('HSET', key, 'dm', math.max(0, (tonumber(v[2]) or 0) + micros))
+  end
+  if tonumber(v[3]) == month then
+    redis.call('HSET', key, 'mm', math.max(0, (tonumber(v[4]) or 0) + micros))
+  end
+  redis.call('PEXPIRE', key, math.max(1, month_end - now) + DAY_MS)
 end

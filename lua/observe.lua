@@ -4,8 +4,9 @@
 -- ARGV: [1] now ms or '', [2] rpm limit, [3] tpm limit (0 = unlimited),
 --   [4] remaining requests (-1 = not reported), [5] requests reset ms from now,
 --   [6] remaining tokens (-1 = not reported), [7] tokens reset ms from now.
--- Nothing remaining: cooldown until the reset. Less remaining than limit - used: the difference
---   is counted in the live bucket that leaves the window first at or after the reset.
+-- Less remaining than limit - used (for a dimension we limit): the difference is counted in the
+--   live bucket that leaves the window first at or after the reset. Nothing remaining in a
+--   dimension we do not limit: cooldown until the reset.
 -- Reply: {1}.
 
 local now = now_ms()
@@ -17,12 +18,17 @@ local function follow(remaining, reset_ms, limit, used, prefix, total)
     return
   end
   local reset_at = now + reset_ms
-  if remaining == 0 then
-    w.cd = extend_cooldown(key, now, w.cd, reset_at)
+  if limit <= 0 then
+    -- A dimension we do not limit: only "nothing left" is actionable.
+    if remaining == 0 then
+      w.cd = extend_cooldown(key, now, w.cd, reset_at)
+    end
     return
   end
+  -- Less left than we believe (nothing left included): count the difference as used until the
+  -- provider's reset. A deployment we filled ourselves is left as it is.
   local believed = math.max(0, limit - used)
-  if limit <= 0 or remaining >= believed then
+  if remaining >= believed then
     return
   end
   local k = math.ceil(reset_at / BUCKET_MS) - (SPAN + 1)

@@ -49,6 +49,10 @@ pub(crate) enum Command {
     Chat(crate::commands::chat::ChatArgs),
     /// Show what the shared ledger holds: per deployment, use against limits, cooldowns, prices.
     Quota(crate::commands::quota::QuotaArgs),
+    /// Simulate traffic through the real routing core against simulated providers that enforce
+    /// the configured limits: no network, no keys. Prints what each deployment served, cost and
+    /// 429s, against sending everything to the cheapest or the dearest deployment.
+    Simulate(crate::commands::simulate::SimulateArgs),
     /// Print a shell completion script.
     Completions(crate::commands::completions::CompletionsArgs),
 }

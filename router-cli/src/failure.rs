@@ -44,7 +44,7 @@ impl Failure {
     /// A router error, with the status its kind documents.
     pub(crate) fn router(error: Error) -> Failure {
         let code = match &error {
-            Error::NoCapacity { .. } => Self::NO_CAPACITY,
+            Error::NoCapacity { .. } | Error::BudgetExhausted { .. } => Self::NO_CAPACITY,
             Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
             Error::Ledger(_) => Self::STATE,
             _ => Self::USAGE,

@@ -33,6 +33,17 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match &cli.command {
         Command::Providers(args) => commands::providers::run(&cli.global, args),
+        Command::Simulate(args) => {
+            let loaded = config::load(&cli.global)?;
+            commands::simulate::run(args, &loaded.registry, &mut out).map_err(|e| {
+                match e.downcast_ref::<std::io::Error>() {
+                    Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
+                        Failure::output(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+                    }
+                    _ => Failure::usage(e),
+                }
+            })
+        }
         Command::Completions(args) => {
             commands::completions::run(args, &mut out);
             Ok(())

@@ -9,3 +9,4 @@ pub mod estimate;
 pub mod ledger;
 pub mod retry;
 pub mod select;
+pub mod sim;

@@ -19,6 +19,9 @@ use std::time::Duration;
 
 use crate::config::RetrySettings;
 
+/// How long it takes a waiting batch request to lose its handicap against interactive ones.
+pub const AGEING: Duration = Duration::from_secs(30);
+
 /// How long a deployment cools down after a billing or daily-quota failure, at least.
 pub const BILLING_COOLDOWN: Duration = Duration::from_secs(3600);
 
@@ -123,6 +126,15 @@ impl RetryPolicy {
         }
     }
 
+    /// How much later than an interactive request a batch request that has waited `age`
+    /// retries when capacity returns, so that an instance serves its waiting interactive requests
+    /// first: the backoff base at first, shrinking to nothing over [`AGEING`] so batch requests
+    /// never starve.
+    pub fn batch_delay(&self, age: Duration) -> Duration {
+        let left = 1.0 - (age.as_secs_f64() / AGEING.as_secs_f64()).min(1.0);
+        self.settings.base.mul_f64(left)
+    }
+
     /// No candidate can take the request; the ledger says the soonest one can is after
     /// `retry_after` (`None`: never), and `remaining` is left before the deadline.
     pub fn on_denied(
@@ -222,6 +234,15 @@ mod tests {
                 "{attempt} {kind:?} {stated:?}"
             );
         }
+    }
+
+    #[test]
+    fn batch_requests_wait_a_little_longer_until_they_have_aged() {
+        let p = policy();
+        assert_eq!(p.batch_delay(Duration::ZERO), MS(200));
+        assert_eq!(p.batch_delay(AGEING / 2), MS(100));
+        assert_eq!(p.batch_delay(AGEING), Duration::ZERO);
+        assert_eq!(p.batch_delay(AGEING * 5), Duration::ZERO);
     }
 
     #[test]

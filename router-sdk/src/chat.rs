@@ -80,7 +80,7 @@ impl Router {
     ) -> ChatResponse {
         let d = guard.deployment();
         let usage = completion.usage.unwrap_or(plan.estimate);
-        guard.settle(usage.total_tokens()).await;
+        guard.settle(usage).await;
         self.inner.outputs.record(d, usage.completion_tokens);
         self.observe(d, headers).await;
         progress.attempts.push(self.attempt(d, AttemptOutcome::Ok));
@@ -126,18 +126,14 @@ impl Router {
             // The provider saw the request and refused it: no tokens.
             CallFailure::Provider { failure: f, .. } => {
                 f.redact(key);
-                guard.settle(0).await;
+                guard.refused().await;
             }
             // An answer we cannot read, or none in time: tokens were probably spent.
             CallFailure::Decode { failure: f, .. } => {
                 f.redact(key);
-                let tokens = guard.reserved_tokens();
-                guard.settle(tokens).await;
+                guard.settle_estimate().await;
             }
-            CallFailure::Timeout(_) => {
-                let tokens = guard.reserved_tokens();
-                guard.settle(tokens).await;
-            }
+            CallFailure::Timeout(_) => guard.settle_estimate().await,
             // Never reached the provider: hand everything back.
             CallFailure::Connect(_) => guard.release().await,
         }

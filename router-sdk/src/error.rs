@@ -47,6 +47,18 @@ pub enum Error {
         /// Calls made before giving up.
         attempts: Vec<Attempt>,
     },
+    /// The tenant's budget cannot cover the request before its period ends: no waiting.
+    #[error("tenant `{tenant}`: {detail}; the budget resets in {}", hms(*resets_in))]
+    BudgetExhausted {
+        /// The tenant.
+        tenant: String,
+        /// Which budget, per candidate.
+        detail: String,
+        /// When the soonest budget period resets.
+        resets_in: Duration,
+        /// Calls made before.
+        attempts: Vec<Attempt>,
+    },
     /// The provider answered with an error that retrying elsewhere did not (or cannot) fix.
     #[error("{provider}/{model}: {class} ({}): {message}", status.map_or("no status".into(), |s| format!("HTTP {s}")))]
     Provider {
@@ -84,6 +96,11 @@ pub enum Error {
     Ledger(#[from] LedgerError),
 }
 
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60)
+}
+
 fn no_capacity_message(never: bool, retry_after: Option<Duration>, detail: &str) -> String {
     match (never, retry_after) {
         (true, _) => format!("no deployment can ever take this request: {detail}"),
@@ -116,6 +133,7 @@ impl Error {
             Error::NoCapacity { retry_after, .. } | Error::Provider { retry_after, .. } => {
                 *retry_after
             }
+            Error::BudgetExhausted { resets_in, .. } => Some(*resets_in),
             _ => None,
         }
     }
@@ -140,6 +158,7 @@ impl Error {
     pub fn attempts(&self) -> &[Attempt] {
         match self {
             Error::NoCapacity { attempts, .. }
+            | Error::BudgetExhausted { attempts, .. }
             | Error::Provider { attempts, .. }
             | Error::Transport { attempts, .. } => attempts,
             _ => &[],

@@ -5,41 +5,73 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use router_core::config::DeploymentId;
+use router_core::config::{DeploymentId, Price};
 use router_core::ledger::{ActualUsage, Ledger, Reservation};
+
+use crate::types::Usage;
 
 /// Holds a reservation until it is settled or released.
 #[derive(Debug)]
 pub(crate) struct Guard {
     ledger: Arc<dyn Ledger>,
+    deployment: DeploymentId,
+    price: Price,
+    /// The estimate: what stands when the real usage is unknown.
+    estimate: ActualUsage,
+    /// `None` once settled or released.
     reservation: Option<Reservation>,
 }
 
+pub(crate) use router_core::ledger::usd_to_micros as micros;
+
 impl Guard {
-    pub(crate) fn new(ledger: Arc<dyn Ledger>, reservation: Reservation) -> Self {
+    pub(crate) fn new(ledger: Arc<dyn Ledger>, reservation: Reservation, price: Price) -> Self {
+        let estimate = ActualUsage {
+            tokens: reservation.tokens,
+            cost_micros: reservation.tenant.as_ref().map_or(0, |t| t.cost_micros),
+        };
         Self {
             ledger,
+            deployment: reservation.deployment,
+            price,
+            estimate,
             reservation: Some(reservation),
         }
     }
 
     /// The deployment the reservation is on.
     pub(crate) fn deployment(&self) -> DeploymentId {
-        self.reservation
-            .as_ref()
-            .map_or(DeploymentId(usize::MAX), |r| r.deployment)
+        self.deployment
     }
 
-    /// The tokens reserved (the estimate).
-    pub(crate) fn reserved_tokens(&self) -> u64 {
-        self.reservation.as_ref().map_or(0, |r| r.tokens)
+    /// Settles with what the provider reported it used. A ledger failure here is not the
+    /// caller's problem: the answer is already paid for, and the slot comes back after its TTL.
+    pub(crate) async fn settle(self, usage: Usage) {
+        let cost = micros(
+            self.price
+                .cost(usage.prompt_tokens, usage.completion_tokens),
+        );
+        self.finish(ActualUsage {
+            tokens: usage.total_tokens(),
+            cost_micros: cost,
+        })
+        .await;
     }
 
-    /// Settles with what the provider used. A ledger failure here is not the caller's problem:
-    /// the answer is already paid for, and the slot comes back after its TTL.
-    pub(crate) async fn settle(mut self, tokens: u64) {
+    /// Settles with the estimate: whether and how much the provider spent is unknown.
+    pub(crate) async fn settle_estimate(self) {
+        let estimate = self.estimate;
+        self.finish(estimate).await;
+    }
+
+    /// Settles a request the provider saw and refused: its request count stands, nothing else.
+    pub(crate) async fn refused(self) {
+        self.finish(ActualUsage::default()).await;
+    }
+
+    async fn finish(mut self, actual: ActualUsage) {
         if let Some(r) = self.reservation.take() {
-            let _ = self.ledger.settle(&r, ActualUsage { tokens }).await;
+            let _ = self.ledger.settle(&r, actual).await;
         }
     }
 
@@ -60,10 +92,9 @@ impl Drop for Guard {
         let Some(r) = self.reservation.take() else {
             return;
         };
-        let ledger = self.ledger.clone();
+        let (ledger, estimate) = (self.ledger.clone(), self.estimate);
         let mut settle = Box::pin(async move {
-            let tokens = r.tokens;
-            let _ = ledger.settle(&r, ActualUsage { tokens }).await;
+            let _ = ledger.settle(&r, estimate).await;
         });
         if settle.as_mut().now_or_never().is_none()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()

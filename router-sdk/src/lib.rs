@@ -50,7 +50,7 @@ pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{
-    Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Role,
-    StreamSummary, Usage,
+    Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Priority,
+    Role, StreamSummary, Usage,
 };
 pub use wire::classify::FailureClass;

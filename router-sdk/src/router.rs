@@ -10,16 +10,16 @@ use router_core::config::{DeploymentId, ProviderId, Registry};
 use router_core::estimate::{self, OutputEstimator};
 use router_core::ledger::{
     Admission, Denial, Ledger, MAX_SLOT_TTL, MemoryStore, Need, RedisStore, RedisStoreOptions,
-    Verdict,
+    Scope, TenantNeed, TenantSpec, Verdict,
 };
 use router_core::retry::{OnDenied, RetryPolicy};
 use router_core::select;
 
 use crate::error::Error;
-use crate::guard::Guard;
+use crate::guard::{Guard, micros};
 use crate::secret::{ApiKey, EnvKeys, KeySource};
 use crate::time::{Sleeper, TokioSleeper};
-use crate::types::{Attempt, ChatRequest, Usage};
+use crate::types::{Attempt, ChatRequest, Priority, Usage};
 
 /// Routes chat requests to the cheapest deployment with room, within every shared limit.
 ///
@@ -152,7 +152,9 @@ pub(crate) struct Plan {
     pub(crate) keys: HashMap<ProviderId, ApiKey>,
     pub(crate) need: Need,
     pub(crate) estimate: Usage,
+    pub(crate) started_ms: u64,
     pub(crate) deadline_ms: u64,
+    pub(crate) priority: Priority,
 }
 
 /// What a request would be offered to: its estimate and its candidates, cheapest first.
@@ -298,7 +300,7 @@ impl Router {
             prompt_tokens: prompt.unwrap_or(0),
             completion_tokens: output.unwrap_or(0),
         };
-        let ranked = select::rank(
+        let ranked: Vec<DeploymentId> = select::rank(
             registry,
             &usable,
             estimate.prompt_tokens,
@@ -312,16 +314,52 @@ impl Router {
         let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms)
             .max(deadline)
             .min(MAX_SLOT_TTL);
+        let mut need = Need::new(estimate.total_tokens(), slot_ttl);
+        need.tenant = self.tenant_need(req, &ranked, estimate)?;
+        if req.priority == Priority::Batch {
+            let share = (registry.priorities.batch_share * 100.0).floor();
+            need.share_percent = share.clamp(1.0, 100.0) as u8;
+        }
+        let now = self.now_ms();
         Ok(Plan {
             ranked,
             keys,
-            need: Need {
-                tokens: estimate.total_tokens(),
-                slot_ttl,
-            },
+            need,
             estimate,
-            deadline_ms: self.now_ms() + deadline.as_millis() as u64,
+            started_ms: now,
+            deadline_ms: now + deadline.as_millis() as u64,
+            priority: req.priority,
         })
+    }
+
+    /// The request's tenant as the ledger accounts it: its tier's limits and budget, and the
+    /// request's estimated cost on each candidate. `None` without a tenant, or when the tenant
+    /// has no tier (no `members` entry and no `default_tier`): it is then not limited.
+    fn tenant_need(
+        &self,
+        req: &ChatRequest,
+        ranked: &[DeploymentId],
+        estimate: Usage,
+    ) -> Result<Option<TenantNeed>, Error> {
+        let Some(name) = req.tenant.as_deref() else {
+            return Ok(None);
+        };
+        if name.is_empty() || name.contains(['{', '}']) {
+            return Err(Error::InvalidRequest(format!(
+                "tenant `{name}`: a tenant name must be non-empty and contain no braces"
+            )));
+        }
+        let registry = &self.inner.registry;
+        let Some(tier) = registry.tier_of(name) else {
+            return Ok(None);
+        };
+        let (input, output) = (estimate.prompt_tokens, estimate.completion_tokens);
+        let costs = ranked
+            .iter()
+            .map(|&d| micros(registry.deployment(d).price.cost(input, output)))
+            .collect();
+        let spec = TenantSpec::of_tier(name, tier);
+        Ok(Some(TenantNeed { spec, costs }))
     }
 
     /// The keys of the candidates' providers; an error naming the variables when none is set.
@@ -362,17 +400,35 @@ impl Router {
     ) -> Result<Guard, Error> {
         loop {
             let denial = match self.inner.ledger.admit(&plan.need, &plan.ranked).await? {
-                Admission::Granted(r) => return Ok(Guard::new(self.inner.ledger.clone(), r)),
+                Admission::Granted(r) => {
+                    let price = self.inner.registry.deployment(r.deployment).price;
+                    return Ok(Guard::new(self.inner.ledger.clone(), r, price));
+                }
                 Admission::Denied(denial) => denial,
             };
-            let remaining = Duration::from_millis(plan.deadline_ms.saturating_sub(self.now_ms()));
-            match self
-                .inner
-                .policy
-                .on_denied(denial.retry_after(), remaining, self.unit())
-            {
+            if let (Some(resets_in), Some(t)) = (denial.budget_resets_in(), &plan.need.tenant) {
+                return Err(Error::BudgetExhausted {
+                    tenant: t.spec.name.clone(),
+                    detail: self.describe(&denial),
+                    resets_in,
+                    attempts: std::mem::take(&mut progress.attempts),
+                });
+            }
+            let now = self.now_ms();
+            let remaining = Duration::from_millis(plan.deadline_ms.saturating_sub(now));
+            let policy = &self.inner.policy;
+            match policy.on_denied(denial.retry_after(), remaining, self.unit()) {
                 OnDenied::Wait(wait) => {
-                    let wait = wait.max(Duration::from_millis(1));
+                    // Interactive requests of this instance retry first when capacity returns.
+                    let handicap = match plan.priority {
+                        Priority::Batch => {
+                            policy.batch_delay(Duration::from_millis(now - plan.started_ms))
+                        }
+                        Priority::Interactive => Duration::ZERO,
+                    };
+                    let wait = (wait + handicap)
+                        .min(remaining)
+                        .max(Duration::from_millis(1));
                     self.inner.sleeper.sleep(wait).await;
                     progress.waited += wait;
                 }
@@ -396,18 +452,17 @@ impl Router {
             .map(|r| {
                 let name = self.inner.registry.deployment_name(r.deployment);
                 let scope = match r.scope {
-                    router_core::ledger::Scope::Deployment => "",
-                    router_core::ledger::Scope::Provider => "provider ",
+                    Scope::Deployment => "",
+                    Scope::Provider => "provider ",
+                    Scope::Tenant => "tenant ",
                 };
+                let limit = r.limit.as_str();
                 match r.verdict {
-                    Verdict::Never => format!("{name}: {scope}{} never fits", r.limit.as_str()),
+                    Verdict::Never => format!("{name}: {scope}{limit} never fits"),
                     Verdict::NotNow(d) => {
-                        format!(
-                            "{name}: {scope}{} full for {:.1}s",
-                            r.limit.as_str(),
-                            d.as_secs_f64()
-                        )
+                        format!("{name}: {scope}{limit} full for {:.1}s", d.as_secs_f64())
                     }
+                    Verdict::Exhausted(_) => format!("{name}: {scope}{limit} cannot cover it"),
                 }
             })
             .collect();

@@ -173,7 +173,7 @@ impl Live {
         self.ended = true;
         let usage = self.usage.unwrap_or(self.estimate);
         if let Some(guard) = self.guard.take() {
-            guard.settle(usage.total_tokens()).await;
+            guard.settle(usage).await;
         }
         let router = &self.router;
         router
@@ -201,9 +201,11 @@ impl Live {
     /// trouble, and end with an error. Never retried: the caller may already have output.
     async fn break_off(&mut self, failure: Option<Failure>, transport: &str) {
         self.ended = true;
-        let tokens = self.usage.unwrap_or(self.estimate).total_tokens();
         if let Some(guard) = self.guard.take() {
-            guard.settle(tokens).await;
+            match self.usage {
+                Some(usage) => guard.settle(usage).await,
+                None => guard.settle_estimate().await,
+            }
         }
         let router = self.router.clone();
         let failure = match failure {

@@ -50,6 +50,20 @@ impl Message {
     }
 }
 
+/// How urgent a request is. Batch requests may use only `priorities.batch_share` of each
+/// deployment's capacity, so interactive ones always find headroom across all instances; within
+/// an instance, waiting interactive requests retry before waiting batch ones (a head start that
+/// shrinks as a batch request ages, so it never starves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Someone is waiting for the answer.
+    #[default]
+    Interactive,
+    /// Background work.
+    Batch,
+}
+
 /// A chat request, independent of provider.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatRequest {
@@ -67,6 +81,8 @@ pub struct ChatRequest {
     pub tenant: Option<String>,
     /// How long the whole request (waits, retries, the call) may take.
     pub deadline: Option<Duration>,
+    /// How urgent it is.
+    pub priority: Priority,
 }
 
 impl ChatRequest {

@@ -38,10 +38,7 @@ providers:
         limits: { rpm: 1000000000, tpm: 1000000000000, concurrency: 100000 }
 "#;
 
-const NEED: Need = Need {
-    tokens: 700,
-    slot_ttl: Duration::from_secs(600),
-};
+const NEED: Need = Need::new(700, Duration::from_secs(600));
 
 /// Candidate lists: `[roomy]`, and the four full ones followed by `roomy`.
 fn candidates(r: &Registry) -> (Vec<DeploymentId>, Vec<DeploymentId>) {
@@ -61,10 +58,7 @@ async fn decide(ledger: &dyn Ledger, cands: &[DeploymentId]) {
     match ledger.admit(&NEED, cands).await.unwrap() {
         Admission::Granted(r) => {
             assert_eq!(r.rank, cands.len() - 1);
-            ledger
-                .settle(&r, ActualUsage { tokens: 650 })
-                .await
-                .unwrap();
+            ledger.settle(&r, ActualUsage::tokens(650)).await.unwrap();
         }
         Admission::Denied(d) => panic!("bench deployment refused: {d:?}"),
     }
@@ -133,7 +127,7 @@ fn redis(c: &mut Criterion) {
                         let admission = store.admit(&NEED, cands).await.unwrap();
                         timed += start.elapsed();
                         if let Admission::Granted(r) = admission {
-                            store.settle(&r, ActualUsage { tokens: 650 }).await.unwrap();
+                            store.settle(&r, ActualUsage::tokens(650)).await.unwrap();
                         }
                     }
                     timed

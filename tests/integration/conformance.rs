@@ -40,6 +40,7 @@ conformance!(
     provider_wide_limits_hold_across_models,
     observe_follows_a_provider_that_reports_less_remaining,
     observe_nothing_remaining_cools_down_until_the_reset,
+    observe_nothing_remaining_of_a_limit_we_keep_fills_it_until_the_reset,
     snapshot_reports_use_limits_in_flight_and_cooldown,
 );
 
@@ -76,7 +77,7 @@ async fn concurrency_admits_exactly_the_limit_and_settle_frees_a_slot(store: Sto
     assert_eq!(w.usage(m).await.usage.in_flight, 3);
     assert!(
         w.ledger
-            .settle(&held[1], ActualUsage { tokens: 1 })
+            .settle(&held[1], ActualUsage::tokens(1))
             .await
             .unwrap()
     );
@@ -121,12 +122,7 @@ async fn settle_credits_back_unused_tokens(store: Store) {
     let m = w.d("m");
     let r = w.grant(800, &[m]).await;
     w.deny(800, &[m]).await;
-    assert!(
-        w.ledger
-            .settle(&r, ActualUsage { tokens: 150 })
-            .await
-            .unwrap()
-    );
+    assert!(w.ledger.settle(&r, ActualUsage::tokens(150)).await.unwrap());
     assert_eq!(w.usage(m).await.usage.tokens, 150);
     let _r = w.grant(850, &[m]).await;
     w.deny(1, &[m]).await;
@@ -136,12 +132,7 @@ async fn settle_debits_tokens_beyond_the_estimate(store: Store) {
     let w = World::new(store, &one_model("tpm: 1000")).await;
     let m = w.d("m");
     let r = w.grant(100, &[m]).await;
-    assert!(
-        w.ledger
-            .settle(&r, ActualUsage { tokens: 900 })
-            .await
-            .unwrap()
-    );
+    assert!(w.ledger.settle(&r, ActualUsage::tokens(900)).await.unwrap());
     assert_eq!(w.usage(m).await.usage.tokens, 900);
     w.deny(101, &[m]).await;
     let _r = w.grant(100, &[m]).await;
@@ -151,19 +142,9 @@ async fn settling_twice_is_a_no_op(store: Store) {
     let w = World::new(store, &one_model("tpm: 1000, concurrency: 5")).await;
     let m = w.d("m");
     let r = w.grant(500, &[m]).await;
-    assert!(
-        w.ledger
-            .settle(&r, ActualUsage { tokens: 100 })
-            .await
-            .unwrap()
-    );
+    assert!(w.ledger.settle(&r, ActualUsage::tokens(100)).await.unwrap());
     let after_first = w.usage(m).await;
-    assert!(
-        !w.ledger
-            .settle(&r, ActualUsage { tokens: 10 })
-            .await
-            .unwrap()
-    );
+    assert!(!w.ledger.settle(&r, ActualUsage::tokens(10)).await.unwrap());
     assert!(!w.ledger.release(&r).await.unwrap());
     assert_eq!(w.usage(m).await, after_first);
     assert_eq!(after_first.usage.tokens, 100);
@@ -188,12 +169,7 @@ async fn settle_after_the_bucket_left_the_window_corrects_nothing(store: Store) 
     let r = w.grant(500, &[m]).await;
     w.advance_s(70);
     let _fresh = w.grant(200, &[m]).await;
-    assert!(
-        w.ledger
-            .settle(&r, ActualUsage { tokens: 999 })
-            .await
-            .unwrap()
-    );
+    assert!(w.ledger.settle(&r, ActualUsage::tokens(999)).await.unwrap());
     assert_eq!(w.usage(m).await.usage.tokens, 200);
 }
 
@@ -205,18 +181,25 @@ async fn a_ghost_slot_expires_after_its_ttl(store: Store) {
     w.advance_s(4);
     let denial = w.deny(1, &[m]).await;
     assert_eq!(denial.refusals[0].limit, LimitKind::Concurrency);
-    assert_eq!(denial.retry_after(), Some(Duration::from_secs(6)));
-    w.advance_s(6);
+    // Slots free when requests settle: ask again in a second...
+    assert_eq!(denial.retry_after(), Some(Duration::from_secs(1)));
+    w.advance_s(5);
+    // ...but never later than the oldest slot's expiry.
+    assert_eq!(
+        w.deny(1, &[m]).await.retry_after(),
+        Some(Duration::from_secs(1))
+    );
+    w.clock.advance_ms(500);
+    assert_eq!(
+        w.deny(1, &[m]).await.retry_after(),
+        Some(Duration::from_millis(500))
+    );
+    w.clock.advance_ms(500);
     assert_eq!(w.usage(m).await.usage.in_flight, 0);
     let _r = w.grant(1, &[m]).await;
     // The crashed holder's late settle finds no slot and changes nothing.
     if let Admission::Granted(g) = ghost {
-        assert!(
-            !w.ledger
-                .settle(&g, ActualUsage { tokens: 1 })
-                .await
-                .unwrap()
-        );
+        assert!(!w.ledger.settle(&g, ActualUsage::tokens(1)).await.unwrap());
     }
     assert_eq!(w.usage(m).await.usage.in_flight, 1);
 }
@@ -381,7 +364,8 @@ async fn observe_follows_a_provider_that_reports_less_remaining(store: Store) {
 }
 
 async fn observe_nothing_remaining_cools_down_until_the_reset(store: Store) {
-    let w = World::new(store, &one_model("tpm: 100000")).await;
+    // Tokens are not limited here: the provider's "none left" can only be a cooldown.
+    let w = World::new(store, &one_model("rpm: 100")).await;
     let m = w.d("m");
     let obs = Observation {
         requests: None,
@@ -395,17 +379,36 @@ async fn observe_nothing_remaining_cools_down_until_the_reset(store: Store) {
     let _r = w.grant(1, &[m]).await;
 }
 
+async fn observe_nothing_remaining_of_a_limit_we_keep_fills_it_until_the_reset(store: Store) {
+    let w = World::new(store, &one_model("rpm: 10")).await;
+    let m = w.d("m");
+    let none_left = Observation {
+        requests: Some((0, Duration::from_secs(6))),
+        tokens: None,
+    };
+    // Filled by us: the ledger already knows it is full, and the provider's reset adds nothing.
+    assert_eq!(w.count_grants(10, 1, &[m]).await, 10);
+    w.ledger.observe(m, none_left).await.unwrap();
+    assert_eq!(w.usage(m).await.usage.requests, 10);
+    assert_eq!(w.usage(m).await.cooldown, None);
+    // Filled by someone else: counted as used until the provider's reset, then free again.
+    w.advance_s(61);
+    w.ledger.observe(m, none_left).await.unwrap();
+    let denial = w.deny(1, &[m]).await;
+    assert_eq!(
+        (denial.refusals[0].limit, denial.retry_after()),
+        (LimitKind::Requests, Some(Duration::from_secs(6)))
+    );
+    w.advance_s(6);
+    let _r = w.grant(1, &[m]).await;
+}
+
 async fn snapshot_reports_use_limits_in_flight_and_cooldown(store: Store) {
     let w = World::new(store, &cheap_and_dear("rpm: 10, tpm: 5000, concurrency: 4")).await;
     let (cheap, dear) = (w.d("cheap"), w.d("dear"));
     let a = w.grant(300, &[cheap]).await;
     let _b = w.grant(200, &[cheap]).await;
-    assert!(
-        w.ledger
-            .settle(&a, ActualUsage { tokens: 100 })
-            .await
-            .unwrap()
-    );
+    assert!(w.ledger.settle(&a, ActualUsage::tokens(100)).await.unwrap());
     w.ledger
         .cooldown(dear, Duration::from_secs(9))
         .await

@@ -19,15 +19,16 @@ const ATTEMPTS_PER_TASK: usize = 4;
 
 /// Every task of every instance tries `ATTEMPTS_PER_TASK` admissions of `tokens`; returns grants.
 async fn hammer(instances: Vec<Arc<dyn Ledger>>, d: DeploymentId, tokens: u64) -> usize {
+    hammer_with(instances, d, Need::new(tokens, Duration::from_secs(600))).await
+}
+
+/// [`hammer`] with any need (a tenant's, say).
+async fn hammer_with(instances: Vec<Arc<dyn Ledger>>, d: DeploymentId, need: Need) -> usize {
     let mut tasks = Vec::new();
     for ledger in instances {
         for _ in 0..TASKS_PER_INSTANCE {
-            let ledger = ledger.clone();
+            let (ledger, need) = (ledger.clone(), need.clone());
             tasks.push(tokio::spawn(async move {
-                let need = Need {
-                    tokens,
-                    slot_ttl: Duration::from_secs(600),
-                };
                 let mut granted = 0;
                 for _ in 0..ATTEMPTS_PER_TASK {
                     match ledger.admit(&need, &[d]).await.expect("store answers") {
@@ -159,10 +160,7 @@ providers:
     );
     let store = connect(&server, &registry, None).await;
     let candidates = registry.resolve("chat");
-    let need = Need {
-        tokens: 10,
-        slot_ttl: Duration::from_secs(60),
-    };
+    let need = Need::new(10, Duration::from_secs(60));
     // Warm up: the first call may also load the script.
     let _ = store.admit(&need, &candidates).await.expect("admit");
     let client = redis::Client::open(server.url.as_str()).expect("url");
@@ -192,4 +190,35 @@ providers:
             .unwrap_or(0)
     };
     assert_eq!((calls("evalsha"), calls("eval")), (5, 0), "{stats}");
+}
+
+/// Tenant limits and budgets hold under contention too: 8 instances x 50 tasks, every store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
+    use crate::tenants::{need, spec};
+    let yaml = one_model("rpm: 100000, tpm: 100000000, concurrency: 100000");
+    let rpm = need(1, &spec(97, 1_000_000, 1000, None, None), &[1]);
+    let conc = need(1, &spec(1000, 1_000_000, 23, None, None), &[1]);
+    // Exact estimates: the budget is never overspent, so exactly floor(10000 / 37) fit.
+    let budget = need(1, &spec(1000, 1_000_000, 1000, Some(10_000), None), &[37]);
+    for (need, want) in [(rpm, 97), (conc, 23), (budget, 10_000 / 37)] {
+        let (instances, d, _server) = redis_instances(&yaml).await;
+        assert_eq!(
+            hammer_with(instances, d, need.clone()).await,
+            want,
+            "redis {need:?}"
+        );
+        let (instances, d, _dir) = sqlite_instances(&yaml);
+        assert_eq!(
+            hammer_with(instances, d, need.clone()).await,
+            want,
+            "sqlite {need:?}"
+        );
+        let (instances, d) = memory_instance(&yaml);
+        assert_eq!(
+            hammer_with(instances, d, need.clone()).await,
+            want,
+            "memory {need:?}"
+        );
+    }
 }

@@ -6,3 +6,4 @@ mod contention;
 mod redis_keys;
 mod sqlite;
 mod support;
+mod tenants;

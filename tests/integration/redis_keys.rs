@@ -25,17 +25,14 @@ providers:
     let server = redis_server();
     let store = connect(&server, &registry, None).await;
     let ids: Vec<_> = registry.deployment_ids().collect();
-    let need = Need {
-        tokens: 100,
-        slot_ttl: Duration::from_secs(30),
-    };
+    let need = Need::new(100, Duration::from_secs(30));
     for &d in &ids {
         let Admission::Granted(r) = store.admit(&need, &[d]).await.expect("admit") else {
             panic!("a fresh deployment refused");
         };
         let _held = store.admit(&need, &[d]).await.expect("admit");
         store
-            .settle(&r, ActualUsage { tokens: 40 })
+            .settle(&r, ActualUsage::tokens(40))
             .await
             .expect("settle");
         store

@@ -135,10 +135,7 @@ providers:
     let clock = ManualClock::new(T0);
     let store = open_sqlite(&db, &registry, &clock);
     let m = registry.resolve("m")[0];
-    let need = Need {
-        tokens: 50,
-        slot_ttl: Duration::from_secs(30),
-    };
+    let need = Need::new(50, Duration::from_secs(30));
     let mut held = Vec::new();
     // 150 s of traffic, 4 admissions a second: 600 requests. Every third is never settled (a
     // crashed holder); the others are settled two seconds later.
@@ -153,7 +150,7 @@ providers:
             let (_, r) = held.remove(0);
             assert!(
                 store
-                    .settle(&r, ActualUsage { tokens: 20 })
+                    .settle(&r, ActualUsage::tokens(20))
                     .await
                     .expect("settle")
             );
@@ -228,10 +225,7 @@ async fn rows_are_keyed_by_scope_name_so_a_changed_config_reads_the_right_state(
 }
 
 fn one_need() -> Need {
-    Need {
-        tokens: 1,
-        slot_ttl: Duration::from_secs(60),
-    }
+    Need::new(1, Duration::from_secs(60))
 }
 
 #[tokio::test]

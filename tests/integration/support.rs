@@ -78,10 +78,7 @@ impl World {
         ttl_s: u64,
         candidates: &[DeploymentId],
     ) -> Admission {
-        let need = Need {
-            tokens,
-            slot_ttl: std::time::Duration::from_secs(ttl_s),
-        };
+        let need = Need::new(tokens, std::time::Duration::from_secs(ttl_s));
         self.ledger
             .admit(&need, candidates)
             .await

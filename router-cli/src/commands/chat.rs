@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use futures_util::StreamExt;
 use router_sdk::{
-    AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Message, Router, StreamSummary,
+    AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Message, Priority, Router, StreamSummary,
 };
 use serde::Serialize;
 
@@ -32,9 +32,13 @@ pub(crate) struct ChatArgs {
     /// Sampling temperature
     #[arg(long, value_name = "T")]
     temperature: Option<f64>,
-    /// Tenant to account the request to
+    /// Tenant to account the request to (its tier's limits and budget apply)
     #[arg(long, value_name = "NAME")]
     tenant: Option<String>,
+    /// `batch` requests may use only `priorities.batch_share` of each deployment's capacity and
+    /// wait behind interactive ones
+    #[arg(long, value_enum, default_value_t = PriorityArg::Interactive)]
+    priority: PriorityArg,
     /// Give up after this many seconds, waits and retries included (default: `retry.deadline_secs`)
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -47,6 +51,13 @@ pub(crate) struct ChatArgs {
     /// Report the routing on stderr: candidates, the choice and why, retries and waits
     #[arg(short, long)]
     verbose: bool,
+}
+
+/// `--priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PriorityArg {
+    Interactive,
+    Batch,
 }
 
 impl ChatArgs {
@@ -71,6 +82,10 @@ impl ChatArgs {
             stop: Vec::new(),
             tenant: self.tenant.clone(),
             deadline,
+            priority: match self.priority {
+                PriorityArg::Interactive => Priority::Interactive,
+                PriorityArg::Batch => Priority::Batch,
+            },
         })
     }
 }

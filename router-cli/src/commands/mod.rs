@@ -4,3 +4,4 @@ pub(crate) mod chat;
 pub(crate) mod completions;
 pub(crate) mod providers;
 pub(crate) mod quota;
+pub(crate) mod simulate;

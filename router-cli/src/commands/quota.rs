@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use router_core::config::Registry;
-use router_core::ledger::{DeploymentSnapshot, Ledger, ScopeUsage};
+use router_core::ledger::{DeploymentSnapshot, Ledger, ScopeUsage, TenantSpec};
 use serde::Serialize;
 
 use crate::failure::Failure;
@@ -14,8 +14,8 @@ use crate::failure::Failure;
 /// Options of `llmroute quota`.
 #[derive(Debug, Args)]
 pub(crate) struct QuotaArgs {
-    /// Show this tenant's view (tenants' own limits and budgets are not configurable yet: the
-    /// deployments are shown)
+    /// Also show this tenant's tier, use against its limits, and spend today and this month
+    /// against its budget with a projection to the end of the month
     #[arg(long, value_name = "NAME")]
     tenant: Option<String>,
     /// Print one JSON object instead of a table
@@ -29,8 +29,32 @@ pub(crate) struct QuotaArgs {
 #[derive(Serialize)]
 struct Quota<'a> {
     state: &'a str,
-    tenant: Option<&'a str>,
+    tenant: Option<TenantView>,
     deployments: Vec<Row>,
+}
+
+/// A tenant's view: its tier, use and spend.
+#[derive(Serialize)]
+struct TenantView {
+    name: String,
+    /// `None`: no tier applies (no `members` entry, no `default_tier`): unlimited, untracked.
+    tier: Option<String>,
+    rpm: Option<Used>,
+    tpm: Option<Used>,
+    concurrency: Option<InFlight>,
+    spend: Option<Spend>,
+}
+
+#[derive(Serialize)]
+struct Spend {
+    today_usd: f64,
+    daily_budget_usd: Option<f64>,
+    month_usd: f64,
+    monthly_budget_usd: Option<f64>,
+    /// This month's spend extrapolated linearly to the end of the month.
+    projected_month_usd: f64,
+    day_resets_in_secs: f64,
+    month_resets_in_secs: f64,
 }
 
 #[derive(Serialize)]
@@ -132,10 +156,15 @@ pub(crate) async fn run(
     let all: Vec<_> = registry.deployment_ids().collect();
     loop {
         let snaps = ledger.snapshot(&all).await.map_err(Failure::state)?;
+        let tenant = match &args.tenant {
+            Some(name) => Some(tenant_view(registry, ledger, name).await?),
+            None => None,
+        };
+        let deployments = snaps.iter().map(|s| row(registry, s)).collect();
         let quota = Quota {
             state,
-            tenant: args.tenant.as_deref(),
-            deployments: snaps.iter().map(|s| row(registry, s)).collect(),
+            tenant,
+            deployments,
         };
         if args.json {
             serde_json::to_writer(&mut *out, &quota).map_err(|e| Failure::output(e.into()))?;
@@ -149,17 +178,98 @@ pub(crate) async fn run(
     }
 }
 
+async fn tenant_view(
+    registry: &Registry,
+    ledger: &Arc<dyn Ledger>,
+    name: &str,
+) -> Result<TenantView, Failure> {
+    let Some(tier) = registry.tier_of(name) else {
+        let none = TenantView {
+            name: name.to_owned(),
+            tier: None,
+            rpm: None,
+            tpm: None,
+            concurrency: None,
+            spend: None,
+        };
+        return Ok(none);
+    };
+    let snap = ledger
+        .tenant_snapshot(&TenantSpec::of_tier(name, tier))
+        .await
+        .map_err(Failure::state)?;
+    let (rpm, tpm, concurrency) = dims(&snap.usage);
+    let usd = |micros: u64| micros as f64 / 1e6;
+    let month = usd(snap.spent_month_micros);
+    let elapsed = snap.month_elapsed.as_secs_f64().max(1.0);
+    let projected = month * (elapsed + snap.month_resets_in.as_secs_f64()) / elapsed;
+    Ok(TenantView {
+        name: name.to_owned(),
+        tier: Some(tier.name.clone()),
+        rpm: Some(rpm),
+        tpm: Some(tpm),
+        concurrency: Some(concurrency),
+        spend: Some(Spend {
+            today_usd: usd(snap.spent_today_micros),
+            daily_budget_usd: tier.budget.daily_usd,
+            month_usd: month,
+            monthly_budget_usd: tier.budget.monthly_usd,
+            projected_month_usd: projected,
+            day_resets_in_secs: snap.day_resets_in.as_secs_f64(),
+            month_resets_in_secs: snap.month_resets_in.as_secs_f64(),
+        }),
+    })
+}
+
+fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
+    let Some(tier) = &t.tier else {
+        return writeln!(
+            out,
+            "tenant {}: no tier applies (no `members` entry, no `default_tier`): unlimited",
+            t.name
+        );
+    };
+    writeln!(out, "tenant {} (tier {tier})", t.name)?;
+    if let (Some(r), Some(k), Some(c)) = (&t.rpm, &t.tpm, &t.concurrency) {
+        writeln!(
+            out,
+            "  rpm {}/{}, tpm {}/{}, in flight {}/{}",
+            r.used,
+            limit(r.limit),
+            k.used,
+            limit(k.limit),
+            c.in_flight,
+            limit(c.limit)
+        )?;
+    }
+    if let Some(s) = &t.spend {
+        let budget = |b: Option<f64>| b.map_or("unlimited".to_string(), |b| format!("${b:.2}"));
+        writeln!(
+            out,
+            "  spent today ${:.6} of {} (resets in {:.0}s)",
+            s.today_usd,
+            budget(s.daily_budget_usd),
+            s.day_resets_in_secs
+        )?;
+        writeln!(
+            out,
+            "  spent this month ${:.6} of {}, projected ${:.2} by month end",
+            s.month_usd,
+            budget(s.monthly_budget_usd),
+            s.projected_month_usd
+        )?;
+    }
+    Ok(())
+}
+
 fn limit(l: Option<u64>) -> String {
     l.map_or("-".into(), |l| l.to_string())
 }
 
 fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "state: {}", q.state)?;
-    if let Some(t) = q.tenant {
-        writeln!(
-            out,
-            "tenant: {t} (no tenant limits configured: showing the deployments)"
-        )?;
+    if let Some(t) = &q.tenant {
+        tenant_table(t, out)?;
     }
     let mut rows = vec![[
         "deployment".to_string(),

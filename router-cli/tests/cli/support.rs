@@ -71,6 +71,11 @@ pub struct Scene {
 /// Upstreams as `(name, api, base url, model, input price, output price, limits)`, all serving
 /// alias `chat`; keys in `<NAME>_KEY`.
 pub fn scene(upstreams: &[(&str, &str, String, &str, f64, f64, &str)]) -> Scene {
+    scene_with(upstreams, "")
+}
+
+/// [`scene`] with `extra` YAML (say, `tenants:`) appended to the configuration.
+pub fn scene_with(upstreams: &[(&str, &str, String, &str, f64, f64, &str)], extra: &str) -> Scene {
     let mut yaml = format!(
         "namespace: cli-{:x}\ndefaults:\n  model: chat\n  output_tokens: 50\nproviders:\n",
         std::process::id() as u64 ^ fastrand_seed()
@@ -81,6 +86,7 @@ pub fn scene(upstreams: &[(&str, &str, String, &str, f64, f64, &str)]) -> Scene 
             name.to_uppercase()
         ));
     }
+    yaml.push_str(extra);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("providers.yaml");
     std::fs::write(&config, yaml).unwrap();

@@ -11,6 +11,10 @@ use super::state::{check_redis_url, redact_url};
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
 const KEY_PREFIXES: [&str; 8] = ["sk-", "sk_", "AIza", "gsk_", "xai-", "hf_", "pk-", "r8_"];
 
+/// Characters a value placed inside a Redis hash tag (`{...}`) must not contain: the namespace
+/// and tenant names.
+pub(crate) const NOT_IN_HASH_TAG: [char; 2] = ['{', '}'];
+
 /// The 1-based line of a spanned value, `None` when unknown.
 pub(crate) fn line<T>(value: &At<T>) -> Option<u64> {
     Some(value.referenced.line()).filter(|&l| l > 0)
@@ -61,7 +65,7 @@ impl Ctx<'_> {
         let text = value.value.as_str();
         let problem = if text.trim().is_empty() {
             "must not be empty; remove it to use `default`".to_owned()
-        } else if text.contains(['{', '}']) {
+        } else if text.contains(NOT_IN_HASH_TAG) {
             format!(
                 "`{text}` must not contain `{{` or `}}`: the namespace sits inside a Redis hash \
                  tag; use letters, digits, `-` and `_`"
@@ -151,11 +155,17 @@ impl Ctx<'_> {
         base: &str,
         raw: Option<&RawLimits>,
     ) -> Result<Limits, ConfigError> {
-        let Some(raw) = raw else {
-            return Ok(Limits::default());
-        };
+        match raw {
+            Some(raw) => self.limit_keys(&format!("{base}.limits"), raw),
+            None => Ok(Limits::default()),
+        }
+    }
+
+    /// `rpm`, `tpm` and `concurrency` whose field paths start with `prefix` (e.g.
+    /// `providers[p].limits`, or `tenants.tiers.free` where the keys sit in the tier itself).
+    pub(crate) fn limit_keys(&self, prefix: &str, raw: &RawLimits) -> Result<Limits, ConfigError> {
         let one = |key: &str, value: &Option<At<Number>>| {
-            let field = format!("{base}.limits.{key}");
+            let field = format!("{prefix}.{key}");
             let hint = format!("remove `{key}` for no limit");
             value
                 .as_ref()
@@ -206,14 +216,7 @@ impl Ctx<'_> {
     /// `price:` in USD per million tokens, both positive and finite.
     pub(crate) fn price(&self, base: &str, raw: &At<RawPrice>) -> Result<Price, ConfigError> {
         let one = |key: &str, value: &At<Number>| {
-            let usd = match value.value {
-                // Prices are far below 2^53, where every whole number is exact as f64.
-                #[allow(clippy::cast_precision_loss)]
-                Number::Int(n) => Some(n as f64),
-                Number::Float(x) => Some(x),
-                Number::Text(_) => None,
-            };
-            if let Some(usd) = usd.filter(|x| x.is_finite() && *x > 0.0) {
+            if let Some(usd) = positive_finite(&value.value) {
                 return Ok(usd);
             }
             let msg = format!(
@@ -228,6 +231,61 @@ impl Ctx<'_> {
             output_per_mtok: one("output", &raw.value.output)?,
         })
     }
+
+    /// An amount in USD, positive and finite; `hint` says what to do instead.
+    pub(crate) fn usd(
+        &self,
+        field: &str,
+        value: &At<Number>,
+        hint: &str,
+    ) -> Result<f64, ConfigError> {
+        positive_finite(&value.value).ok_or_else(|| {
+            let msg = format!(
+                "must be a positive, finite amount in USD, got {}; {hint}",
+                value.value
+            );
+            self.invalid(field, line(value), msg)
+        })
+    }
+
+    /// A name used as a mapping key (`kind` says what it names, e.g. `tier`): not blank, no
+    /// surrounding spaces. `field` is the mapping with the entry's position, e.g.
+    /// `tenants.tiers[0]`.
+    pub(crate) fn key_name(
+        &self,
+        field: &str,
+        kind: &str,
+        value: &At<String>,
+    ) -> Result<String, ConfigError> {
+        let text = value.value.as_str();
+        let problem = if text.trim().is_empty() {
+            format!("a {kind} name must not be empty; write a name")
+        } else if text.trim() != text {
+            format!("{kind} name `{text}` has leading or trailing spaces; remove them")
+        } else {
+            return Ok(text.to_owned());
+        };
+        Err(self.invalid(field, line(value), problem))
+    }
+
+    /// A tenant name: a [`Ctx::key_name`] without `{` or `}`, as it is used inside the Redis
+    /// hash tag of the namespace.
+    pub(crate) fn tenant(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
+        let name = self.key_name(field, "tenant", value)?;
+        if name.contains(NOT_IN_HASH_TAG) {
+            let msg = format!(
+                "tenant name `{name}` must not contain `{{` or `}}`: tenant names are used inside \
+                 the Redis hash tag of the namespace; use letters, digits, `-` and `_`"
+            );
+            return Err(self.invalid(field, line(value), msg));
+        }
+        Ok(name)
+    }
+}
+
+/// The value as a float when it is a number above zero and finite.
+fn positive_finite(value: &Number) -> Option<f64> {
+    value.as_f64().filter(|x| x.is_finite() && *x > 0.0)
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: what shells and `env` accept as a variable name.

@@ -12,6 +12,16 @@
 //! `providers[deepseek].models[deepseek-chat].limits.rpm`), the bad value and what to do. They
 //! never contain an API key or a password from a URL.
 //!
+//! # Tenants and priorities
+//!
+//! `tenants:` defines tiers (limits and USD budgets each tenant of the tier gets) and maps tenant
+//! names to tiers; [`Registry::tier_of`] answers with a tenant's `members` entry, else
+//! `default_tier`, else `None` (unlimited and untracked). Tenant names are used inside the
+//! namespace's Redis hash tag, so, like the namespace, they contain no `{` or `}`.
+//! `priorities.batch_share` is the share of each deployment's (and provider's) capacity batch
+//! requests may use, in (0, 1]. Without these sections: [`Tenants::default`] and
+//! [`Priorities::default`] (`batch_share` 0.8).
+//!
 //! # Loading
 //!
 //! [`Registry::from_yaml_str`] is pure (tests use it; nothing touches the filesystem or the
@@ -49,11 +59,12 @@ mod load;
 mod raw;
 mod registry;
 mod state;
+mod tenants;
 mod validate;
 
 pub use error::ConfigError;
 pub use registry::{
-    Api, Defaults, Deployment, DeploymentId, Limits, Price, Provider, ProviderId, Registry,
-    RetrySettings,
+    Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
+    ProviderId, Registry, RetrySettings, Tenants, Tier,
 };
 pub use state::redact_url;

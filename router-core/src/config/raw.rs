@@ -6,9 +6,10 @@
 //! than a generic type error. Values are [`Spanned`] so those messages can carry line numbers.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
 /// A scalar with where it was written.
@@ -33,6 +34,12 @@ pub(crate) struct RawConfig {
     /// Providers in order; absent is reported as "no providers" by validation.
     #[serde(default)]
     pub(crate) providers: Option<At<Vec<At<RawProvider>>>>,
+    /// Tenant tiers and who is in which.
+    #[serde(default)]
+    pub(crate) tenants: Option<RawTenants>,
+    /// How batch requests share capacity with interactive ones.
+    #[serde(default)]
+    pub(crate) priorities: Option<RawPriorities>,
 }
 
 /// `defaults:`.
@@ -108,6 +115,94 @@ pub(crate) struct RawPrice {
     pub(crate) output: At<Number>,
 }
 
+/// `tenants:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTenants {
+    /// Tier of tenants not listed in `members`; absent: they are unlimited and untracked.
+    #[serde(default)]
+    pub(crate) default_tier: Option<At<String>>,
+    /// Tier name -> its limits and budget; a tier written with nothing after it is unlimited.
+    #[serde(default)]
+    pub(crate) tiers: Option<Named<Option<RawTier>>>,
+    /// Tenant name -> tier name.
+    #[serde(default)]
+    pub(crate) members: Option<Named<At<String>>>,
+}
+
+/// One entry of `tenants.tiers`: limits directly in the map, next to `budget`. Absent: unlimited.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTier {
+    #[serde(default)]
+    pub(crate) rpm: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) tpm: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) concurrency: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) budget: Option<RawBudget>,
+}
+
+impl RawTier {
+    /// The limit keys, in the shape provider and model `limits:` have.
+    pub(crate) fn limits(&self) -> RawLimits {
+        RawLimits {
+            rpm: self.rpm.clone(),
+            tpm: self.tpm.clone(),
+            concurrency: self.concurrency.clone(),
+        }
+    }
+}
+
+/// `budget:` of a tier, in USD. Each key is optional: absent means unlimited.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    #[serde(default)]
+    pub(crate) daily_usd: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) monthly_usd: Option<At<Number>>,
+}
+
+/// `priorities:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPriorities {
+    #[serde(default)]
+    pub(crate) batch_share: Option<At<Number>>,
+}
+
+/// A mapping from names to values, in the order written, each name with its line. The parser
+/// rejects a key written twice; keys written differently with the same text (`1`, `"1"`) get
+/// here, and validation rejects them.
+#[derive(Debug)]
+pub(crate) struct Named<V>(pub(crate) Vec<(At<String>, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Named<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(NamedVisitor(PhantomData))
+    }
+}
+
+/// Collects the entries of a mapping in order.
+struct NamedVisitor<V>(PhantomData<V>);
+
+impl<'de, V: Deserialize<'de>> Visitor<'de> for NamedVisitor<V> {
+    type Value = Named<V>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a mapping of names to values")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Named<V>, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
+        while let Some(entry) = map.next_entry()? {
+            entries.push(entry);
+        }
+        Ok(Named(entries))
+    }
+}
+
 /// A number as written, before checking: validation decides what is acceptable where, so that
 /// `0`, `-1`, `1.5`, `.nan` and `lots` all get a message naming the field and what to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +213,19 @@ pub(crate) enum Number {
     Float(f64),
     /// Anything else that is a scalar (text, a boolean).
     Text(String),
+}
+
+impl Number {
+    /// The value as a float, if it is a number at all (NaN and infinities included).
+    pub(crate) fn as_f64(&self) -> Option<f64> {
+        match *self {
+            // Config amounts are far below 2^53, where every whole number is exact as f64.
+            #[allow(clippy::cast_precision_loss)]
+            Number::Int(n) => Some(n as f64),
+            Number::Float(x) => Some(x),
+            Number::Text(_) => None,
+        }
+    }
 }
 
 impl fmt::Display for Number {

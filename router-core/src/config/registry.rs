@@ -160,6 +160,81 @@ impl Default for RetrySettings {
     }
 }
 
+/// USD budgets per UTC calendar period; `None` = unlimited. Amounts are positive and finite.
+/// A daily budget larger than the monthly one is allowed: both apply.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budget {
+    /// Spend allowed per UTC calendar day.
+    pub daily_usd: Option<f64>,
+    /// Spend allowed per UTC calendar month.
+    pub monthly_usd: Option<f64>,
+}
+
+/// A tenant tier (`tenants.tiers` in `providers.yaml`): the limits and budget each of its
+/// tenants gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tier {
+    /// Unique name, e.g. `free`.
+    pub name: String,
+    /// Limits of each tenant of this tier; `None` dimensions are unlimited.
+    pub limits: Limits,
+    /// Spend budget of each tenant of this tier.
+    pub budget: Budget,
+}
+
+/// Tenant tiers and membership (`tenants:`). The default, with no tiers and no members, is what
+/// a file without a `tenants` section gives: every tenant unlimited and untracked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tenants {
+    /// Tier of tenants not listed in `members`; it names one of `tiers`.
+    pub default_tier: Option<String>,
+    /// Tiers in configuration order, names unique.
+    pub tiers: Vec<Tier>,
+    /// Tenant name -> tier name, in configuration order. Tenant names are unique, non-empty and
+    /// free of `{` and `}`; every tier name is one of `tiers`.
+    pub members: Vec<(String, String)>,
+}
+
+impl Tenants {
+    /// The tier named `name`, if any.
+    pub fn tier(&self, name: &str) -> Option<&Tier> {
+        self.tiers.iter().find(|t| t.name == name)
+    }
+
+    /// The tier of `tenant`: its `members` entry, else `default_tier`, else `None` (unlimited,
+    /// untracked).
+    pub fn tier_of(&self, tenant: &str) -> Option<&Tier> {
+        let name = self
+            .members
+            .iter()
+            .find(|(member, _)| member == tenant)
+            .map(|(_, tier)| tier)
+            .or(self.default_tier.as_ref())?;
+        self.tier(name)
+    }
+}
+
+/// How batch requests share capacity with interactive ones (`priorities:`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Priorities {
+    /// Share of each deployment's (and provider's) capacity that batch requests may use, in
+    /// (0, 1]. The rest is kept for interactive requests.
+    pub batch_share: f64,
+}
+
+impl Priorities {
+    /// `batch_share` when `providers.yaml` does not set it.
+    pub const BATCH_SHARE: f64 = 0.8;
+}
+
+impl Default for Priorities {
+    fn default() -> Self {
+        Priorities {
+            batch_share: Self::BATCH_SHARE,
+        }
+    }
+}
+
 /// The validated configuration: providers, deployments, aliases, defaults, state location.
 ///
 /// `Debug` shows `state` with any password replaced by `***`.
@@ -177,6 +252,10 @@ pub struct Registry {
     pub providers: Vec<Provider>,
     /// Deployments in configuration order (provider by provider, model by model).
     pub deployments: Vec<Deployment>,
+    /// Tenant tiers and membership; empty when the file has no `tenants` section.
+    pub tenants: Tenants,
+    /// Batch versus interactive capacity.
+    pub priorities: Priorities,
 }
 
 impl std::fmt::Debug for Registry {
@@ -188,6 +267,8 @@ impl std::fmt::Debug for Registry {
             .field("retry", &self.retry)
             .field("providers", &self.providers)
             .field("deployments", &self.deployments)
+            .field("tenants", &self.tenants)
+            .field("priorities", &self.priorities)
             .finish()
     }
 }
@@ -255,6 +336,12 @@ impl Registry {
         names.sort_unstable();
         names.dedup();
         names
+    }
+
+    /// The tier of `tenant`: its `members` entry, else `default_tier`, else `None` (unlimited,
+    /// untracked).
+    pub fn tier_of(&self, tenant: &str) -> Option<&Tier> {
+        self.tenants.tier_of(tenant)
     }
 
     /// `provider/model`, the display name of a deployment.

@@ -10,6 +10,7 @@ use super::checks::{Ctx, line};
 use super::error::ConfigError;
 use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
 use super::registry::{Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
+use super::tenants::{priorities, tenants};
 
 /// Check `raw` (read from `source`) and build the registry. Stops at the first problem.
 pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, ConfigError> {
@@ -28,6 +29,8 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         retry,
         providers: Vec::new(),
         deployments: Vec::new(),
+        tenants: tenants(&ctx, raw.tenants.as_ref())?,
+        priorities: priorities(&ctx, raw.priorities.as_ref())?,
     };
     providers(&ctx, raw, &mut registry)?;
     if let Some(model) = raw.defaults.as_ref().and_then(|d| d.model.as_ref()) {

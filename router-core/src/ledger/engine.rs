@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::LedgerError;
+use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
 use super::window::{Dim, Slots, Window, bucket_of, phantom_bucket};
@@ -24,11 +25,70 @@ pub(crate) struct ScopeState {
     pub(crate) cooldown: u64,
 }
 
+/// What a tenant has spent in its current budget periods, micro-USD.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Spend {
+    /// The UTC day `day_micros` was spent in.
+    pub(crate) day: u64,
+    pub(crate) day_micros: u64,
+    /// The UTC month `month_micros` was spent in.
+    pub(crate) month: u64,
+    pub(crate) month_micros: u64,
+}
+
+impl Spend {
+    /// Spent in the periods of `p`; a stored period that has ended counts as nothing.
+    pub(crate) fn current(&self, p: &Periods) -> (u64, u64) {
+        let day = if self.day == p.day {
+            self.day_micros
+        } else {
+            0
+        };
+        let month = if self.month == p.month {
+            self.month_micros
+        } else {
+            0
+        };
+        (day, month)
+    }
+
+    /// Adds `micros` in the periods of `p`.
+    fn add(&mut self, p: &Periods, micros: u64) {
+        let (day, month) = self.current(p);
+        *self = Spend {
+            day: p.day,
+            day_micros: day + micros,
+            month: p.month,
+            month_micros: month + micros,
+        };
+    }
+
+    /// Corrects what was spent in `day` and `month` by `delta`, if those are still the stored
+    /// periods (a correction for a period that has ended changes nothing).
+    fn adjust(&mut self, day: u64, month: u64, delta: i64) {
+        if self.day == day {
+            self.day_micros = self.day_micros.saturating_add_signed(delta);
+        }
+        if self.month == month {
+            self.month_micros = self.month_micros.saturating_add_signed(delta);
+        }
+    }
+}
+
+/// Everything the ledger holds for one tenant: its window and slots, and its spend.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TenantState {
+    pub(crate) scope: ScopeState,
+    pub(crate) spend: Spend,
+}
+
 /// Where the engine finds scope state. A deployment's own scope has its `DeploymentId`'s index
-/// (see [`ScopeTable`]).
+/// (see [`ScopeTable`]); tenants are found by name.
 pub(crate) trait Cells {
     /// The state of scope `s`, which the engine may change.
     fn scope(&mut self, s: usize) -> &mut ScopeState;
+    /// The state of tenant `name`, which the engine may change.
+    fn tenant(&mut self, name: &str) -> &mut TenantState;
 }
 
 /// One operation's view: the scopes and the time it runs at.
@@ -56,32 +116,43 @@ impl<'a> Engine<'a> {
         let nb = bucket_of(self.now);
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
-            if self.check(cells, need, d, scopes, false).is_some() {
+            if self.check(cells, need, rank, d, scopes, false).is_some() {
                 continue;
             }
             let id = mint();
             let expiry = self.now + need.slot_ttl_ms();
             let bucket = cells.scope(scopes[0]).window.expire(nb);
             for &s in scopes {
-                let st = cells.scope(s);
-                let b = st.window.expire(nb);
-                st.window.add(b, 1, need.tokens);
-                st.slots.take(id, expiry);
+                take(cells.scope(s), nb, id, expiry, need.tokens);
             }
+            let tenant = need.tenant.as_ref().map(|t| {
+                let st = cells.tenant(&t.spec.name);
+                take(&mut st.scope, nb, id, expiry, need.tokens);
+                let p = periods(self.now);
+                st.spend.add(&p, need.cost(rank));
+                TenantHold {
+                    name: t.spec.name.clone(),
+                    cost_micros: need.cost(rank),
+                    day: p.day,
+                    month: p.month,
+                }
+            });
             return Ok(Admission::Granted(Reservation {
                 id,
                 deployment: d,
                 bucket,
                 tokens: need.tokens,
                 rank,
+                tenant,
             }));
         }
         // Every candidate refused: now work out when each could take it (the costly part).
         let refusals = candidates
             .iter()
-            .map(|&d| {
+            .enumerate()
+            .map(|(rank, &d)| {
                 let scopes = self.scopes(d)?;
-                let refusal = self.check(cells, need, d, scopes, true);
+                let refusal = self.check(cells, need, rank, d, scopes, true);
                 Ok(refusal.expect("a candidate that refused a moment ago in the same operation"))
             })
             .collect::<Result<_, LedgerError>>()?;
@@ -95,6 +166,7 @@ impl<'a> Engine<'a> {
         &self,
         cells: &mut impl Cells,
         need: &Need,
+        rank: usize,
         d: DeploymentId,
         scopes: &[usize],
         detail: bool,
@@ -106,12 +178,20 @@ impl<'a> Engine<'a> {
             scope,
             verdict,
         };
-        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
-            if let Some(tpm) = self.table.def(s).limits.tpm
-                && need.tokens > tpm.get()
-            {
+        let tenant_limits = need.tenant.as_ref().map(|t| t.spec.limits);
+        let own = scopes
+            .iter()
+            .map(|&s| need.share_of(self.table.def(s).limits));
+        for (limits, scope) in own
+            .zip(SCOPE_ORDER)
+            .chain(tenant_limits.map(|l| (l, Scope::Tenant)))
+        {
+            if limits.tpm.is_some_and(|tpm| need.tokens > tpm.get()) {
                 return Some(refusal(LimitKind::Tokens, scope, Verdict::Never));
             }
+        }
+        if let Some((kind, verdict)) = self.over_budget(cells, need, rank) {
+            return Some(refusal(kind, Scope::Tenant, verdict));
         }
         let mut worst: Option<(u64, LimitKind, Scope)> = None;
         let mut raise = |at: u64, kind, scope| {
@@ -123,9 +203,17 @@ impl<'a> Engine<'a> {
         if cooldown > now {
             raise(cooldown, LimitKind::Cooldown, Scope::Deployment);
         }
-        for (&s, scope) in scopes.iter().zip(SCOPE_ORDER) {
-            let limits = self.table.def(s).limits;
-            let st = cells.scope(s);
+        let limited = scopes
+            .iter()
+            .zip(SCOPE_ORDER)
+            .map(|(&s, scope)| (Some(s), scope));
+        let tenant = need.tenant.as_ref().map(|_| (None, Scope::Tenant));
+        for (s, scope) in limited.chain(tenant) {
+            let (st, limits) = match (s, &need.tenant) {
+                (Some(s), _) => (cells.scope(s), need.share_of(self.table.def(s).limits)),
+                (None, Some(t)) => (&mut cells.tenant(&t.spec.name).scope, t.spec.limits),
+                (None, None) => continue,
+            };
             st.window.expire(nb);
             st.slots.reap(now);
             for kind in blocked(&st.window, &st.slots, limits, need.tokens) {
@@ -133,7 +221,7 @@ impl<'a> Engine<'a> {
                     return Some(refusal(kind, scope, Verdict::Never));
                 }
                 raise(
-                    free_at(kind, &st.window, &st.slots, limits, need.tokens),
+                    free_at(kind, &st.window, &st.slots, limits, need.tokens, now),
                     kind,
                     scope,
                 );
@@ -148,13 +236,47 @@ impl<'a> Engine<'a> {
         })
     }
 
+    /// Whether the tenant's budget refuses candidate `rank`: `Never` when the request alone
+    /// costs more than a budget, `Exhausted` (until the period ends) when what is left of it
+    /// cannot cover the request.
+    fn over_budget(
+        &self,
+        cells: &mut impl Cells,
+        need: &Need,
+        rank: usize,
+    ) -> Option<(LimitKind, Verdict)> {
+        let t = need.tenant.as_ref()?;
+        let cost = need.cost(rank);
+        let p = periods(self.now);
+        let (day, month) = cells.tenant(&t.spec.name).spend.current(&p);
+        let budgets = [
+            (t.spec.budget.daily, day, p.day_end, LimitKind::DailyBudget),
+            (
+                t.spec.budget.monthly,
+                month,
+                p.month_end,
+                LimitKind::MonthlyBudget,
+            ),
+        ];
+        budgets
+            .into_iter()
+            .find_map(|(budget, spent, end, kind)| match budget {
+                Some(b) if cost > b => Some((kind, Verdict::Never)),
+                Some(b) if spent + cost > b => Some((
+                    kind,
+                    Verdict::Exhausted(Duration::from_millis(end - self.now)),
+                )),
+                _ => None,
+            })
+    }
+
     /// Settles (`refund_request` false) or releases (true) a reservation: false when its slot is
     /// no longer held.
     pub(crate) fn finish(
         &self,
         cells: &mut impl Cells,
         r: &Reservation,
-        actual_tokens: u64,
+        actual: ActualUsage,
         refund_request: bool,
     ) -> Result<bool, LedgerError> {
         let nb = bucket_of(self.now);
@@ -162,17 +284,52 @@ impl<'a> Engine<'a> {
         if !cells.scope(scopes[0]).slots.free(r.id) {
             return Ok(false);
         }
-        let delta = actual_tokens as i64 - r.tokens as i64;
-        for &s in scopes {
-            let st = cells.scope(s);
+        let delta = actual.tokens as i64 - r.tokens as i64;
+        let correct = |st: &mut ScopeState| {
             st.slots.free(r.id);
             st.window.expire(nb);
             st.window.adjust(r.bucket, Dim::Tokens, delta);
             if refund_request {
                 st.window.adjust(r.bucket, Dim::Requests, -1);
             }
+        };
+        for &s in scopes {
+            correct(cells.scope(s));
+        }
+        if let Some(h) = &r.tenant {
+            let st = cells.tenant(&h.name);
+            correct(&mut st.scope);
+            st.spend.adjust(
+                h.day,
+                h.month,
+                actual.cost_micros as i64 - h.cost_micros as i64,
+            );
         }
         Ok(true)
+    }
+
+    /// Use, spend and budget of one tenant.
+    pub(crate) fn tenant_snapshot(
+        &self,
+        cells: &mut impl Cells,
+        spec: &TenantSpec,
+    ) -> TenantSnapshot {
+        let (now, nb) = (self.now, bucket_of(self.now));
+        let p = periods(now);
+        let st = cells.tenant(&spec.name);
+        st.scope.window.expire(nb);
+        st.scope.slots.reap(now);
+        let (requests, tokens) = st.scope.window.totals();
+        let (day, month) = st.spend.current(&p);
+        TenantSnapshot {
+            usage: scope_usage(spec.limits, requests, tokens, st.scope.slots.len()),
+            spent_today_micros: day,
+            spent_month_micros: month,
+            budget: spec.budget,
+            day_resets_in: Duration::from_millis(p.day_end - now),
+            month_resets_in: Duration::from_millis(p.month_end - now),
+            month_elapsed: Duration::from_millis(now - p.month_start),
+        }
     }
 
     /// Extends `d`'s cooldown to at least `dur` from now; returns the cooldown in force.
@@ -208,11 +365,13 @@ impl<'a> Engine<'a> {
             };
             let reset_at = now + reset.as_millis() as u64;
             let st = cells.scope(s);
-            if remaining == 0 {
-                st.cooldown = st.cooldown.max(reset_at);
+            let Some(limit) = limit else {
+                // A dimension we do not limit: only "nothing left" is actionable.
+                if remaining == 0 {
+                    st.cooldown = st.cooldown.max(reset_at);
+                }
                 continue;
-            }
-            let Some(limit) = limit else { continue };
+            };
             let window = &mut st.window;
             let current = window.expire(nb);
             let k = phantom_bucket(reset_at, nb);
@@ -220,6 +379,8 @@ impl<'a> Engine<'a> {
             let (req, tok) = window.totals();
             let used = if dim == Dim::Requests { req } else { tok };
             let believed = limit.get().saturating_sub(used);
+            // Less left than we believe (nothing left included): count the difference as used
+            // until the provider's reset. A deployment we filled ourselves is left as it is.
             if remaining < believed {
                 let (r, t) = match dim {
                     Dim::Requests => (believed - remaining, 0),
@@ -262,6 +423,13 @@ impl<'a> Engine<'a> {
     }
 }
 
+/// Counts one admission of `tokens` in a scope and takes its slot.
+fn take(st: &mut ScopeState, nb: u64, id: u64, expiry: u64, tokens: u64) {
+    let b = st.window.expire(nb);
+    st.window.add(b, 1, tokens);
+    st.slots.take(id, expiry);
+}
+
 /// The limits of one scope that `tokens` more would break.
 fn blocked(
     w: &Window,
@@ -288,12 +456,29 @@ fn blocked(
     .filter_map(|(kind, full)| full.then_some(kind))
 }
 
+/// How soon to ask again when only concurrency is full: slots are freed when requests settle,
+/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait.
+pub(crate) const CONCURRENCY_POLL_MS: u64 = 1_000;
+
 /// When a full limit of one scope would take `tokens` more (ms).
-fn free_at(kind: LimitKind, w: &Window, slots: &Slots, limits: Limits, tokens: u64) -> u64 {
+fn free_at(
+    kind: LimitKind,
+    w: &Window,
+    slots: &Slots,
+    limits: Limits,
+    tokens: u64,
+    now: u64,
+) -> u64 {
     match kind {
         LimitKind::Requests => w.fits_at(Dim::Requests, 1, limits.rpm.map_or(0, |l| l.get())),
         LimitKind::Tokens => w.fits_at(Dim::Tokens, tokens, limits.tpm.map_or(0, |l| l.get())),
-        LimitKind::Concurrency | LimitKind::Cooldown => slots.earliest_expiry().unwrap_or(0),
+        LimitKind::Concurrency
+        | LimitKind::Cooldown
+        | LimitKind::DailyBudget
+        | LimitKind::MonthlyBudget => slots
+            .earliest_expiry()
+            .unwrap_or(now)
+            .min(now + CONCURRENCY_POLL_MS),
     }
 }
 

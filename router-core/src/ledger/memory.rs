@@ -8,20 +8,26 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use super::engine::{Cells, Engine, ScopeState};
+use std::collections::HashMap;
+
+use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::scopes::ScopeTable;
 use super::types::*;
 use super::{Ledger, LedgerFuture};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{DeploymentId, Registry};
 
-/// Every scope's state, by scope index.
+/// Every scope's state, by scope index, and every tenant's, by name.
 #[derive(Debug)]
-struct State(Vec<ScopeState>);
+struct State(Vec<ScopeState>, HashMap<String, TenantState>);
 
 impl Cells for State {
     fn scope(&mut self, s: usize) -> &mut ScopeState {
         &mut self.0[s]
+    }
+
+    fn tenant(&mut self, name: &str) -> &mut TenantState {
+        self.1.entry(name.to_owned()).or_default()
     }
 }
 
@@ -43,7 +49,8 @@ impl MemoryStore {
     /// A store reading time from `clock` (tests pass a [`ManualClock`](crate::clock::ManualClock)).
     pub fn with_clock(registry: &Registry, clock: Arc<dyn Clock>) -> Self {
         let table = ScopeTable::new(registry);
-        let state = State((0..table.len()).map(|_| ScopeState::default()).collect());
+        let scopes = (0..table.len()).map(|_| ScopeState::default()).collect();
+        let state = State(scopes, HashMap::new());
         Self {
             table,
             clock,
@@ -80,11 +87,11 @@ impl Ledger for MemoryStore {
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
-        std::future::ready(self.run(|e, s| e.finish(s, r, actual.tokens, false))).boxed()
+        std::future::ready(self.run(|e, s| e.finish(s, r, actual, false))).boxed()
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
-        std::future::ready(self.run(|e, s| e.finish(s, r, 0, true))).boxed()
+        std::future::ready(self.run(|e, s| e.finish(s, r, ActualUsage::default(), true))).boxed()
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
@@ -97,5 +104,9 @@ impl Ledger for MemoryStore {
 
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
         std::future::ready(self.run(|e, s| e.snapshot(s, ds))).boxed()
+    }
+
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
+        std::future::ready(Ok(self.run(|e, s| e.tenant_snapshot(s, tenant)))).boxed()
     }
 }

@@ -38,6 +38,7 @@
 
 mod engine;
 mod memory;
+mod period;
 mod redis;
 mod scopes;
 mod sqlite;
@@ -51,8 +52,9 @@ pub use redis::{RedisStore, RedisStoreOptions};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
-    ActualUsage, Admission, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL, Need, Observation,
-    Refusal, Reservation, Scope, ScopeUsage, Verdict,
+    ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
+    Need, Observation, Refusal, Reservation, Scope, ScopeUsage, TenantHold, TenantNeed,
+    TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
 };
 pub use window::{BUCKET_MS, WINDOW_BUCKETS};
 
@@ -148,4 +150,8 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         &'a self,
         deployments: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Vec<DeploymentSnapshot>>;
+
+    /// Use against limits, and spend against budget in the current UTC day and month, of one
+    /// tenant.
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot>;
 }

@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
 use super::engine::scope_usage;
-use super::scopes::{SCOPE_ORDER, ScopeTable};
+use super::scopes::ScopeTable;
 use super::types::*;
 use super::{Ledger, LedgerError, LedgerFuture};
 use crate::clock::Clock;
@@ -32,6 +32,9 @@ static SETTLE: LazyLock<Script> = script!("settle");
 static COOLDOWN: LazyLock<Script> = script!("cooldown");
 static OBSERVE: LazyLock<Script> = script!("observe");
 static SNAPSHOT: LazyLock<Script> = script!("snapshot");
+static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
+
+mod reply;
 
 /// How to reach Redis and how to name keys.
 #[derive(Debug, Clone)]
@@ -72,6 +75,8 @@ pub struct RedisStore {
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
+    /// `llmroute:{namespace}:v1`
+    prefix: Arc<str>,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -116,6 +121,7 @@ impl RedisStore {
             url: shown,
             table: Arc::new(table),
             scope_keys,
+            prefix: prefix.into(),
             clock: options.clock,
         })
     }
@@ -156,6 +162,13 @@ impl RedisStore {
         }
     }
 
+    /// A tenant's window hash, slots zset and spend hash.
+    fn push_tenant_keys(&self, inv: &mut ScriptInvocation<'_>, name: &str) {
+        for kind in ["w", "s", "b"] {
+            inv.key(format!("{}:{kind}:t:{name}", self.prefix));
+        }
+    }
+
     fn push_scope_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
         for &s in scopes {
             inv.key(&self.scope_keys[s].window)
@@ -175,30 +188,37 @@ impl RedisStore {
             .arg(need.tokens)
             .arg(need.slot_ttl_ms())
             .arg(candidates.len());
+        match &need.tenant {
+            Some(t) => {
+                self.push_tenant_keys(&mut inv, &t.spec.name);
+                inv.arg(1);
+                push_limits(&mut inv, t.spec.limits);
+                inv.arg(t.spec.budget.daily.unwrap_or(0))
+                    .arg(t.spec.budget.monthly.unwrap_or(0));
+                for rank in 0..candidates.len() {
+                    inv.arg(need.cost(rank));
+                }
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
         for &d in candidates {
             let scopes = self.scopes(d)?;
             self.push_scope_keys(&mut inv, scopes);
             inv.arg(scopes.len());
             for &s in scopes {
-                let Limits {
-                    rpm,
-                    tpm,
-                    concurrency,
-                } = self.table.def(s).limits;
-                for l in [rpm, tpm, concurrency] {
-                    inv.arg(l.map_or(0, |v| v.get()));
-                }
+                push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
         }
         let reply = self.run(&inv).await?;
-        AdmitReply::decode(&reply, id, need.tokens, candidates)
-            .ok_or_else(|| self.protocol("admit.lua", &reply))
+        reply::admit(&reply, id, need, candidates).ok_or_else(|| self.protocol("admit.lua", &reply))
     }
 
     async fn finish(
         &self,
         r: &Reservation,
-        token_delta: i64,
+        actual: ActualUsage,
         request_delta: i64,
     ) -> Result<bool, LedgerError> {
         let scopes = self.scopes(r.deployment)?;
@@ -207,8 +227,21 @@ impl RedisStore {
         inv.arg(self.now_arg())
             .arg(r.id.to_string())
             .arg(r.bucket)
-            .arg(token_delta)
-            .arg(request_delta);
+            .arg(actual.tokens as i64 - r.tokens as i64)
+            .arg(request_delta)
+            .arg(scopes.len());
+        match &r.tenant {
+            Some(h) => {
+                self.push_tenant_keys(&mut inv, &h.name);
+                inv.arg(1)
+                    .arg(actual.cost_micros as i64 - h.cost_micros as i64)
+                    .arg(h.day)
+                    .arg(h.month);
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
             [n] => Ok(*n == 1),
@@ -300,62 +333,6 @@ impl RedisStore {
     }
 }
 
-/// Decodes the reply of `lua/admit.lua`.
-struct AdmitReply;
-
-impl AdmitReply {
-    fn decode(
-        reply: &[i64],
-        id: u64,
-        tokens: u64,
-        candidates: &[DeploymentId],
-    ) -> Option<Admission> {
-        match reply {
-            [1, _now, rank, bucket] => {
-                let rank = usize::try_from(*rank).ok()?;
-                Some(Admission::Granted(Reservation {
-                    id,
-                    deployment: *candidates.get(rank)?,
-                    bucket: u64::try_from(*bucket).ok()?,
-                    tokens,
-                    rank,
-                }))
-            }
-            [0, now, rest @ ..] if rest.len() == candidates.len() * 4 => {
-                let refusals = candidates
-                    .iter()
-                    .zip(rest.chunks_exact(4))
-                    .map(|(&deployment, c)| {
-                        let limit = match c[1] {
-                            1 => LimitKind::Cooldown,
-                            2 => LimitKind::Requests,
-                            3 => LimitKind::Tokens,
-                            4 => LimitKind::Concurrency,
-                            _ => return None,
-                        };
-                        let scope = *SCOPE_ORDER.get(usize::try_from(c[2] - 1).ok()?)?;
-                        let verdict = match c[0] {
-                            1 => Verdict::Never,
-                            2 => Verdict::NotNow(Duration::from_millis(
-                                c[3].saturating_sub(*now).max(0) as u64,
-                            )),
-                            _ => return None,
-                        };
-                        Some(Refusal {
-                            deployment,
-                            limit,
-                            scope,
-                            verdict,
-                        })
-                    })
-                    .collect::<Option<Vec<_>>>()?;
-                Some(Admission::Denied(Denial { refusals }))
-            }
-            _ => None,
-        }
-    }
-}
-
 impl Ledger for RedisStore {
     fn admit<'a>(
         &'a self,
@@ -366,12 +343,11 @@ impl Ledger for RedisStore {
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
-        self.finish(r, actual.tokens as i64 - r.tokens as i64, 0)
-            .boxed()
+        self.finish(r, actual, 0).boxed()
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
-        self.finish(r, -(r.tokens as i64), -1).boxed()
+        self.finish(r, ActualUsage::default(), -1).boxed()
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
@@ -384,5 +360,24 @@ impl Ledger for RedisStore {
 
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
         self.snapshot_inner(ds).boxed()
+    }
+
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
+        async move {
+            let mut inv = TENANT_SNAPSHOT.prepare_invoke();
+            self.push_tenant_keys(&mut inv, &tenant.name);
+            inv.arg(self.now_arg());
+            let reply = self.run(&inv).await?;
+            reply::tenant_snapshot(&reply, tenant)
+                .ok_or_else(|| self.protocol("tenant_snapshot.lua", &reply))
+        }
+        .boxed()
+    }
+}
+
+/// A scope's limits as script arguments (0 = unlimited).
+fn push_limits(inv: &mut ScriptInvocation<'_>, limits: Limits) {
+    for l in [limits.rpm, limits.tpm, limits.concurrency] {
+        inv.arg(l.map_or(0, |v| v.get()));
     }
 }

@@ -6,12 +6,13 @@
 //! # The model
 //!
 //! - **One transaction per operation.** Every call (admit over all candidates, settle, release,
-//!   cooldown, observe, snapshot) is one `BEGIN IMMEDIATE` transaction: it takes the file's
-//!   write lock before reading anything, loads the rows of the scopes it touches, runs the same
-//!   engine as [`MemoryStore`](super::MemoryStore), writes back the rows that changed and
-//!   commits. Admission across all candidates is therefore one atomic step across processes,
-//!   whatever the number of candidates (DESIGN.md I1), and the time is read once the lock is
-//!   held, so decisions are made in commit order.
+//!   cooldown, observe, snapshot, tenant snapshot) is one `BEGIN IMMEDIATE` transaction: it
+//!   takes the file's write lock before reading anything, loads the rows of the scopes and
+//!   tenants it touches, runs the same engine as [`MemoryStore`](super::MemoryStore), writes
+//!   back the rows that changed and commits. Admission across all candidates (and the tenant's
+//!   limits and budget) is therefore one atomic step across processes, whatever the number of
+//!   candidates (DESIGN.md I1), and the time is read once the lock is held, so decisions are
+//!   made in commit order.
 //! - **WAL, `synchronous=NORMAL`.** Readers never block the writer and a commit does not wait for
 //!   the disk: a process that crashes loses nothing it committed; a power cut may lose the last
 //!   few decisions, never the file's consistency (that only makes the ledger forget recent use
@@ -25,8 +26,9 @@
 //!   held on behalf of a process: a process killed in the middle of an operation leaves nothing
 //!   half-written (SQLite discards the unfinished transaction) and the operating system drops
 //!   its lock on the file.
-//! - **Bounded state.** Per scope, one row, at most 61 bucket rows and one row per request in
-//!   flight; never one per request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
+//! - **Bounded state.** Per scope (a tenant's limits are one more scope), one row, at most 61
+//!   bucket rows and one row per request in flight; per tenant, one spend row; never one per
+//!   request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
 //! - **Time.** Every process on one machine shares its wall clock: production passes
 //!   [`SystemClock`](crate::clock::SystemClock), tests a [`ManualClock`](crate::clock::ManualClock).
 //!
@@ -34,6 +36,8 @@
 //! store holds one connection, and its callers queue for it without blocking a runtime thread.
 
 mod rows;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,7 +100,7 @@ impl SqliteStore {
             })?;
         }
         let conn = Connection::open(path).map_err(err)?;
-        prepare(&conn).map_err(err)?;
+        prepare_retrying(&conn).map_err(err)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -135,6 +139,29 @@ impl SqliteStore {
             }
         }
         .boxed()
+    }
+}
+
+/// [`prepare`], retried while other processes prepare the same new file: switching a file to WAL
+/// can fail at once with "database is locked" (SQLite skips the busy handler there to avoid a
+/// deadlock), so wait a little and try again, for at most [`BUSY_TIMEOUT`].
+fn prepare_retrying(conn: &Connection) -> rusqlite::Result<()> {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match prepare(conn) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                let _ = conn.execute_batch("ROLLBACK");
+                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(..1000)));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -205,19 +232,19 @@ impl Ledger for SqliteStore {
         need: &'a Need,
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
-        let (need, candidates) = (*need, candidates.to_vec());
+        let (need, candidates) = (need.clone(), candidates.to_vec());
         // Ids are random: several processes mint them, and a slot row is keyed by its id.
         self.run(move |e, c| e.admit(c, &need, &candidates, || fastrand::u64(..)))
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
         let r = r.clone();
-        self.run(move |e, c| e.finish(c, &r, actual.tokens, false))
+        self.run(move |e, c| e.finish(c, &r, actual, false))
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
         let r = r.clone();
-        self.run(move |e, c| e.finish(c, &r, 0, true))
+        self.run(move |e, c| e.finish(c, &r, ActualUsage::default(), true))
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
@@ -231,5 +258,10 @@ impl Ledger for SqliteStore {
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
         let ds = ds.to_vec();
         self.run(move |e, c| e.snapshot(c, &ds))
+    }
+
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
+        let tenant = tenant.clone();
+        self.run(move |e, c| Ok(e.tenant_snapshot(c, &tenant)))
     }
 }

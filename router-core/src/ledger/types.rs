@@ -3,22 +3,115 @@
 
 use std::time::Duration;
 
-use crate::config::DeploymentId;
+use std::num::NonZeroU64;
+
+use crate::config::{DeploymentId, Limits};
 
 /// The longest a concurrency slot may live unsettled; longer `slot_ttl`s are capped to it.
 pub const MAX_SLOT_TTL: Duration = Duration::from_secs(3600);
 
+/// A tenant's budget in micro-USD per UTC calendar period; `None`: unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BudgetMicros {
+    /// Per UTC day.
+    pub daily: Option<u64>,
+    /// Per UTC calendar month.
+    pub monthly: Option<u64>,
+}
+
+/// A tenant as the ledger knows it: a name (used in store keys), its tier's limits and budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSpec {
+    /// The tenant's name. No `{` or `}` (config validation ensures it for configured tenants).
+    pub name: String,
+    /// The tier's RPM, TPM and concurrency.
+    pub limits: Limits,
+    /// The tier's budgets.
+    pub budget: BudgetMicros,
+}
+
+/// `usd` in micro-USD, rounded up (budgets err on the safe side).
+pub fn usd_to_micros(usd: f64) -> u64 {
+    (usd * 1_000_000.0).ceil().max(0.0) as u64
+}
+
+impl TenantSpec {
+    /// Tenant `name` of `tier`.
+    pub fn of_tier(name: &str, tier: &crate::config::Tier) -> Self {
+        TenantSpec {
+            name: name.to_owned(),
+            limits: tier.limits,
+            budget: BudgetMicros {
+                daily: tier.budget.daily_usd.map(usd_to_micros),
+                monthly: tier.budget.monthly_usd.map(usd_to_micros),
+            },
+        }
+    }
+}
+
+/// What a request asks of its tenant: the tenant, and the request's estimated cost on each
+/// candidate (micro-USD, in the candidates' order), which admission reserves against the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantNeed {
+    /// The tenant.
+    pub spec: TenantSpec,
+    /// Estimated cost per candidate, micro-USD.
+    pub costs: Vec<u64>,
+}
+
 /// What one request asks of the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
     /// Estimated tokens (prompt + completion) to reserve against TPM.
     pub tokens: u64,
     /// How long the concurrency slot lives if it is never settled (its holder crashed); at most
     /// [`MAX_SLOT_TTL`].
     pub slot_ttl: Duration,
+    /// The tenant accounted for, checked in the same atomic step as the deployments.
+    pub tenant: Option<TenantNeed>,
+    /// Percent of each deployment's and provider's limits this request may use (100 for
+    /// interactive requests, `batch_share` for batch ones), so that higher priorities always
+    /// find headroom. Scaled limits are rounded down, but never below 1.
+    pub share_percent: u8,
 }
 
 impl Need {
+    /// A request of `tokens`, no tenant, full share.
+    pub const fn new(tokens: u64, slot_ttl: Duration) -> Self {
+        Self {
+            tokens,
+            slot_ttl,
+            tenant: None,
+            share_percent: 100,
+        }
+    }
+
+    /// `limits` scaled to this request's share.
+    pub(crate) fn share_of(&self, limits: Limits) -> Limits {
+        if self.share_percent >= 100 {
+            return limits;
+        }
+        let scale = |l: Option<NonZeroU64>| {
+            l.map(|v| {
+                NonZeroU64::new(v.get() * u64::from(self.share_percent) / 100)
+                    .unwrap_or(NonZeroU64::MIN)
+            })
+        };
+        Limits {
+            rpm: scale(limits.rpm),
+            tpm: scale(limits.tpm),
+            concurrency: scale(limits.concurrency),
+        }
+    }
+
+    /// The estimated cost on candidate `rank`, micro-USD (0 without a tenant).
+    pub(crate) fn cost(&self, rank: usize) -> u64 {
+        self.tenant
+            .as_ref()
+            .and_then(|t| t.costs.get(rank).copied())
+            .unwrap_or(0)
+    }
+
     /// The slot TTL in milliseconds, capped at [`MAX_SLOT_TTL`] (at least 1 ms).
     pub(crate) fn slot_ttl_ms(&self) -> u64 {
         self.slot_ttl.min(MAX_SLOT_TTL).as_millis().max(1) as u64
@@ -42,6 +135,21 @@ pub struct Reservation {
     pub tokens: u64,
     /// The 0-based position of the chosen deployment in the candidate list given to `admit`.
     pub rank: usize,
+    /// What was reserved of the tenant, if the request had one.
+    pub tenant: Option<TenantHold>,
+}
+
+/// The tenant part of a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantHold {
+    /// The tenant's name.
+    pub name: String,
+    /// Estimated cost reserved against its budget, micro-USD.
+    pub cost_micros: u64,
+    /// The UTC day (days since the epoch) the cost was reserved in.
+    pub day: u64,
+    /// The UTC month (`year * 12 + month - 1`) the cost was reserved in.
+    pub month: u64,
 }
 
 /// What a request actually used, as reported by the provider (or estimated when it reported
@@ -50,6 +158,18 @@ pub struct Reservation {
 pub struct ActualUsage {
     /// Prompt plus completion tokens.
     pub tokens: u64,
+    /// Its cost, micro-USD: replaces the estimate reserved against the tenant's budget.
+    pub cost_micros: u64,
+}
+
+impl ActualUsage {
+    /// `tokens` tokens at no cost (no tenant budget to correct).
+    pub fn tokens(tokens: u64) -> Self {
+        Self {
+            tokens,
+            cost_micros: 0,
+        }
+    }
 }
 
 /// Which limit refused a candidate.
@@ -63,6 +183,10 @@ pub enum LimitKind {
     Tokens,
     /// Requests in flight.
     Concurrency,
+    /// The tenant's daily USD budget.
+    DailyBudget,
+    /// The tenant's monthly USD budget.
+    MonthlyBudget,
 }
 
 impl LimitKind {
@@ -73,6 +197,8 @@ impl LimitKind {
             LimitKind::Requests => "rpm",
             LimitKind::Tokens => "tpm",
             LimitKind::Concurrency => "concurrency",
+            LimitKind::DailyBudget => "daily budget",
+            LimitKind::MonthlyBudget => "monthly budget",
         }
     }
 }
@@ -84,6 +210,8 @@ pub enum Scope {
     Deployment,
     /// The provider-wide limit shared by all of the provider's models.
     Provider,
+    /// The tenant's limit or budget.
+    Tenant,
 }
 
 /// Whether a refused candidate could ever take the request.
@@ -92,9 +220,12 @@ pub enum Verdict {
     /// The request is larger than the limit: waiting will not help.
     Never,
     /// The limit is full now; the candidate can take the request after this long (assuming
-    /// nothing else takes the capacity first). For concurrency it is the moment the oldest slot
-    /// would expire if never settled: an upper bound, as slots are usually freed sooner.
+    /// nothing else takes the capacity first). For concurrency, whose slots are freed when
+    /// requests settle, it is a polling interval (1 s), bounded by the oldest slot's expiry.
     NotNow(Duration),
+    /// A budget cannot cover the request before its period ends: not before the reset, after
+    /// this long. Waiting is pointless: the caller gets an error with the reset time.
+    Exhausted(Duration),
 }
 
 /// Why one candidate refused.
@@ -123,13 +254,29 @@ impl Denial {
         self.refusals.iter().all(|r| r.verdict == Verdict::Never)
     }
 
-    /// The earliest moment any candidate could take the request, or `None` when none ever can.
+    /// The earliest moment any candidate could take the request by waiting, or `None` when
+    /// none can (never, or only after a budget resets).
     pub fn retry_after(&self) -> Option<Duration> {
         self.refusals
             .iter()
             .filter_map(|r| match r.verdict {
                 Verdict::NotNow(d) => Some(d),
-                Verdict::Never => None,
+                Verdict::Never | Verdict::Exhausted(_) => None,
+            })
+            .min()
+    }
+
+    /// When no candidate can take the request by waiting but some could once a budget resets:
+    /// the soonest reset.
+    pub fn budget_resets_in(&self) -> Option<Duration> {
+        if self.retry_after().is_some() {
+            return None;
+        }
+        self.refusals
+            .iter()
+            .filter_map(|r| match r.verdict {
+                Verdict::Exhausted(d) => Some(d),
+                _ => None,
             })
             .min()
     }
@@ -184,4 +331,23 @@ pub struct DeploymentSnapshot {
     pub provider: Option<ScopeUsage>,
     /// Time left on the deployment's cooldown, if it is cooling down.
     pub cooldown: Option<Duration>,
+}
+
+/// What the ledger holds for one tenant right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantSnapshot {
+    /// Requests, tokens and in-flight against the tier's limits.
+    pub usage: ScopeUsage,
+    /// Spent this UTC day, micro-USD (reserved estimates of requests in flight included).
+    pub spent_today_micros: u64,
+    /// Spent this UTC month, micro-USD.
+    pub spent_month_micros: u64,
+    /// The budget.
+    pub budget: BudgetMicros,
+    /// Time until the day's budget resets.
+    pub day_resets_in: Duration,
+    /// Time until the month's budget resets.
+    pub month_resets_in: Duration,
+    /// Time elapsed in the month so far (for projections).
+    pub month_elapsed: Duration,
 }

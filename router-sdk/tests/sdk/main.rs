@@ -7,3 +7,4 @@ mod secrets;
 mod settlement;
 mod shared_redis;
 mod support;
+mod tenants;

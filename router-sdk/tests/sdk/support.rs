@@ -110,6 +110,11 @@ pub struct World {
 impl World {
     /// One mock server per upstream, a memory ledger, all on one manual clock.
     pub async fn new(upstreams: &[Upstream]) -> World {
+        Self::with_extra(upstreams, "").await
+    }
+
+    /// Like [`World::new`], with `extra` YAML (say, `tenants:`) appended to the configuration.
+    pub async fn with_extra(upstreams: &[Upstream], extra: &str) -> World {
         let mut servers = Vec::new();
         for _ in upstreams {
             servers.push(MockServer::start().await);
@@ -119,7 +124,7 @@ impl World {
             .zip(&servers)
             .map(|(u, s)| (u, s.uri()))
             .collect();
-        Self::with_bases(upstreams, &bases, servers).await
+        Self::build(upstreams, &bases, servers, extra).await
     }
 
     pub async fn with_bases(
@@ -127,7 +132,17 @@ impl World {
         bases: &[(&Upstream, String)],
         servers: Vec<MockServer>,
     ) -> World {
-        let registry = Registry::from_yaml_str(&config(bases), "test.yaml").unwrap();
+        Self::build(upstreams, bases, servers, "").await
+    }
+
+    async fn build(
+        upstreams: &[Upstream],
+        bases: &[(&Upstream, String)],
+        servers: Vec<MockServer>,
+        extra: &str,
+    ) -> World {
+        let yaml = format!("{}{extra}", config(bases));
+        let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
         let clock = ManualClock::new(T0);
         let sleeper = ManualSleeper {
             clock: clock.clone(),

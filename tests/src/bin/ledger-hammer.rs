@@ -51,10 +51,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     std::io::stdout().flush()?;
     std::io::stdin().lock().read_line(&mut String::new())?;
 
-    let need = Need {
-        tokens,
-        slot_ttl: Duration::from_secs(600),
-    };
+    let need = Need::new(tokens, Duration::from_secs(600));
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let granted = runtime.block_on(async {
         let mut granted = 0usize;

@@ -1,28 +1,41 @@
-//! The SQLite row layout, and scope state loaded from it inside one transaction.
+//! The SQLite row layout, and ledger state loaded from it inside one transaction.
 //!
-//! [`TxCells`] hands the engine a scope's state the first time the operation asks for it (three
-//! indexed reads), remembers what was stored, and after the operation writes back only the rows
-//! that changed.
+//! [`TxCells`] hands the engine a scope's or a tenant's state the first time the operation asks
+//! for it (a few indexed reads), remembers what was stored, and after the operation writes back
+//! only the rows that changed. A deployment's or provider's scope and a tenant's window and slots
+//! are the same rows under different scope names (`scope.rs`); a tenant's spend is one more row
+//! (`spend.rs`).
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod scope;
+mod spend;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
 
-use crate::ledger::engine::{Cells, ScopeState};
+use rusqlite::Connection;
+
+use crate::ledger::engine::{Cells, ScopeState, Spend, TenantState};
 use crate::ledger::scopes::ScopeTable;
-use crate::ledger::window::{Slots, Window};
+use scope::Stored;
 
 /// The tables, created when missing. `v1` is the layout's version: a layout change gets new
-/// table names, so two versions never misread each other's rows. Rows are keyed by namespace
-/// and scope name (`d:<provider>/<model>`, `p:<provider>`), never by position in a config.
+/// table names, so two versions never misread each other's rows (a new table is not a change:
+/// opening an older file creates it). Rows are keyed by namespace and scope name:
+/// `d:<provider>/<model>` and `p:<provider>` for a deployment's and a provider's limits,
+/// `t:<tenant>` for a tenant's; never by position in a config.
 ///
 /// - `llmroute_v1_scopes`: one row per scope: `oldest`, the oldest bucket that may hold anything
-///   (see `window.rs`), and `cooldown`, the end of a deployment's cooldown in ms (0: none).
+///   (see `window.rs`), and `cooldown`, the end of a deployment's cooldown in ms (0: none; always
+///   0 for providers and tenants).
 /// - `llmroute_v1_buckets`: one row per live window bucket holding anything: at most 61 per
 ///   scope; rows of buckets that leave the window are deleted by the next operation on it.
 /// - `llmroute_v1_slots`: one row per concurrency slot held (reservation id, expiry ms), deleted
 ///   on settle, release or once expired.
+/// - `llmroute_v1_spend`: one row per tenant that has spent anything, keyed by the tenant's name
+///   (without `t:`): the UTC day (days since the epoch) and month (`year * 12 + month - 1`) of
+///   its last spend and the micro-USD spent in each. A period that has ended counts as nothing
+///   spent; the row is overwritten by the next spend, so there is never more than one per tenant.
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS llmroute_v1_scopes (
     ns TEXT NOT NULL, scope TEXT NOT NULL, oldest INTEGER, cooldown INTEGER NOT NULL,
@@ -34,10 +47,15 @@ CREATE TABLE IF NOT EXISTS llmroute_v1_buckets (
 CREATE TABLE IF NOT EXISTS llmroute_v1_slots (
     ns TEXT NOT NULL, scope TEXT NOT NULL, id INTEGER NOT NULL, expiry INTEGER NOT NULL,
     PRIMARY KEY (ns, scope, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS llmroute_v1_spend (
+    ns TEXT NOT NULL, tenant TEXT NOT NULL,
+    day INTEGER NOT NULL, day_micros INTEGER NOT NULL,
+    month INTEGER NOT NULL, month_micros INTEGER NOT NULL,
+    PRIMARY KEY (ns, tenant)) WITHOUT ROWID;
 ";
 
-// SQLite integers are i64. Times, buckets and counts fit; reservation ids are random u64 and are
-// stored bit for bit.
+// SQLite integers are i64. Times, buckets, periods and amounts fit; reservation ids are random
+// u64 and are stored bit for bit.
 fn to_db(v: u64) -> i64 {
     v as i64
 }
@@ -46,24 +64,35 @@ fn from_db(v: i64) -> u64 {
     v as u64
 }
 
-/// One scope as loaded: the state the engine works on, and what was stored, to diff against.
-#[derive(Debug, Default)]
-struct Loaded {
-    state: ScopeState,
-    /// The scope row `(oldest, cooldown)`, if there was one.
-    head: Option<(Option<u64>, u64)>,
-    /// Stored bucket rows: bucket -> (requests, tokens).
-    buckets: BTreeMap<u64, (u64, u64)>,
-    /// Stored slot ids.
-    slots: HashSet<u64>,
+/// The scope name of tenant `name`'s window and slots.
+fn tenant_scope(name: &str) -> String {
+    format!("t:{name}")
 }
 
-/// The scopes one operation touched, loaded from and written back to one transaction.
+/// One deployment's or provider's scope as loaded: its state and what was stored.
+#[derive(Debug, Default)]
+struct LoadedScope {
+    state: ScopeState,
+    stored: Stored,
+}
+
+/// One tenant as loaded: its state, and what was stored of its scope and its spend.
+#[derive(Debug, Default)]
+struct LoadedTenant {
+    state: TenantState,
+    stored: Stored,
+    /// The spend row, if there was one.
+    spend: Option<Spend>,
+}
+
+/// The scopes and tenants one operation touched, loaded from and written back to one
+/// transaction.
 pub(super) struct TxCells<'c> {
     conn: &'c Connection,
     ns: &'c str,
     table: &'c ScopeTable,
-    loaded: HashMap<usize, Loaded>,
+    scopes: HashMap<usize, LoadedScope>,
+    tenants: HashMap<String, LoadedTenant>,
     /// The first read that failed: the operation's answer is then discarded and the
     /// transaction rolled back, so a failed read never turns into a decision.
     failed: Option<rusqlite::Error>,
@@ -71,18 +100,54 @@ pub(super) struct TxCells<'c> {
 
 impl Cells for TxCells<'_> {
     fn scope(&mut self, s: usize) -> &mut ScopeState {
-        match self.loaded.entry(s) {
-            Entry::Occupied(o) => &mut o.into_mut().state,
-            Entry::Vacant(v) => {
-                let name = &self.table.def(s).name;
-                let loaded = load(self.conn, self.ns, name).unwrap_or_else(|e| {
-                    self.failed.get_or_insert(e);
-                    Loaded::default()
-                });
-                &mut v.insert(loaded).state
-            }
-        }
+        let (conn, ns, name) = (self.conn, self.ns, &self.table.def(s).name);
+        let loaded = cached(&mut self.scopes, &s, &mut self.failed, || {
+            let (state, stored) = scope::load(conn, ns, name)?;
+            Ok(LoadedScope { state, stored })
+        });
+        &mut loaded.state
     }
+
+    fn tenant(&mut self, name: &str) -> &mut TenantState {
+        let (conn, ns) = (self.conn, self.ns);
+        let loaded = cached(&mut self.tenants, name, &mut self.failed, || {
+            let (scope, stored) = scope::load(conn, ns, &tenant_scope(name))?;
+            let spend = spend::load(conn, ns, name)?;
+            let state = TenantState {
+                scope,
+                spend: spend.unwrap_or_default(),
+            };
+            Ok(LoadedTenant {
+                state,
+                stored,
+                spend,
+            })
+        });
+        &mut loaded.state
+    }
+}
+
+/// The entry for `key`, loaded by `load` the first time. A failed load leaves a default entry
+/// (nothing stored) and is recorded in `failed`, which makes the whole operation fail.
+fn cached<'m, K, Q, V>(
+    map: &'m mut HashMap<K, V>,
+    key: &Q,
+    failed: &mut Option<rusqlite::Error>,
+    load: impl FnOnce() -> rusqlite::Result<V>,
+) -> &'m mut V
+where
+    K: Borrow<Q> + Hash + Eq,
+    Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    V: Default,
+{
+    if !map.contains_key(key) {
+        let value = load().unwrap_or_else(|e| {
+            failed.get_or_insert(e);
+            V::default()
+        });
+        map.insert(key.to_owned(), value);
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 impl<'c> TxCells<'c> {
@@ -91,7 +156,8 @@ impl<'c> TxCells<'c> {
             conn,
             ns,
             table,
-            loaded: HashMap::new(),
+            scopes: HashMap::new(),
+            tenants: HashMap::new(),
             failed: None,
         }
     }
@@ -101,94 +167,25 @@ impl<'c> TxCells<'c> {
         if let Some(e) = self.failed {
             return Err(e);
         }
-        for (s, loaded) in &self.loaded {
-            let name = &self.table.def(*s).name;
-            write_scope(self.conn, self.ns, name, loaded)?;
+        for (&s, l) in &self.scopes {
+            scope::write(
+                self.conn,
+                self.ns,
+                &self.table.def(s).name,
+                &l.state,
+                &l.stored,
+            )?;
+        }
+        for (name, l) in &self.tenants {
+            scope::write(
+                self.conn,
+                self.ns,
+                &tenant_scope(name),
+                &l.state.scope,
+                &l.stored,
+            )?;
+            spend::write(self.conn, self.ns, name, &l.state.spend, l.spend)?;
         }
         Ok(())
     }
-}
-
-fn load(conn: &Connection, ns: &str, scope: &str) -> rusqlite::Result<Loaded> {
-    let head = conn
-        .prepare_cached(
-            "SELECT oldest, cooldown FROM llmroute_v1_scopes WHERE ns = ?1 AND scope = ?2",
-        )?
-        .query_row(params![ns, scope], |r| {
-            Ok((r.get::<_, Option<i64>>(0)?.map(from_db), from_db(r.get(1)?)))
-        })
-        .optional()?;
-    let buckets = conn
-        .prepare_cached(
-            "SELECT bucket, requests, tokens FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2",
-        )?
-        .query_map(params![ns, scope], |r| {
-            let k = from_db(r.get(0)?);
-            Ok((k, (from_db(r.get(1)?), from_db(r.get(2)?))))
-        })?
-        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
-    let held = conn
-        .prepare_cached("SELECT id, expiry FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2")?
-        .query_map(params![ns, scope], |r| {
-            Ok((from_db(r.get(0)?), from_db(r.get(1)?)))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let (oldest, cooldown) = head.unwrap_or((None, 0));
-    let rows = buckets.iter().map(|(&k, &(r, t))| (k, r, t));
-    Ok(Loaded {
-        state: ScopeState {
-            window: Window::from_parts(oldest, rows),
-            slots: Slots::from_held(held.clone()),
-            cooldown,
-        },
-        head,
-        slots: held.iter().map(|&(id, _)| id).collect(),
-        buckets,
-    })
-}
-
-/// Writes the difference between what was loaded and the state now.
-fn write_scope(conn: &Connection, ns: &str, scope: &str, l: &Loaded) -> rusqlite::Result<()> {
-    let head = (l.state.window.oldest(), l.state.cooldown);
-    if l.head.unwrap_or((None, 0)) != head {
-        conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v1_scopes (ns, scope, oldest, cooldown) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![ns, scope, head.0.map(to_db), to_db(head.1)])?;
-    }
-    let buckets: BTreeMap<u64, (u64, u64)> = l
-        .state
-        .window
-        .buckets()
-        .map(|(k, r, t)| (k, (r, t)))
-        .collect();
-    for k in l.buckets.keys().filter(|k| !buckets.contains_key(k)) {
-        conn.prepare_cached(
-            "DELETE FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
-        )?
-        .execute(params![ns, scope, to_db(*k)])?;
-    }
-    for (&k, &(r, t)) in buckets.iter().filter(|(k, v)| l.buckets.get(k) != Some(v)) {
-        conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v1_buckets (ns, scope, bucket, requests, tokens) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![ns, scope, to_db(k), to_db(r), to_db(t)])?;
-    }
-    let held = l.state.slots.held();
-    let now_held: HashSet<u64> = held.iter().map(|&(id, _)| id).collect();
-    for id in l.slots.iter().filter(|id| !now_held.contains(id)) {
-        conn.prepare_cached(
-            "DELETE FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
-        )?
-        .execute(params![ns, scope, to_db(*id)])?;
-    }
-    for &(id, expiry) in held.iter().filter(|(id, _)| !l.slots.contains(id)) {
-        conn.prepare_cached(
-            "INSERT INTO llmroute_v1_slots (ns, scope, id, expiry) VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![ns, scope, to_db(id), to_db(expiry)])?;
-    }
-    Ok(())
 }

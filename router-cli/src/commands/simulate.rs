@@ -1,0 +1,409 @@
+//! `llmroute simulate`: the real routing core on a virtual clock against simulated providers.
+//!
+//! No request is sent and no key is read: a traffic profile given by flags runs through the
+//! ledger, selection and retry policy against providers that enforce the configured limits and
+//! answer 429 when they are exceeded. Every output says it is a simulation.
+
+use std::io::Write;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use router_core::config::Registry;
+use router_core::sim::{self, DeploymentReport, Latency, Profile, SimReport, TokenSize};
+use serde::Serialize;
+
+const TITLE: &str = "llmroute simulate — SIMULATION: no requests were sent";
+const FOOTER: &str = "SIMULATION: virtual clock, simulated providers; no network, no keys. \
+Real latencies, prompt sizes and other traffic differ.";
+
+/// Options of `llmroute simulate`.
+#[derive(Debug, Args)]
+pub(crate) struct SimulateArgs {
+    /// Mean requests per second
+    #[arg(long, value_name = "RPS", default_value_t = Profile::default().rps)]
+    rps: f64,
+    /// Simulated time of arrivals: seconds, or with a unit: 90s, 10m, 1h
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    duration: u64,
+    /// Mean prompt size in tokens
+    #[arg(long, value_name = "N", default_value_t = Profile::default().prompt.mean)]
+    prompt_tokens: u64,
+    /// Spread of prompt sizes: standard deviation / mean (0: all the same size)
+    #[arg(long, value_name = "CV", default_value_t = Profile::default().prompt.spread)]
+    prompt_spread: f64,
+    /// Mean completion size in tokens
+    #[arg(long, value_name = "N", default_value_t = Profile::default().output.mean)]
+    output_tokens: u64,
+    /// Spread of completion sizes: standard deviation / mean (0: all the same size)
+    #[arg(long, value_name = "CV", default_value_t = Profile::default().output.spread)]
+    output_spread: f64,
+    /// `max_tokens` sent with every request: caps completions and their estimates
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u64>,
+    /// 0: steady (Poisson) arrivals; B > 0: bursts at (1 + B) x the mean rate with silences
+    /// between them, averaging --rps
+    #[arg(long, value_name = "B", default_value_t = 0.0)]
+    burstiness: f64,
+    /// Model name or alias (default: `defaults.model` of the configuration)
+    #[arg(short = 'm', long)]
+    model: Option<String>,
+    /// Seed of every random draw: the same seed and flags give the same report
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Share of each provider limit used by traffic outside llmroute, from 0 up to (not
+    /// including) 1
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    foreign_load: f64,
+    /// Factor on the configured limits giving what the simulated providers enforce (below 1: the
+    /// providers are stricter than the configuration says)
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    provider_headroom: f64,
+    /// Provider time to first token, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = Profile::default().latency.base_ms)]
+    latency_ms: u64,
+    /// Provider time per completion token, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = Profile::default().latency.per_token_ms)]
+    ms_per_token: f64,
+    /// Print one JSON object (with `"simulation": true`) instead of the table
+    #[arg(long)]
+    json: bool,
+}
+
+impl SimulateArgs {
+    fn profile(&self) -> Profile {
+        Profile {
+            rps: self.rps,
+            duration_secs: self.duration,
+            prompt: TokenSize {
+                mean: self.prompt_tokens,
+                spread: self.prompt_spread,
+            },
+            output: TokenSize {
+                mean: self.output_tokens,
+                spread: self.output_spread,
+            },
+            max_tokens: self.max_tokens,
+            burstiness: self.burstiness,
+            model: self.model.clone(),
+            seed: self.seed,
+            foreign_load: self.foreign_load,
+            provider_headroom: self.provider_headroom,
+            latency: Latency {
+                base_ms: self.latency_ms,
+                per_token_ms: self.ms_per_token,
+            },
+        }
+    }
+}
+
+/// `600`, `90s`, `10m`, `1h` as whole seconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let scale = match unit.trim() {
+        "s" | "sec" | "secs" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        other => return Err(format!("unknown unit `{other}`: use s, m or h, e.g. 10m")),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: use e.g. 600, 90s, 10m, 1h"))?;
+    match n.checked_mul(scale) {
+        Some(secs) if secs > 0 => Ok(secs),
+        _ => Err(format!("`{s}`: the duration must be above zero")),
+    }
+}
+
+/// The JSON form: the report, labelled.
+#[derive(Serialize)]
+struct Labelled<'a> {
+    simulation: bool,
+    note: &'static str,
+    #[serde(flatten)]
+    report: &'a SimReport,
+}
+
+/// Runs the simulation over `registry` and prints the report to `out`. A failed write is an
+/// `std::io::Error` (reachable with `downcast_ref`) under the context "cannot write output".
+pub(crate) fn run(
+    args: &SimulateArgs,
+    registry: &Registry,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let report = sim::run(registry, &args.profile()).map_err(|e| anyhow!(e))?;
+    if args.json {
+        let labelled = Labelled {
+            simulation: true,
+            note: "SIMULATION: no requests were sent",
+            report: &report,
+        };
+        let json = serde_json::to_string_pretty(&labelled).context("cannot encode the report")?;
+        writeln!(out, "{json}").context("cannot write output")
+    } else {
+        write_text(out, &report).context("cannot write output")
+    }
+}
+
+fn write_text(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
+    writeln!(out, "{TITLE}")?;
+    write_profile(out, r)?;
+    writeln!(out)?;
+    let mut rows = vec![header()];
+    rows.extend(r.deployments.iter().map(deployment_row));
+    rows.push(total_row(r));
+    write_table(out, &rows)?;
+    writeln!(out)?;
+    write_totals(out, r)?;
+    writeln!(out)?;
+    writeln!(out, "{FOOTER}")
+}
+
+fn write_profile(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
+    let p = &r.profile;
+    let arrivals = if p.burstiness > 0.0 {
+        format!("in bursts at {:.1}x that rate", 1.0 + p.burstiness)
+    } else {
+        "Poisson arrivals".to_owned()
+    };
+    writeln!(
+        out,
+        "traffic:   model {}, {:.1} requests/s for {} ({arrivals}), seed {}",
+        r.model,
+        p.rps,
+        duration(p.duration_secs * 1000),
+        p.seed
+    )?;
+    let cap = p
+        .max_tokens
+        .map_or_else(String::new, |m| format!(", max_tokens {m}"));
+    writeln!(
+        out,
+        "sizes:     prompts ~{} tokens (spread {}), completions ~{} tokens (spread {}){cap}",
+        p.prompt.mean, p.prompt.spread, p.output.mean, p.output.spread
+    )?;
+    let mut enforced = "the configured limits".to_owned();
+    if p.provider_headroom != 1.0 {
+        enforced = format!("{enforced} x {}", p.provider_headroom);
+    }
+    if p.foreign_load > 0.0 {
+        enforced = format!(
+            "{enforced}, {:.0}% of each used by other traffic",
+            100.0 * p.foreign_load
+        );
+    }
+    writeln!(
+        out,
+        "providers: simulated; enforce {enforced}; answer in {} ms + {} ms/token",
+        p.latency.base_ms, p.latency.per_token_ms
+    )
+}
+
+fn header() -> Vec<String> {
+    [
+        "deployment",
+        "$/Mtok in/out",
+        "requests",
+        "prompt tok",
+        "output tok",
+        "cost $",
+        "429s",
+        "waits",
+        "waited",
+        "peak rpm",
+        "peak tpm",
+        "peak in flight",
+    ]
+    .iter()
+    .map(|c| (*c).to_owned())
+    .collect()
+}
+
+fn deployment_row(d: &DeploymentReport) -> Vec<String> {
+    vec![
+        d.name.clone(),
+        format!("{}/{}", d.input_per_mtok, d.output_per_mtok),
+        d.requests.to_string(),
+        d.prompt_tokens.to_string(),
+        d.completion_tokens.to_string(),
+        format!("{:.4}", d.cost_usd),
+        d.rate_limited.to_string(),
+        d.waits.to_string(),
+        duration(d.wait_ms),
+        peak(d.peak.rpm, d.limits.rpm),
+        peak(d.peak.tpm, d.limits.tpm),
+        peak(d.peak.concurrency, d.limits.concurrency),
+    ]
+}
+
+fn total_row(r: &SimReport) -> Vec<String> {
+    let t = &r.totals;
+    vec![
+        "total".to_owned(),
+        String::new(),
+        t.served.to_string(),
+        t.prompt_tokens.to_string(),
+        t.completion_tokens.to_string(),
+        format!("{:.4}", t.cost_usd),
+        t.rate_limited.to_string(),
+        t.waits.to_string(),
+        duration(t.wait_ms),
+    ]
+}
+
+/// `412/500`, or `412` when unlimited.
+fn peak(seen: Option<u64>, limit: Option<u64>) -> String {
+    let seen = seen.unwrap_or(0);
+    limit.map_or_else(|| seen.to_string(), |l| format!("{seen}/{l}"))
+}
+
+fn write_totals(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
+    let t = &r.totals;
+    writeln!(
+        out,
+        "requests:  {} arrived, {} served, {} failed (no capacity before the deadline {}, \
+         every attempt refused {}, timed out {})",
+        t.requests, t.served, t.failed, t.failed_no_capacity, t.failed_retries, t.failed_timeout
+    )?;
+    writeln!(
+        out,
+        "latency:   p50 {}, p95 {}, max {} from arrival to answer, waits included; {} requests \
+         waited for capacity",
+        duration(t.latency_p50_ms),
+        duration(t.latency_p95_ms),
+        duration(t.latency_max_ms),
+        t.requests_that_waited
+    )?;
+    let b = &r.baselines;
+    writeln!(
+        out,
+        "cost:      ${:.4} routed; ${:.4} all on {} (cheapest, limits aside); ${:.4} all on {} \
+         (most expensive)",
+        t.cost_usd,
+        b.cheapest.cost_usd,
+        b.cheapest.deployment,
+        b.most_expensive.cost_usd,
+        b.most_expensive.deployment
+    )?;
+    writeln!(
+        out,
+        "savings:   ${:.4} ({:.1}%) against the most expensive",
+        b.savings_usd, b.savings_pct
+    )
+}
+
+/// `850 ms`, `12.3 s`, `4.5 min`, `1.2 h`.
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1e3),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 6e4),
+        _ => format!("{:.1} h", ms as f64 / 3.6e6),
+    }
+}
+
+/// Rows with columns padded to a common width, indented by two spaces; numbers right-aligned.
+fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> std::io::Result<()> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, &w))| {
+                if i < 2 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        writeln!(out, "  {}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SimulateArgs,
+    }
+
+    fn registry() -> Registry {
+        let yaml = r#"
+defaults: { model: chat }
+providers:
+  - name: cheap
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: CHEAP_KEY
+    models:
+      - { name: small, aliases: [chat], price: { input: 0.1, output: 0.4 }, limits: { rpm: 60 } }
+  - name: dear
+    api: anthropic
+    base_url: http://localhost
+    api_key_env: DEAR_KEY
+    models:
+      - { name: large, aliases: [chat], price: { input: 3, output: 15 } }
+"#;
+        Registry::from_yaml_str(yaml, "simulate.yaml").expect("valid test config")
+    }
+
+    fn render(flags: &[&str]) -> String {
+        let cli = Cli::try_parse_from(std::iter::once("simulate").chain(flags.iter().copied()))
+            .expect("valid flags");
+        let mut out = Vec::new();
+        run(&cli.args, &registry(), &mut out).expect("the simulation runs");
+        String::from_utf8(out).expect("utf-8 output")
+    }
+
+    #[test]
+    fn the_table_is_labelled_a_simulation_and_shows_every_deployment() {
+        let text = render(&["--rps", "2", "--duration", "2m"]);
+        assert!(text.starts_with(TITLE), "{text}");
+        assert!(text.trim_end().ends_with(FOOTER.trim_end()), "{text}");
+        for needle in ["cheap/small", "dear/large", "total", "60/60", "savings:"] {
+            assert!(text.contains(needle), "no {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn json_is_labelled_a_simulation() {
+        let text = render(&["--rps", "1", "--duration", "60", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
+        assert_eq!(v["simulation"], true);
+        assert_eq!(v["model"], "chat");
+        assert!(
+            v["totals"]["requests"].as_u64().is_some_and(|n| n > 0),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("600"), Ok(600));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("1h"), Ok(3600));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+}

@@ -1,0 +1,104 @@
+//! Decoding the scripts' replies (the shapes each script's header documents).
+
+use std::time::Duration;
+
+use crate::config::DeploymentId;
+use crate::ledger::engine::scope_usage;
+use crate::ledger::scopes::SCOPE_ORDER;
+use crate::ledger::types::*;
+
+fn ms(from: i64, to: i64) -> Duration {
+    Duration::from_millis(to.saturating_sub(from).max(0) as u64)
+}
+
+/// The reply of `lua/admit.lua`.
+pub(super) fn admit(
+    reply: &[i64],
+    id: u64,
+    need: &Need,
+    candidates: &[DeploymentId],
+) -> Option<Admission> {
+    match reply {
+        [1, _now, rank, bucket, day, month] => {
+            let rank = usize::try_from(*rank).ok()?;
+            let tenant = need.tenant.as_ref().map(|t| TenantHold {
+                name: t.spec.name.clone(),
+                cost_micros: need.cost(rank),
+                day: *day as u64,
+                month: *month as u64,
+            });
+            Some(Admission::Granted(Reservation {
+                id,
+                deployment: *candidates.get(rank)?,
+                bucket: u64::try_from(*bucket).ok()?,
+                tokens: need.tokens,
+                rank,
+                tenant,
+            }))
+        }
+        [0, now, rest @ ..] if rest.len() == candidates.len() * 4 => {
+            let refusals = candidates
+                .iter()
+                .zip(rest.chunks_exact(4))
+                .map(|(&deployment, c)| refusal(deployment, c, *now))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Admission::Denied(Denial { refusals }))
+        }
+        _ => None,
+    }
+}
+
+fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
+    let limit = match c[1] {
+        1 => LimitKind::Cooldown,
+        2 => LimitKind::Requests,
+        3 => LimitKind::Tokens,
+        4 => LimitKind::Concurrency,
+        5 => LimitKind::DailyBudget,
+        6 => LimitKind::MonthlyBudget,
+        _ => return None,
+    };
+    let scope = match c[2] {
+        3 => Scope::Tenant,
+        s => *SCOPE_ORDER.get(usize::try_from(s - 1).ok()?)?,
+    };
+    let verdict = match c[0] {
+        1 => Verdict::Never,
+        2 => Verdict::NotNow(ms(now, c[3])),
+        3 => Verdict::Exhausted(ms(now, c[3])),
+        _ => return None,
+    };
+    Some(Refusal {
+        deployment,
+        limit,
+        scope,
+        verdict,
+    })
+}
+
+/// The reply of `lua/tenant_snapshot.lua`.
+pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<TenantSnapshot> {
+    let n = |v: i64| v.max(0) as u64;
+    match reply {
+        &[
+            now,
+            requests,
+            tokens,
+            in_flight,
+            day,
+            month,
+            day_end,
+            month_end,
+            month_start,
+        ] => Some(TenantSnapshot {
+            usage: scope_usage(spec.limits, n(requests), n(tokens), n(in_flight)),
+            spent_today_micros: n(day),
+            spent_month_micros: n(month),
+            budget: spec.budget,
+            day_resets_in: ms(now, day_end),
+            month_resets_in: ms(now, month_end),
+            month_elapsed: ms(month_start, now),
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,121 @@
+//! The rows of one scope, by scope name: its head row, its bucket rows and its slot rows.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{from_db, to_db};
+use crate::ledger::engine::ScopeState;
+use crate::ledger::window::{Slots, Window};
+
+/// What was stored of one scope, to diff the state against.
+#[derive(Debug, Default)]
+pub(super) struct Stored {
+    /// The scope row `(oldest, cooldown)`, if there was one.
+    head: Option<(Option<u64>, u64)>,
+    /// Stored bucket rows: bucket -> (requests, tokens).
+    buckets: BTreeMap<u64, (u64, u64)>,
+    /// Stored slot ids.
+    slots: HashSet<u64>,
+}
+
+/// Loads scope `scope`: its state (empty when nothing is stored) and what was stored.
+pub(super) fn load(
+    conn: &Connection,
+    ns: &str,
+    scope: &str,
+) -> rusqlite::Result<(ScopeState, Stored)> {
+    let head = conn
+        .prepare_cached(
+            "SELECT oldest, cooldown FROM llmroute_v1_scopes WHERE ns = ?1 AND scope = ?2",
+        )?
+        .query_row(params![ns, scope], |r| {
+            Ok((r.get::<_, Option<i64>>(0)?.map(from_db), from_db(r.get(1)?)))
+        })
+        .optional()?;
+    let buckets = conn
+        .prepare_cached(
+            "SELECT bucket, requests, tokens FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2",
+        )?
+        .query_map(params![ns, scope], |r| {
+            let k = from_db(r.get(0)?);
+            Ok((k, (from_db(r.get(1)?), from_db(r.get(2)?))))
+        })?
+        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
+    let held = conn
+        .prepare_cached("SELECT id, expiry FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2")?
+        .query_map(params![ns, scope], |r| {
+            Ok((from_db(r.get(0)?), from_db(r.get(1)?)))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let (oldest, cooldown) = head.unwrap_or((None, 0));
+    let rows = buckets.iter().map(|(&k, &(r, t))| (k, r, t));
+    let state = ScopeState {
+        window: Window::from_parts(oldest, rows),
+        slots: Slots::from_held(held.clone()),
+        cooldown,
+    };
+    let slots = held.iter().map(|&(id, _)| id).collect();
+    Ok((
+        state,
+        Stored {
+            head,
+            buckets,
+            slots,
+        },
+    ))
+}
+
+/// Writes the difference between what was `stored` of scope `scope` and its `state` now.
+pub(super) fn write(
+    conn: &Connection,
+    ns: &str,
+    scope: &str,
+    state: &ScopeState,
+    stored: &Stored,
+) -> rusqlite::Result<()> {
+    let head = (state.window.oldest(), state.cooldown);
+    if stored.head.unwrap_or((None, 0)) != head {
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO llmroute_v1_scopes (ns, scope, oldest, cooldown) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![ns, scope, head.0.map(to_db), to_db(head.1)])?;
+    }
+    let buckets: BTreeMap<u64, (u64, u64)> = state
+        .window
+        .buckets()
+        .map(|(k, r, t)| (k, (r, t)))
+        .collect();
+    for k in stored.buckets.keys().filter(|k| !buckets.contains_key(k)) {
+        conn.prepare_cached(
+            "DELETE FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
+        )?
+        .execute(params![ns, scope, to_db(*k)])?;
+    }
+    for (&k, &(r, t)) in buckets
+        .iter()
+        .filter(|(k, v)| stored.buckets.get(k) != Some(v))
+    {
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO llmroute_v1_buckets (ns, scope, bucket, requests, tokens) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![ns, scope, to_db(k), to_db(r), to_db(t)])?;
+    }
+    let held = state.slots.held();
+    let now_held: HashSet<u64> = held.iter().map(|&(id, _)| id).collect();
+    for id in stored.slots.iter().filter(|id| !now_held.contains(id)) {
+        conn.prepare_cached(
+            "DELETE FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
+        )?
+        .execute(params![ns, scope, to_db(*id)])?;
+    }
+    for &(id, expiry) in held.iter().filter(|(id, _)| !stored.slots.contains(id)) {
+        conn.prepare_cached(
+            "INSERT INTO llmroute_v1_slots (ns, scope, id, expiry) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![ns, scope, to_db(id), to_db(expiry)])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Simulation: the real routing core against simulated providers, on a virtual clock.
+//!
+//! [`run`] drives the same parts `router_sdk::Router` uses (the in-memory
+//! [`MemoryStore`](crate::ledger::MemoryStore) ledger, [`rank`](crate::select::rank),
+//! [`RetryPolicy`](crate::retry::RetryPolicy), [`OutputEstimator`](crate::estimate::OutputEstimator))
+//! through a synthetic traffic [`Profile`], and answers with a [`SimReport`]: per deployment,
+//! requests, tokens, cost, 429s and waits, and the total cost against sending everything to the
+//! cheapest or to the most expensive deployment. Nothing leaves the process: no network, no keys.
+//!
+//! # The model
+//!
+//! - **Time** is a [`ManualClock`](crate::clock::ManualClock) moved from event to event (a
+//!   discrete-event simulation: arrivals, answers, the ends of waits), so an hour of traffic takes
+//!   well under a second, and the ledger's windows slide exactly as they would in real time.
+//! - **Traffic**: requests arrive at `rps` on average, as a Poisson process or, with
+//!   `burstiness` B > 0, in bursts at (1 + B) x `rps` separated by silences (a burst and the
+//!   silence after it last 60 s together on average). Prompt and completion sizes are log-normal
+//!   with a given mean and spread (coefficient of variation). Seeded generators make every run
+//!   repeatable: the same configuration, profile and seed give the same report.
+//! - **The router** does what `Router::chat` does: estimate (prompt tokens by each provider's
+//!   tokenizer ratio; completions from each deployment's recent history), rank candidates by
+//!   estimated cost, admit through the ledger; when every candidate refuses, wait as
+//!   `RetryPolicy::on_denied` says, never past the deadline; on a 429, settle with no tokens,
+//!   follow the provider's rate-limit headers, put the cooldown the policy gives on the
+//!   deployment and fail over at once, up to `max_attempts` calls; on success, settle with the
+//!   real usage and record the completion size.
+//! - **Providers** keep their *own* books, apart from the ledger: an exact sliding 60 s log of
+//!   the requests they accepted with their real tokens (counted on arrival), plus the requests in
+//!   flight, per deployment and per provider-wide limit. A request that would break a limit is
+//!   refused with a 429 whose `Retry-After` (whole seconds) says when their window frees. By
+//!   default they enforce exactly the configured limits, so a 429 means the ledger let too much
+//!   through (it can: a completion longer than its estimate, or a call the router timed out while
+//!   the provider kept working on it). `provider_headroom` scales the limits the providers really
+//!   enforce; `foreign_load` is the share of each limit taken by traffic outside llmroute, a
+//!   steady load that leaves that much less for us. OpenAI-compatible and Anthropic providers
+//!   report what remains (and when their window is empty again) in rate-limit headers, which the
+//!   router follows as the SDK does; Gemini reports nothing.
+//! - **Latency** of an accepted call is `base_ms + per_token_ms x completion tokens`; a 429 comes
+//!   back after [`REFUSAL_MS`]. A call still running at the request's deadline times out there.
+//!
+//! A request ends served or failed: no capacity before the deadline (or ever), every attempt
+//! refused (`max_attempts` calls), or timed out. After the last arrival the simulation runs on
+//! until every request has ended.
+//!
+//! # Cost
+//!
+//! Each event costs one ledger call or so: a microsecond in a release build. Under heavy
+//! overload every waiting request asks the ledger again each time capacity might have returned,
+//! as the SDK does, so thousands of waiters make a run proportionally longer.
+
+mod agenda;
+mod engine;
+mod profile;
+mod provider;
+mod report;
+mod request;
+mod tally;
+
+pub use engine::run;
+pub use profile::{Latency, Profile, TokenSize};
+pub use provider::REFUSAL_MS;
+pub use report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+
+use crate::ledger::LedgerError;
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// A value of the traffic profile is out of range.
+    #[error("invalid traffic profile: {0}")]
+    Profile(String),
+    /// The profile names no model and the configuration has no `defaults.model`.
+    #[error("no model given and no `defaults.model` configured")]
+    NoModel,
+    /// No deployment serves the model.
+    #[error("unknown model `{model}`; known models and aliases: {}", known.join(", "))]
+    UnknownModel {
+        /// The name asked for.
+        model: String,
+        /// Every model name and alias the configuration knows.
+        known: Vec<String>,
+    },
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// The ledger did not answer at once (the simulation runs on the in-memory store only).
+    #[error("the in-memory ledger did not answer at once")]
+    Pending,
+}

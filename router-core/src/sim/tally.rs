@@ -1,0 +1,205 @@
+//! The counters a simulation keeps while it runs, and the report built from them.
+
+use super::Profile;
+use super::provider::Providers;
+use super::report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+use crate::config::{DeploymentId, Registry};
+use crate::estimate;
+
+/// Counters of one deployment during the run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    requests: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    rate_limited: u64,
+    timeouts: u64,
+    waits: u64,
+    wait_ms: u64,
+    /// Prompt tokens of all served requests, counted by this deployment's tokenizer.
+    baseline_prompt: u64,
+}
+
+/// Counters kept while the simulation runs, indexed by deployment id.
+#[derive(Debug)]
+pub(crate) struct Tally {
+    counts: Vec<Counts>,
+    pub(crate) requests: u64,
+    pub(crate) failed_no_capacity: u64,
+    pub(crate) failed_retries: u64,
+    pub(crate) failed_timeout: u64,
+    pub(crate) requests_that_waited: u64,
+    completion_tokens: u64,
+    latencies: Vec<u64>,
+}
+
+impl Tally {
+    pub(crate) fn new(registry: &Registry) -> Self {
+        Self {
+            counts: vec![Counts::default(); registry.deployments.len()],
+            requests: 0,
+            failed_no_capacity: 0,
+            failed_retries: 0,
+            failed_timeout: 0,
+            requests_that_waited: 0,
+            completion_tokens: 0,
+            latencies: Vec::new(),
+        }
+    }
+
+    /// A request served by `d`, `latency` ms after it arrived. `tokens` are its prompt in o200k
+    /// tokens and by `d`'s tokenizer, and its completion; `candidates` price the baselines.
+    pub(crate) fn served(
+        &mut self,
+        registry: &Registry,
+        candidates: &[DeploymentId],
+        d: DeploymentId,
+        (o200k, prompt, completion): (u64, u64, u64),
+        latency: u64,
+    ) {
+        let c = &mut self.counts[d.0];
+        c.requests += 1;
+        c.prompt_tokens += prompt;
+        c.completion_tokens += completion;
+        self.completion_tokens += completion;
+        for &other in candidates {
+            let api = registry.provider_of(other).api;
+            self.counts[other.0].baseline_prompt += estimate::scale(api, o200k);
+        }
+        self.latencies.push(latency);
+    }
+
+    pub(crate) fn rate_limited(&mut self, d: DeploymentId) {
+        self.counts[d.0].rate_limited += 1;
+    }
+
+    pub(crate) fn timed_out(&mut self, d: DeploymentId) {
+        self.counts[d.0].timeouts += 1;
+    }
+
+    pub(crate) fn waited(&mut self, d: DeploymentId, ms: u64) {
+        self.counts[d.0].waits += 1;
+        self.counts[d.0].wait_ms += ms;
+    }
+
+    /// The report over `candidates` (listed in the order given).
+    pub(crate) fn report(
+        mut self,
+        registry: &Registry,
+        candidates: &[DeploymentId],
+        providers: &Providers,
+        head: (String, Profile, u64),
+    ) -> SimReport {
+        let deployments: Vec<DeploymentReport> = candidates
+            .iter()
+            .map(|&d| self.deployment(registry, providers, d))
+            .collect();
+        let sum = |f: fn(&DeploymentReport) -> u64| deployments.iter().map(f).sum::<u64>();
+        self.latencies.sort_unstable();
+        let pct = |p: usize| {
+            let n = self.latencies.len();
+            (n > 0).then(|| self.latencies[(n * p).div_ceil(100).clamp(1, n) - 1])
+        };
+        let served = sum(|d| d.requests);
+        let failed = self.failed_no_capacity + self.failed_retries + self.failed_timeout;
+        let totals = Totals {
+            requests: self.requests,
+            served,
+            failed,
+            failed_no_capacity: self.failed_no_capacity,
+            failed_retries: self.failed_retries,
+            failed_timeout: self.failed_timeout,
+            prompt_tokens: sum(|d| d.prompt_tokens),
+            completion_tokens: sum(|d| d.completion_tokens),
+            cost_usd: deployments.iter().map(|d| d.cost_usd).sum(),
+            rate_limited: sum(|d| d.rate_limited),
+            timeouts: sum(|d| d.timeouts),
+            waits: sum(|d| d.waits),
+            wait_ms: sum(|d| d.wait_ms),
+            requests_that_waited: self.requests_that_waited,
+            latency_p50_ms: pct(50).unwrap_or(0),
+            latency_p95_ms: pct(95).unwrap_or(0),
+            latency_max_ms: self.latencies.last().copied().unwrap_or(0),
+        };
+        let baselines = self.baselines(registry, candidates, totals.cost_usd);
+        let (model, profile, simulated_ms) = head;
+        SimReport {
+            model,
+            profile,
+            simulated_ms,
+            deployments,
+            totals,
+            baselines,
+        }
+    }
+
+    fn deployment(
+        &self,
+        registry: &Registry,
+        providers: &Providers,
+        d: DeploymentId,
+    ) -> DeploymentReport {
+        let c = self.counts[d.0];
+        let deployment = registry.deployment(d);
+        let peak = providers.peak(d);
+        DeploymentReport {
+            name: registry.deployment_name(d),
+            input_per_mtok: deployment.price.input_per_mtok,
+            output_per_mtok: deployment.price.output_per_mtok,
+            limits: deployment.limits.into(),
+            requests: c.requests,
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            cost_usd: deployment.price.cost(c.prompt_tokens, c.completion_tokens),
+            rate_limited: c.rate_limited,
+            timeouts: c.timeouts,
+            waits: c.waits,
+            wait_ms: c.wait_ms,
+            peak: LimitsReport {
+                rpm: Some(peak.rpm),
+                tpm: Some(peak.tpm),
+                concurrency: Some(peak.in_flight),
+            },
+        }
+    }
+
+    fn baselines(&self, registry: &Registry, candidates: &[DeploymentId], cost: f64) -> Baselines {
+        let priced: Vec<Baseline> = candidates
+            .iter()
+            .map(|&d| Baseline {
+                deployment: registry.deployment_name(d),
+                cost_usd: registry
+                    .deployment(d)
+                    .price
+                    .cost(self.counts[d.0].baseline_prompt, self.completion_tokens),
+            })
+            .collect();
+        let pick = |better: fn(f64, f64) -> bool| {
+            priced
+                .iter()
+                .fold(None::<&Baseline>, |best, b| match best {
+                    Some(x) if !better(b.cost_usd, x.cost_usd) => Some(x),
+                    _ => Some(b),
+                })
+                .cloned()
+                .unwrap_or_else(|| Baseline {
+                    deployment: String::new(),
+                    cost_usd: 0.0,
+                })
+        };
+        let cheapest = pick(|a, b| a < b);
+        let most_expensive = pick(|a, b| a > b);
+        let savings_usd = most_expensive.cost_usd - cost;
+        let savings_pct = if most_expensive.cost_usd > 0.0 {
+            100.0 * savings_usd / most_expensive.cost_usd
+        } else {
+            0.0
+        };
+        Baselines {
+            cheapest,
+            most_expensive,
+            savings_usd,
+            savings_pct,
+        }
+    }
+}
