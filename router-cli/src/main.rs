@@ -10,6 +10,7 @@ mod commands;
 mod config;
 mod failure;
 mod store;
+mod table;
 mod view;
 
 use std::process::ExitCode;

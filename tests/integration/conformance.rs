@@ -7,21 +7,7 @@ use router_core::ledger::{ActualUsage, Admission, LimitKind, Observation, Scope,
 
 use crate::support::{Store, World, cheap_and_dear, one_model};
 
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Memory).await } )*
-        }
-        mod redis {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Redis).await } )*
-        }
-        mod sqlite {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Sqlite).await } )*
-        }
-    };
-}
-
-conformance!(
+every_store!(
     rpm_admits_exactly_the_limit,
     tpm_admits_exactly_the_limit,
     concurrency_admits_exactly_the_limit_and_settle_frees_a_slot,

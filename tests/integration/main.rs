@@ -1,6 +1,21 @@
 //! llmroute's cross-crate integration tests: one binary, one module per area.
 #![allow(unreachable_pub, missing_docs, clippy::unwrap_used)]
 
+/// Instantiates async test functions `fn(Store)` once per store: memory, Redis, SQLite.
+macro_rules! every_store {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $( #[tokio::test] async fn $name() { super::$name(super::Store::Memory).await } )*
+        }
+        mod redis {
+            $( #[tokio::test] async fn $name() { super::$name(super::Store::Redis).await } )*
+        }
+        mod sqlite {
+            $( #[tokio::test] async fn $name() { super::$name(super::Store::Sqlite).await } )*
+        }
+    };
+}
+
 mod conformance;
 mod contention;
 mod redis_keys;

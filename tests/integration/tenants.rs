@@ -13,21 +13,7 @@ use router_core::ledger::{
 
 use crate::support::{Store, T0, World, cheap_and_dear};
 
-macro_rules! tenant_conformance {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Memory).await } )*
-        }
-        mod redis {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Redis).await } )*
-        }
-        mod sqlite {
-            $( #[tokio::test] async fn $name() { super::$name(super::Store::Sqlite).await } )*
-        }
-    };
-}
-
-tenant_conformance!(
+every_store!(
     tenant_limits_hold_across_deployments,
     tenant_concurrency_is_freed_by_settling,
     the_budget_reserves_the_estimate_and_settles_the_actual_cost,

@@ -93,25 +93,7 @@ fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
 
 /// Rows with columns padded to a common width, indented by two spaces.
 fn write_table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, &w)| format!("{cell:<w$}"))
-            .collect();
-        writeln!(out, "  {}", cells.join("  ").trim_end())?;
-    }
-    Ok(())
+    crate::table::write(out, rows, "  ", usize::MAX)
 }
 
 /// `rpm 500, tpm 30000` or `unlimited`.

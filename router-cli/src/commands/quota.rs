@@ -292,17 +292,8 @@ fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
             ),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
-    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    crate::table::write(out, &rows, "", usize::MAX)?;
     let mut seen = Vec::new();
     for r in &q.deployments {
         if let Some(p) = &r.provider_wide

@@ -307,32 +307,7 @@ fn duration(ms: u64) -> String {
 
 /// Rows with columns padded to a common width, indented by two spaces; numbers right-aligned.
 fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> std::io::Result<()> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (cell, &w))| {
-                if i < 2 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        writeln!(out, "  {}", cells.join("  ").trim_end())?;
-    }
-    Ok(())
+    crate::table::write(out, rows, "  ", 2)
 }
 
 #[cfg(test)]
