@@ -35,7 +35,8 @@ if ARGV[6] == '1' then
   end
   ki, ai = 4, 12 + n
 end
-local p = periods(now)
+-- Budget periods, worked out only for requests with a tenant.
+local p = tenant and periods(now)
 
 -- Whether the tenant's budget refuses candidate c: a reply row, or nil.
 local function over_budget(c)
@@ -171,7 +172,7 @@ for c = 1, n do
   local refusal = check(scopes, c)
   if refusal == nil then
     reserve(scopes, c)
-    return {1, now, c - 1, scopes[1].win.b, p.day, p.month}
+    return {1, now, c - 1, scopes[1].win.b, p and p.day or 0, p and p.month or 0}
   end
   refusals[c] = refusal
 end

@@ -164,7 +164,10 @@ impl Router {
             },
         ));
         match policy.on_failure(calls, kind, stated, unit) {
-            OnFailure::FailOver { .. } => Ok(()),
+            OnFailure::FailOver { .. } => {
+                progress.last_failure = Some((d, failure));
+                Ok(())
+            }
             OnFailure::Return => Err(self.error(d, failure, progress)),
         }
     }
@@ -179,7 +182,12 @@ impl Router {
         self.error(d, failure, progress)
     }
 
-    fn error(&self, d: DeploymentId, failure: CallFailure, progress: &mut Progress) -> Error {
+    pub(crate) fn error(
+        &self,
+        d: DeploymentId,
+        failure: CallFailure,
+        progress: &mut Progress,
+    ) -> Error {
         let registry = &self.inner.registry;
         let provider = registry.provider_of(d);
         let (provider_name, model) = (provider.name.clone(), registry.deployment(d).model.clone());

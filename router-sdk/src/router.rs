@@ -173,6 +173,9 @@ pub struct Preview {
 pub(crate) struct Progress {
     pub(crate) attempts: Vec<Attempt>,
     pub(crate) waited: Duration,
+    /// The last failed call, when the request went on after it: if the request then runs out
+    /// of time, that failure is the honest answer, not "no capacity".
+    pub(crate) last_failure: Option<(DeploymentId, crate::transport::CallFailure)>,
 }
 
 impl Router {
@@ -433,6 +436,9 @@ impl Router {
                     progress.waited += wait;
                 }
                 OnDenied::GiveUp => {
+                    if let Some((d, failure)) = progress.last_failure.take() {
+                        return Err(self.error(d, failure, progress));
+                    }
                     return Err(Error::NoCapacity {
                         never: denial.never_fits(),
                         retry_after: denial.retry_after(),

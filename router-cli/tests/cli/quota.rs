@@ -171,3 +171,42 @@ async fn an_exhausted_budget_exits_3_with_the_reset_time() {
     let stderr = run_async(cmd, 3).await.1;
     assert!(stderr.starts_with("llmroute: tenant `tiny`: oa/gpt-test: tenant daily budget cannot cover it; the budget resets in "), "{stderr}");
 }
+
+#[test]
+fn simulate_is_labelled_and_deterministic_for_a_seed() {
+    let args = [
+        "--config",
+        "",
+        "simulate",
+        "--duration",
+        "5m",
+        "--rps",
+        "30",
+        "--burstiness",
+        "1",
+        "--json",
+    ];
+    let config = example();
+    let json = |seed: &str| {
+        let mut cmd = llmroute();
+        cmd.args(&args[..1])
+            .arg(&config)
+            .args(&args[2..])
+            .args(["--seed", seed]);
+        run(&mut cmd, 0).0
+    };
+    let (a, b, c) = (json("7"), json("7"), json("8"));
+    assert_eq!(a, b, "same seed, same report");
+    assert_ne!(a, c, "another seed, another report");
+    let v: Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["simulation"], true);
+    let mut text = llmroute();
+    text.args(&args[..1])
+        .arg(&config)
+        .args(&args[2..args.len() - 1]);
+    let (out, _) = run(&mut text, 0);
+    assert!(
+        out.starts_with("llmroute simulate — SIMULATION") && out.trim_end().ends_with("differ."),
+        "{out}"
+    );
+}

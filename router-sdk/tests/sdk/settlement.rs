@@ -217,3 +217,31 @@ async fn no_capacity_before_the_deadline_fails_with_a_retry_after() {
         "a wait past the deadline is not started"
     );
 }
+
+#[tokio::test]
+async fn a_timeout_settles_the_estimate_frees_the_slot_and_says_timed_out() {
+    let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_json("openai/ok.json").set_delay(Duration::from_secs(3600)))
+        .mount(&w.servers[0])
+        .await;
+    // The deadline bounds the call: the provider never answers within it.
+    let req = ChatRequest {
+        deadline: Some(Duration::from_millis(300)),
+        ..ChatRequest::new("Hello")
+    };
+    let err = w.router.chat(req).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Transport { timeout: true, .. }),
+        "{err:?}"
+    );
+    // Not "no capacity": the provider was reached and did not answer in time.
+    let timed_out = |a: &router_sdk::Attempt| matches!(&a.outcome, router_sdk::AttemptOutcome::Failed { kind, .. } if kind == "timeout");
+    assert!(err.attempts().iter().all(timed_out), "{err:?}");
+    let snap = w.snapshot("gpt-test").await;
+    // Whether the provider spent tokens is unknown: each call's estimate stands; no slot is held.
+    assert_eq!(snap.usage.in_flight, 0);
+    assert_eq!(snap.usage.requests, err.attempts().len() as u64);
+    assert!(snap.usage.tokens > 0);
+}
