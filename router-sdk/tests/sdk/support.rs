@@ -214,3 +214,54 @@ pub fn error_json(status: u16, path: &str) -> wiremock::ResponseTemplate {
 
 pub const OPENAI_PATH: &str = "/v1/chat/completions";
 pub const ANTHROPIC_PATH: &str = "/v1/messages";
+
+/// Virtual time for concurrent tasks: every `sleep` waits in a queue until the test's driver
+/// wakes it, earliest first, moving the manual clock to its wake-up time.
+#[derive(Debug, Clone)]
+pub struct VirtualSleeper {
+    clock: ManualClock,
+    queue: Arc<Mutex<Vec<(u64, u64, tokio::sync::oneshot::Sender<()>)>>>,
+    seq: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl VirtualSleeper {
+    pub fn new(clock: ManualClock) -> Self {
+        Self {
+            clock,
+            queue: Arc::default(),
+            seq: Arc::default(),
+        }
+    }
+
+    /// Tasks asleep now.
+    pub fn asleep(&self) -> usize {
+        self.queue.lock().unwrap().len()
+    }
+
+    /// Wakes the earliest sleeper (ties: the first to fall asleep); false if none sleeps.
+    pub fn wake_next(&self) -> bool {
+        let mut queue = self.queue.lock().unwrap();
+        let Some(i) = (0..queue.len()).min_by_key(|&i| (queue[i].0, queue[i].1)) else {
+            return false;
+        };
+        let (at, _, tx) = queue.swap_remove(i);
+        drop(queue);
+        use router_core::clock::Clock;
+        self.clock.set_ms(at.max(self.clock.now_ms()));
+        let _ = tx.send(());
+        true
+    }
+}
+
+impl Sleeper for VirtualSleeper {
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        use router_core::clock::Clock;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let at = self.clock.now_ms() + duration.as_millis() as u64;
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.queue.lock().unwrap().push((at, seq, tx));
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}

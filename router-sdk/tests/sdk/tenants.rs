@@ -131,3 +131,117 @@ async fn a_tenant_name_that_cannot_be_a_key_is_refused() {
     let err = w.router.chat(for_tenant("a}b")).await.unwrap_err();
     assert!(matches!(err, Error::InvalidRequest(_)), "{err:?}");
 }
+
+/// Under saturation, an instance serves its waiting interactive requests before its waiting
+/// batch ones, and the batch ones still complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_saturation_interactive_requests_are_served_before_batch_ones() {
+    use std::sync::Arc;
+
+    use router_core::clock::ManualClock;
+    use router_core::config::Registry;
+    use router_core::ledger::{Ledger, MemoryStore};
+    use router_sdk::{Router, StaticKeys};
+    use wiremock::MockServer;
+
+    let server = MockServer::start().await;
+    let mut up = Upstream::openai("oa", (1.0, 1.0));
+    up.limits = "rpm: 4";
+    let yaml = format!(
+        "{}priorities:\n  batch_share: 0.8\n",
+        config(&[(&up, server.uri())])
+    );
+    let registry = Registry::from_yaml_str(&yaml, "t.yaml").unwrap();
+    let clock = ManualClock::new(T0);
+    let sleeper = VirtualSleeper::new(clock.clone());
+    let ledger: Arc<dyn Ledger> =
+        Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
+    let router = Router::builder(registry)
+        .ledger(ledger)
+        .clock(Arc::new(clock.clone()))
+        .sleeper(Arc::new(sleeper.clone()))
+        .keys(Arc::new(
+            StaticKeys::new().with(key_var("oa"), planted_key("oa")),
+        ))
+        .seed(3)
+        .build()
+        .await
+        .unwrap();
+    answering_at(&server).await;
+    // Saturate the window: 4 of 4 requests this minute.
+    for _ in 0..4 {
+        router.chat(ChatRequest::new("fill")).await.unwrap();
+    }
+    // Three batch requests arrive first, then three interactive ones; all must wait.
+    let mut tasks = Vec::new();
+    for (i, priority) in [Priority::Batch; 3]
+        .into_iter()
+        .chain([Priority::Interactive; 3])
+        .enumerate()
+    {
+        let router = router.clone();
+        let req = ChatRequest {
+            priority,
+            deadline: Some(Duration::from_secs(600)),
+            ..ChatRequest::new(format!("{priority:?}-{i}"))
+        };
+        tasks.push(tokio::spawn(async move { router.chat(req).await }));
+        // Let it reach its first wait before the next one arrives.
+        while sleeper.asleep() < i + 1 {
+            tokio::task::yield_now().await;
+        }
+    }
+    // Drive virtual time: wake the earliest sleeper whenever every unfinished task sleeps.
+    loop {
+        let unfinished = tasks.iter().filter(|t| !t.is_finished()).count();
+        if unfinished == 0 {
+            break;
+        }
+        if sleeper.asleep() == unfinished {
+            assert!(sleeper.wake_next());
+        }
+        tokio::task::yield_now().await;
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let served: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .split('-')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        served,
+        [
+            "fill",
+            "fill",
+            "fill",
+            "fill",
+            "Interactive",
+            "Interactive",
+            "Interactive",
+            "Batch",
+            "Batch",
+            "Batch"
+        ]
+    );
+}
+
+async fn answering_at(server: &wiremock::MockServer) {
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_json("openai/ok.json"))
+        .mount(server)
+        .await;
+}
