@@ -215,12 +215,15 @@ pub fn error_json(status: u16, path: &str) -> wiremock::ResponseTemplate {
 pub const OPENAI_PATH: &str = "/v1/chat/completions";
 pub const ANTHROPIC_PATH: &str = "/v1/messages";
 
+/// A sleeping task: wake-up time (ms), arrival order, and how to wake it.
+type Sleeping = (u64, u64, tokio::sync::oneshot::Sender<()>);
+
 /// Virtual time for concurrent tasks: every `sleep` waits in a queue until the test's driver
 /// wakes it, earliest first, moving the manual clock to its wake-up time.
 #[derive(Debug, Clone)]
 pub struct VirtualSleeper {
     clock: ManualClock,
-    queue: Arc<Mutex<Vec<(u64, u64, tokio::sync::oneshot::Sender<()>)>>>,
+    queue: Arc<Mutex<Vec<Sleeping>>>,
     seq: Arc<std::sync::atomic::AtomicU64>,
 }
 
