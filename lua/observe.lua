@@ -7,12 +7,19 @@
 -- Less remaining than limit - used (for a dimension we limit): the difference is counted in the
 --   live bucket that leaves the window first at or after the reset. Nothing remaining in a
 --   dimension we do not limit: cooldown until the reset.
+-- Also stores the report itself in the hash (qr, qt, qa) for snapshots.
 -- Reply: {1}.
 
 local now = now_ms()
 local nb = math.floor(now / BUCKET_MS)
 local key = KEYS[1]
 local w = expire(key, now)
+-- Remember what the provider said (qr, qt: remaining requests and tokens, -1 when not reported;
+-- qa: when), for `llmroute quota`.
+if tonumber(ARGV[4]) >= 0 or tonumber(ARGV[6]) >= 0 then
+  redis.call('HSET', key, 'qr', ARGV[4], 'qt', ARGV[6], 'qa', now)
+  keep_window(key, w, now)
+end
 local function follow(remaining, reset_ms, limit, used, prefix, total)
   if remaining < 0 then
     return

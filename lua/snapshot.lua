@@ -4,7 +4,9 @@
 --   window hash and slots zset.
 -- ARGV: [1] now ms or '', [2] number of deployments n, then per deployment its number of
 --   scopes (1 or 2).
--- Reply: {now, then per deployment: cooldown end ms (0 if none), then per scope R, T, in flight}.
+-- Reply: {now, then per deployment: cooldown end ms (0 if none), the provider's last report
+--   (requests and tokens remaining, -1 if not reported; when, ms, 0 if never), then per scope
+--   R, T, in flight}.
 
 local now = now_ms()
 local out = {now}
@@ -13,7 +15,11 @@ for d = 1, tonumber(ARGV[2]) do
   for s = 1, tonumber(ARGV[2 + d]) do
     local w = expire(KEYS[ki], now)
     if s == 1 then
+      local q = redis.call('HMGET', KEYS[ki], 'qr', 'qt', 'qa')
       out[#out + 1] = w.cd
+      out[#out + 1] = tonumber(q[1]) or -1
+      out[#out + 1] = tonumber(q[2]) or -1
+      out[#out + 1] = tonumber(q[3]) or 0
     end
     redis.call('ZREMRANGEBYSCORE', KEYS[ki + 1], '-inf', now)
     out[#out + 1] = w.R

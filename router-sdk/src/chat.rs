@@ -11,6 +11,11 @@ use crate::transport::{self, CallFailure};
 use crate::types::{Attempt, AttemptOutcome, ChatRequest, ChatResponse, Completion, Usage};
 use crate::wire::{self, WireRequest, classify::FailureClass, headers};
 
+use std::sync::atomic::Ordering;
+
+/// How often, at most, headers that change nothing are still sent to the ledger, per deployment.
+const REPORT_EVERY_MS: u64 = 5_000;
+
 impl Router {
     /// Sends `req` to the cheapest deployment that has room, failing over and waiting as the
     /// retry policy says, and returns the whole answer.
@@ -229,17 +234,28 @@ impl Router {
         }
     }
 
-    /// Follows the provider's rate-limit headers where they say less remains than the ledger
-    /// believes (skipping the round trip when they cannot).
+    /// Sends the provider's rate-limit headers to the ledger when they may say less remains
+    /// than the ledger believes, and otherwise at most every [`REPORT_EVERY_MS`] per deployment
+    /// (so `llmroute quota` can show them), sparing a round trip per request.
     pub(crate) async fn observe(&self, d: DeploymentId, headers: &HeaderMap) {
         let api = self.inner.registry.provider_of(d).api;
         let observation = headers::observation(api, headers, self.system_now());
+        if observation.requests.is_none() && observation.tokens.is_none() {
+            return;
+        }
         let limits = self.inner.registry.deployment(d).limits;
         let matters = |reported: Option<(u64, std::time::Duration)>,
                        limit: Option<std::num::NonZeroU64>| {
             reported.is_some_and(|(left, _)| left == 0 || limit.is_some_and(|l| left < l.get()))
         };
-        if matters(observation.requests, limits.rpm) || matters(observation.tokens, limits.tpm) {
+        let now = self.now_ms();
+        let last = &self.inner.reported[d.0];
+        let due = now.saturating_sub(last.load(Ordering::Relaxed)) >= REPORT_EVERY_MS;
+        if due
+            || matters(observation.requests, limits.rpm)
+            || matters(observation.tokens, limits.tpm)
+        {
+            last.store(now, Ordering::Relaxed);
             let _ = self.inner.ledger.observe(d, observation).await;
         }
     }

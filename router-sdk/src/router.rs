@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sleeper: Arc<dyn Sleeper>,
     rng: Mutex<fastrand::Rng>,
+    /// When each deployment's rate-limit headers were last sent to the ledger (ms).
+    pub(crate) reported: Vec<std::sync::atomic::AtomicU64>,
 }
 
 /// Builds a [`Router`], with any of its parts replaced.
@@ -102,6 +104,7 @@ impl RouterBuilder {
     /// Builds the router, connecting to Redis if the configuration names a `state`.
     pub async fn build(self) -> Result<Router, Error> {
         let registry = Arc::new(self.registry);
+        let deployments = registry.deployments.len();
         let ledger: Arc<dyn Ledger> = match (self.ledger, &registry.state) {
             (Some(ledger), _) => ledger,
             (None, Some(url)) => {
@@ -138,6 +141,7 @@ impl RouterBuilder {
             clock: self.clock,
             sleeper: self.sleeper,
             rng: Mutex::new(rng),
+            reported: (0..deployments).map(|_| Default::default()).collect(),
         };
         Ok(Router {
             inner: Arc::new(inner),

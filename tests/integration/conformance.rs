@@ -28,6 +28,7 @@ every_store!(
     observe_nothing_remaining_cools_down_until_the_reset,
     observe_nothing_remaining_of_a_limit_we_keep_fills_it_until_the_reset,
     snapshot_reports_use_limits_in_flight_and_cooldown,
+    snapshot_shows_what_the_provider_last_reported_for_a_minute,
 );
 
 async fn rpm_admits_exactly_the_limit(store: Store) {
@@ -419,4 +420,33 @@ async fn snapshot_reports_use_limits_in_flight_and_cooldown(store: Store) {
     assert_eq!(c.cooldown, None);
     assert_eq!(snaps[1].cooldown, Some(Duration::from_secs(9)));
     assert_eq!(snaps[1].usage.requests, 0);
+}
+
+async fn snapshot_shows_what_the_provider_last_reported_for_a_minute(store: Store) {
+    let w = World::new(store, &one_model("rpm: 100, tpm: 100000")).await;
+    let m = w.d("m");
+    assert_eq!(w.usage(m).await.reported, None);
+    let obs = Observation {
+        requests: Some((950, Duration::from_secs(10))),
+        tokens: None,
+    };
+    w.ledger.observe(m, obs).await.unwrap();
+    w.advance_s(5);
+    let r = w.usage(m).await.reported.expect("a report");
+    assert_eq!(
+        (r.requests_remaining, r.tokens_remaining, r.age),
+        (Some(950), None, Duration::from_secs(5))
+    );
+    let obs = Observation {
+        requests: Some((940, Duration::from_secs(9))),
+        tokens: Some((99_000, Duration::from_secs(1))),
+    };
+    w.ledger.observe(m, obs).await.unwrap();
+    let r = w.usage(m).await.reported.expect("a report");
+    assert_eq!(
+        (r.requests_remaining, r.tokens_remaining, r.age),
+        (Some(940), Some(99_000), Duration::ZERO)
+    );
+    w.advance_s(61);
+    assert_eq!(w.usage(m).await.reported, None);
 }

@@ -67,6 +67,15 @@ struct Row {
     cooldown_secs: Option<f64>,
     price: Price,
     provider_wide: Option<ProviderWide>,
+    /// What the provider last reported in its rate-limit headers, within the last minute.
+    provider_reported: Option<Reported>,
+}
+
+#[derive(Serialize)]
+struct Reported {
+    requests_remaining: Option<u64>,
+    tokens_remaining: Option<u64>,
+    age_secs: f64,
 }
 
 #[derive(Serialize)]
@@ -125,6 +134,11 @@ fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
             input_per_mtok: d.price.input_per_mtok,
             output_per_mtok: d.price.output_per_mtok,
         },
+        provider_reported: s.reported.map(|r| Reported {
+            requests_remaining: r.requests_remaining,
+            tokens_remaining: r.tokens_remaining,
+            age_secs: r.age.as_secs_f64(),
+        }),
         provider_wide: s.provider.as_ref().map(|p| {
             let (rpm, tpm, concurrency) = dims(p);
             ProviderWide {
@@ -262,6 +276,14 @@ fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `996 req, 180000 tok left 3s ago`.
+fn reported(r: &Reported) -> String {
+    let mut parts = Vec::new();
+    parts.extend(r.requests_remaining.map(|n| format!("{n} req")));
+    parts.extend(r.tokens_remaining.map(|n| format!("{n} tok")));
+    format!("{} left {:.0}s ago", parts.join(", "), r.age_secs)
+}
+
 fn limit(l: Option<u64>) -> String {
     l.map_or("-".into(), |l| l.to_string())
 }
@@ -278,6 +300,7 @@ fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
         "in flight".into(),
         "cooldown".into(),
         "$/Mtok in/out".into(),
+        "provider reported".into(),
     ]];
     for r in &q.deployments {
         rows.push([
@@ -290,6 +313,7 @@ fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
                 "{:.2}/{:.2}",
                 r.price.input_per_mtok, r.price.output_per_mtok
             ),
+            r.provider_reported.as_ref().map_or("-".into(), reported),
         ]);
     }
     let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();

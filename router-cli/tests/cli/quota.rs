@@ -210,3 +210,48 @@ fn simulate_is_labelled_and_deterministic_for_a_seed() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quota_shows_what_the_provider_last_reported() {
+    let server = MockServer::start().await;
+    let s = scene(&[(
+        "oa",
+        "openai",
+        format!("{}/v1", server.uri()),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 1000",
+    )]);
+    let ok = ResponseTemplate::new(200)
+        .set_body_raw(fixture("openai/ok.json"), "application/json")
+        .insert_header("x-ratelimit-limit-requests", "5000")
+        .insert_header("x-ratelimit-remaining-requests", "4321")
+        .insert_header("x-ratelimit-reset-requests", "12ms")
+        .insert_header("x-ratelimit-limit-tokens", "800000")
+        .insert_header("x-ratelimit-remaining-tokens", "765432")
+        .insert_header("x-ratelimit-reset-tokens", "2s");
+    Mock::given(method("POST"))
+        .respond_with(ok)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut chat = s.llmroute(&["oa"]);
+    chat.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
+    run_async(chat, 0).await;
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let r = &v["deployments"][0]["provider_reported"];
+    assert_eq!(
+        (
+            r["requests_remaining"].as_u64(),
+            r["tokens_remaining"].as_u64()
+        ),
+        (Some(4321), Some(765_432))
+    );
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota"]);
+    let table = run_async(cmd, 0).await.0;
+    assert!(table.contains("4321 req, 765432 tok left"), "{table}");
+}

@@ -23,6 +23,16 @@ pub(crate) struct ScopeState {
     pub(crate) slots: Slots,
     /// End of the deployment's cooldown, ms (0: none). Always 0 for provider scopes.
     pub(crate) cooldown: u64,
+    /// What the provider last reported (deployment scopes only).
+    pub(crate) report: Option<Report>,
+}
+
+/// A provider's report as stored: remaining requests and tokens, and when (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Report {
+    pub(crate) requests: Option<u64>,
+    pub(crate) tokens: Option<u64>,
+    pub(crate) at: u64,
 }
 
 /// What a tenant has spent in its current budget periods, micro-USD.
@@ -355,6 +365,14 @@ impl<'a> Engine<'a> {
         let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let (now, nb) = (self.now, bucket_of(self.now));
+        if obs.requests.is_some() || obs.tokens.is_some() {
+            let report = Report {
+                requests: obs.requests.map(|r| r.0),
+                tokens: obs.tokens.map(|t| t.0),
+                at: now,
+            };
+            cells.scope(s).report = Some(report);
+        }
         let dims = [
             (obs.requests, limits.rpm, Dim::Requests),
             (obs.tokens, limits.tpm, Dim::Tokens),
@@ -411,12 +429,21 @@ impl<'a> Engine<'a> {
                 };
                 let own = usage(scopes[0]);
                 let provider = scopes.get(1).map(|&s| usage(s));
-                let until = cells.scope(d.0).cooldown;
+                let st = cells.scope(d.0);
+                let until = st.cooldown;
+                let reported = st
+                    .report
+                    .filter(|r| now.saturating_sub(r.at) <= REPORT_TTL.as_millis() as u64);
                 Ok(DeploymentSnapshot {
                     deployment: d,
                     usage: own,
                     provider,
                     cooldown: (until > now).then(|| Duration::from_millis(until - now)),
+                    reported: reported.map(|r| ProviderReport {
+                        requests_remaining: r.requests,
+                        tokens_remaining: r.tokens,
+                        age: Duration::from_millis(now.saturating_sub(r.at)),
+                    }),
                 })
             })
             .collect()

@@ -53,8 +53,8 @@ pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
     ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
-    Need, Observation, Refusal, Reservation, Scope, ScopeUsage, TenantHold, TenantNeed,
-    TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
+    Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,
+    TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
 };
 pub use window::{BUCKET_MS, WINDOW_BUCKETS};
 

@@ -314,7 +314,10 @@ impl RedisStore {
         let n = |v: i64| v.max(0) as u64;
         let mut out = Vec::with_capacity(ds.len());
         for (&d, sc) in ds.iter().zip(scopes) {
-            let (&cooldown_end, tail) = rest.split_first()?;
+            let (head, tail) = rest.split_at_checked(4)?;
+            let &[cooldown_end, requests, tokens, at] = head else {
+                return None;
+            };
             let (values, tail) = tail.split_at_checked(3 * sc.len())?;
             rest = tail;
             let mut usages = sc
@@ -327,6 +330,13 @@ impl RedisStore {
                 provider: usages.next(),
                 cooldown: (cooldown_end > now)
                     .then(|| Duration::from_millis(n(cooldown_end - now))),
+                reported: (at > 0 && now - at <= REPORT_TTL.as_millis() as i64).then(|| {
+                    ProviderReport {
+                        requests_remaining: (requests >= 0).then_some(n(requests)),
+                        tokens_remaining: (tokens >= 0).then_some(n(tokens)),
+                        age: Duration::from_millis(n(now - at)),
+                    }
+                }),
             });
         }
         rest.is_empty().then_some(out)

@@ -331,6 +331,23 @@ pub struct DeploymentSnapshot {
     pub provider: Option<ScopeUsage>,
     /// Time left on the deployment's cooldown, if it is cooling down.
     pub cooldown: Option<Duration>,
+    /// What the provider last reported of its own limits for this deployment, if it did within
+    /// the last [`REPORT_TTL`].
+    pub reported: Option<ProviderReport>,
+}
+
+/// How long what a provider reported stays worth showing.
+pub const REPORT_TTL: Duration = Duration::from_secs(60);
+
+/// What a provider last reported about a deployment (its rate-limit headers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderReport {
+    /// Requests it said remain.
+    pub requests_remaining: Option<u64>,
+    /// Tokens it said remain.
+    pub tokens_remaining: Option<u64>,
+    /// How long ago it said so.
+    pub age: Duration,
 }
 
 /// What the ledger holds for one tenant right now.

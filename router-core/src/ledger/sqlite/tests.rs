@@ -155,13 +155,13 @@ async fn tenants_and_deployments_keep_apart_in_the_file() -> Result<(), LedgerEr
 
     let conn = Connection::open(&path).expect("the file opens");
     let scopes: Vec<String> = conn
-        .prepare("SELECT scope FROM llmroute_v1_slots WHERE id = ?1 ORDER BY scope")
+        .prepare("SELECT scope FROM llmroute_v2_slots WHERE id = ?1 ORDER BY scope")
         .and_then(|mut s| s.query_map([r.id as i64], |row| row.get(0))?.collect())
         .expect("slot rows");
     assert_eq!(scopes, ["d:p/m", "t:acme"]);
     let spend: (String, String, i64, i64) = conn
         .query_row(
-            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v1_spend",
+            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v2_spend",
             [],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )

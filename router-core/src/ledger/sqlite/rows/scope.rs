@@ -5,14 +5,17 @@ use std::collections::{BTreeMap, HashSet};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{from_db, to_db};
-use crate::ledger::engine::ScopeState;
+use crate::ledger::engine::{Report, ScopeState};
 use crate::ledger::window::{Slots, Window};
+
+/// A scope's head row: oldest bucket, cooldown end, the provider's last report.
+type Head = (Option<u64>, u64, Option<Report>);
 
 /// What was stored of one scope, to diff the state against.
 #[derive(Debug, Default)]
 pub(super) struct Stored {
-    /// The scope row `(oldest, cooldown)`, if there was one.
-    head: Option<(Option<u64>, u64)>,
+    /// The scope row `(oldest, cooldown, report)`, if there was one.
+    head: Option<Head>,
     /// Stored bucket rows: bucket -> (requests, tokens).
     buckets: BTreeMap<u64, (u64, u64)>,
     /// Stored slot ids.
@@ -27,15 +30,29 @@ pub(super) fn load(
 ) -> rusqlite::Result<(ScopeState, Stored)> {
     let head = conn
         .prepare_cached(
-            "SELECT oldest, cooldown FROM llmroute_v1_scopes WHERE ns = ?1 AND scope = ?2",
+            "SELECT oldest, cooldown, rep_requests, rep_tokens, rep_at FROM llmroute_v2_scopes \
+             WHERE ns = ?1 AND scope = ?2",
         )?
         .query_row(params![ns, scope], |r| {
-            Ok((r.get::<_, Option<i64>>(0)?.map(from_db), from_db(r.get(1)?)))
+            let report = r
+                .get::<_, Option<i64>>(4)?
+                .map(|at| -> rusqlite::Result<Report> {
+                    Ok(Report {
+                        requests: r.get::<_, Option<i64>>(2)?.map(from_db),
+                        tokens: r.get::<_, Option<i64>>(3)?.map(from_db),
+                        at: from_db(at),
+                    })
+                });
+            Ok((
+                r.get::<_, Option<i64>>(0)?.map(from_db),
+                from_db(r.get(1)?),
+                report.transpose()?,
+            ))
         })
         .optional()?;
     let buckets = conn
         .prepare_cached(
-            "SELECT bucket, requests, tokens FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2",
+            "SELECT bucket, requests, tokens FROM llmroute_v2_buckets WHERE ns = ?1 AND scope = ?2",
         )?
         .query_map(params![ns, scope], |r| {
             let k = from_db(r.get(0)?);
@@ -43,17 +60,18 @@ pub(super) fn load(
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     let held = conn
-        .prepare_cached("SELECT id, expiry FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2")?
+        .prepare_cached("SELECT id, expiry FROM llmroute_v2_slots WHERE ns = ?1 AND scope = ?2")?
         .query_map(params![ns, scope], |r| {
             Ok((from_db(r.get(0)?), from_db(r.get(1)?)))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let (oldest, cooldown) = head.unwrap_or((None, 0));
+    let (oldest, cooldown, report) = head.unwrap_or((None, 0, None));
     let rows = buckets.iter().map(|(&k, &(r, t))| (k, r, t));
     let state = ScopeState {
         window: Window::from_parts(oldest, rows),
         slots: Slots::from_held(held.clone()),
         cooldown,
+        report,
     };
     let slots = held.iter().map(|&(id, _)| id).collect();
     Ok((
@@ -74,13 +92,23 @@ pub(super) fn write(
     state: &ScopeState,
     stored: &Stored,
 ) -> rusqlite::Result<()> {
-    let head = (state.window.oldest(), state.cooldown);
-    if stored.head.unwrap_or((None, 0)) != head {
+    let head = (state.window.oldest(), state.cooldown, state.report);
+    if stored.head.unwrap_or((None, 0, None)) != head {
+        let rep = head.2;
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v1_scopes (ns, scope, oldest, cooldown) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO llmroute_v2_scopes \
+             (ns, scope, oldest, cooldown, rep_requests, rep_tokens, rep_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
-        .execute(params![ns, scope, head.0.map(to_db), to_db(head.1)])?;
+        .execute(params![
+            ns,
+            scope,
+            head.0.map(to_db),
+            to_db(head.1),
+            rep.and_then(|r| r.requests).map(to_db),
+            rep.and_then(|r| r.tokens).map(to_db),
+            rep.map(|r| to_db(r.at)),
+        ])?;
     }
     let buckets: BTreeMap<u64, (u64, u64)> = state
         .window
@@ -89,7 +117,7 @@ pub(super) fn write(
         .collect();
     for k in stored.buckets.keys().filter(|k| !buckets.contains_key(k)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v1_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
+            "DELETE FROM llmroute_v2_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
         )?
         .execute(params![ns, scope, to_db(*k)])?;
     }
@@ -98,7 +126,7 @@ pub(super) fn write(
         .filter(|(k, v)| stored.buckets.get(k) != Some(v))
     {
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v1_buckets (ns, scope, bucket, requests, tokens) \
+            "INSERT OR REPLACE INTO llmroute_v2_buckets (ns, scope, bucket, requests, tokens) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
         .execute(params![ns, scope, to_db(k), to_db(r), to_db(t)])?;
@@ -107,13 +135,13 @@ pub(super) fn write(
     let now_held: HashSet<u64> = held.iter().map(|&(id, _)| id).collect();
     for id in stored.slots.iter().filter(|id| !now_held.contains(id)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v1_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
+            "DELETE FROM llmroute_v2_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
         )?
         .execute(params![ns, scope, to_db(*id)])?;
     }
     for &(id, expiry) in held.iter().filter(|(id, _)| !stored.slots.contains(id)) {
         conn.prepare_cached(
-            "INSERT INTO llmroute_v1_slots (ns, scope, id, expiry) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO llmroute_v2_slots (ns, scope, id, expiry) VALUES (?1, ?2, ?3, ?4)",
         )?
         .execute(params![ns, scope, to_db(id), to_db(expiry)])?;
     }
