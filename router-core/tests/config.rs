@@ -649,13 +649,14 @@ fn retry_settings_are_read_and_default_when_absent() {
         router_core::config::RetrySettings::default()
     );
     let yaml = format!(
-        "{BASE}retry:\n  max_attempts: 6\n  base_ms: 100\n  cap_ms: 5000\n  deadline_secs: 30\n"
+        "{BASE}retry:\n  max_attempts: 6\n  base_ms: 100\n  cap_ms: 5000\n  deadline_secs: 30\n  attempt_timeout_secs: 7\n"
     );
     let retry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap().retry;
     assert_eq!(retry.max_attempts, 6);
     assert_eq!(retry.base, std::time::Duration::from_millis(100));
     assert_eq!(retry.cap, std::time::Duration::from_secs(5));
     assert_eq!(retry.deadline, std::time::Duration::from_secs(30));
+    assert_eq!(retry.attempt_timeout, std::time::Duration::from_secs(7));
 }
 
 #[test]
@@ -664,6 +665,16 @@ fn bad_retry_settings_are_rejected_with_the_field() {
     assert_mentions(
         &msg,
         &["test.yaml:26:", "retry.max_attempts", "got 0", "default 4"],
+    );
+    let msg = error_of(&format!("{BASE}retry:\n  attempt_timeout_secs: 0\n"));
+    assert_mentions(
+        &msg,
+        &[
+            "test.yaml:26:",
+            "retry.attempt_timeout_secs",
+            "got 0",
+            "default 60",
+        ],
     );
     let msg = error_of(&format!("{BASE}retry:\n  deadline_secs: -5\n"));
     assert_mentions(&msg, &["test.yaml:26:", "retry.deadline_secs", "got -5"]);

@@ -45,10 +45,28 @@ impl Router {
         d: DeploymentId,
     ) -> Result<(Completion, HeaderMap), CallFailure> {
         let (api, request) = self.wire(plan, req, d, false);
-        let (timeout, now) = (self.remaining(plan), self.system_now());
-        let response = transport::send(&self.inner.http, api, request, timeout, now).await?;
-        let (headers, body) = transport::read(response).await?;
-        transport::decode(api, headers, &body)
+        let limits = self.call_limits(plan);
+        let now = self.system_now();
+        let call = async {
+            let response = transport::send(&self.inner.http, api, request, limits, now).await?;
+            let (headers, body) = transport::read(response).await?;
+            transport::decode(api, headers, &body)
+        };
+        // Without streaming, the whole answer must come within the attempt's time.
+        match tokio::time::timeout(limits.0, call).await {
+            Ok(answer) => answer,
+            Err(_) => Err(transport::no_answer_within(limits.0)),
+        }
+    }
+
+    /// How long a call may wait for the provider to start answering, and how long it may take
+    /// in all: the attempt timeout and the request's deadline, whichever ends first.
+    pub(crate) fn call_limits(&self, plan: &Plan) -> (std::time::Duration, std::time::Duration) {
+        let remaining = self.remaining(plan);
+        (
+            self.inner.policy.settings().attempt_timeout.min(remaining),
+            remaining,
+        )
     }
 
     /// The provider request for deployment `d`.

@@ -70,8 +70,8 @@ impl Router {
             let guard = self.acquire(&plan, &mut progress).await?;
             let d = guard.deployment();
             let (api, request) = self.wire(&plan, &req, d, true);
-            let (timeout, now) = (self.remaining(&plan), self.system_now());
-            match transport::send(&self.inner.http, api, request, timeout, now).await {
+            let (limits, now) = (self.call_limits(&plan), self.system_now());
+            match transport::send(&self.inner.http, api, request, limits, now).await {
                 Ok(response) => {
                     self.observe(d, response.headers()).await;
                     let events = response

@@ -80,21 +80,24 @@ fn transport_failure(e: reqwest::Error) -> CallFailure {
 }
 
 /// Sends `request`; a non-success status is read and classified. Returns the open response on
-/// success, its body not yet read.
+/// success, its body not yet read. The provider must start answering within `first_answer`, and
+/// the whole exchange (body included) must end within `deadline`.
 pub(crate) async fn send(
     http: &reqwest::Client,
     api: Api,
     request: WireRequest,
-    timeout: Duration,
+    (first_answer, deadline): (Duration, Duration),
     now: SystemTime,
 ) -> Result<reqwest::Response, CallFailure> {
-    let response = http
+    let sending = http
         .post(&request.url)
         .headers(request.headers)
         .json(&request.body)
-        .timeout(timeout)
-        .send()
+        .timeout(deadline)
+        .send();
+    let response = tokio::time::timeout(first_answer, sending)
         .await
+        .map_err(|_| no_answer_within(first_answer))?
         .map_err(transport_failure)?;
     let status = response.status();
     if status.is_success() {
@@ -104,6 +107,11 @@ pub(crate) async fn send(
     let body = response.bytes().await.unwrap_or_default();
     let failure = classify(api, status.as_u16(), &headers, &body, now);
     Err(CallFailure::Provider { failure, headers })
+}
+
+/// The timeout of a call whose answer did not come in time.
+pub(crate) fn no_answer_within(limit: Duration) -> CallFailure {
+    CallFailure::Timeout(format!("no answer within {:.1}s", limit.as_secs_f64()))
 }
 
 /// Reads a whole success response.

@@ -66,6 +66,8 @@ pub(crate) struct RawRetry {
     pub(crate) cap_ms: Option<At<Number>>,
     #[serde(default)]
     pub(crate) deadline_secs: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) attempt_timeout_secs: Option<At<Number>>,
 }
 
 /// One entry of `providers:`.

@@ -147,6 +147,9 @@ pub struct RetrySettings {
     pub cap: Duration,
     /// How long a request may take in all (waits, retries, calls) unless it sets its own.
     pub deadline: Duration,
+    /// How long one call may take before the provider starts answering (the whole answer,
+    /// without streaming); then it counts as a timeout and the request fails over.
+    pub attempt_timeout: Duration,
 }
 
 impl Default for RetrySettings {
@@ -156,6 +159,7 @@ impl Default for RetrySettings {
             base: Duration::from_millis(250),
             cap: Duration::from_secs(30),
             deadline: Duration::from_secs(120),
+            attempt_timeout: Duration::from_secs(60),
         }
     }
 }

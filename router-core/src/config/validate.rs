@@ -92,6 +92,12 @@ fn retry(ctx: &Ctx<'_>, raw: Option<&RawRetry>) -> Result<RetrySettings, ConfigE
     out.base = Duration::from_millis(get("base_ms", &raw.base_ms, out.base.as_millis() as u64)?);
     out.cap = Duration::from_millis(get("cap_ms", &raw.cap_ms, out.cap.as_millis() as u64)?);
     let deadline = get("deadline_secs", &raw.deadline_secs, out.deadline.as_secs())?;
+    let attempt = get(
+        "attempt_timeout_secs",
+        &raw.attempt_timeout_secs,
+        out.attempt_timeout.as_secs(),
+    )?;
+    out.attempt_timeout = Duration::from_secs(attempt);
     out.deadline = Duration::from_secs(deadline);
     if out.base > out.cap {
         let msg = format!(

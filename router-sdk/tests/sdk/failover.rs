@@ -245,3 +245,69 @@ async fn overloads_everywhere_stop_after_max_attempts() {
     assert!(err.is_retryable());
     assert_eq!(w.in_flight().await, 0);
 }
+
+#[tokio::test]
+async fn a_call_that_does_not_answer_in_time_fails_over() {
+    use std::sync::Arc;
+
+    use router_core::config::{Registry, RetrySettings};
+    use router_core::retry::RetryPolicy;
+    use router_sdk::{Router, StaticKeys};
+
+    let ups = [
+        Upstream::openai("cheap", (0.1, 0.2)),
+        Upstream::anthropic("dear", (3.0, 15.0)),
+    ];
+    let (slow, dear) = (
+        wiremock::MockServer::start().await,
+        wiremock::MockServer::start().await,
+    );
+    Mock::given(method("POST"))
+        .respond_with(ok_json("openai/ok.json").set_delay(Duration::from_secs(3600)))
+        .expect(1)
+        .mount(&slow)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ok_json("anthropic/ok.json"))
+        .expect(1)
+        .mount(&dear)
+        .await;
+    let registry = Registry::from_yaml_str(
+        &config(&[(&ups[0], slow.uri()), (&ups[1], dear.uri())]),
+        "t.yaml",
+    )
+    .unwrap();
+    let settings = RetrySettings {
+        attempt_timeout: Duration::from_millis(200),
+        ..registry.retry
+    };
+    let keys = ups.iter().fold(StaticKeys::new(), |k, u| {
+        k.with(key_var(u.name), planted_key(u.name))
+    });
+    let router = Router::builder(registry)
+        .retry_policy(RetryPolicy::new(settings))
+        .keys(Arc::new(keys))
+        .build()
+        .await
+        .unwrap();
+    let answer = router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(answer.provider, "dear");
+    match &answer.attempts[0].outcome {
+        AttemptOutcome::Failed {
+            kind,
+            message,
+            cooldown,
+            ..
+        } => {
+            assert_eq!(
+                (kind.as_str(), message.as_str()),
+                ("timeout", "no answer within 0.2s")
+            );
+            assert!(cooldown.is_some(), "a timed-out deployment cools down");
+        }
+        other => panic!("{other:?}"),
+    }
+    let all: Vec<_> = router.registry().deployment_ids().collect();
+    let snaps = router.ledger().snapshot(&all).await.unwrap();
+    assert!(snaps.iter().all(|s| s.usage.in_flight == 0));
+}
