@@ -170,6 +170,7 @@ mod tests {
             base: Duration::from_millis(200),
             cap: Duration::from_secs(2),
             deadline: Duration::from_secs(60),
+            attempt_timeout: Duration::from_secs(10),
         })
     }
 
