@@ -1,6 +1,17 @@
-//! llmroute core: configuration, the shared limits ledger and its stores, selection, estimation.
+//! llmroute core: configuration, the shared limits ledger and its stores, selection,
+//! estimation, the retry policy and the routing simulator.
 //!
 //! No HTTP lives here: `router-sdk` adds the provider adapters on top.
+//!
+//! - [`config`]: `providers.yaml` parsed and validated into a [`config::Registry`].
+//! - [`ledger`]: RPM, TPM, concurrency, cooldowns, tenant limits and budgets, kept by one
+//!   algorithm in memory, in an embedded SQLite file, or in Redis through Lua scripts; every store
+//!   passes the same conformance suite.
+//! - [`select`]: candidates ranked by the estimated cost of a request.
+//! - [`estimate`]: prompt tokens (tiktoken) and completion tokens (recent history).
+//! - [`retry`]: what to do after a failure or a refusal; it decides, the router acts.
+//! - [`clock`]: time, injected, so tests move it instead of sleeping.
+//! - [`sim`]: the routing core on a virtual clock against simulated providers.
 #![forbid(unsafe_code)]
 
 pub mod clock;

@@ -9,20 +9,6 @@ use crate::support::*;
 
 const OPENAI_PATH: &str = "/v1/chat/completions";
 
-async fn openai_scene(limits: &str) -> (Scene, MockServer) {
-    let server = MockServer::start().await;
-    let s = scene(&[(
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        limits,
-    )]);
-    (s, server)
-}
-
 fn sse(path: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(fixture(path), "text/event-stream")
 }

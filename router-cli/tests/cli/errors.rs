@@ -1,7 +1,7 @@
 //! Every failure: one line on stderr that says what to do, and its documented exit status.
 
 use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, ResponseTemplate};
 
 use crate::support::*;
 
@@ -10,23 +10,9 @@ fn one_line(stderr: &str) -> &str {
     stderr.trim_end()
 }
 
-async fn oa(limits: &str) -> (Scene, MockServer) {
-    let server = MockServer::start().await;
-    let s = scene(&[(
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        limits,
-    )]);
-    (s, server)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_prompt_file_exits_2_naming_it() {
-    let (s, _server) = oa("rpm: 10").await;
+    let (s, _server) = openai_scene("rpm: 10").await;
     let mut cmd = s.llmroute(&["oa"]);
     cmd.args(["chat", "-p", "no-such-prompt.txt"]);
     let line = run_async(cmd, 2).await.1;
@@ -38,7 +24,7 @@ async fn a_missing_prompt_file_exits_2_naming_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_yaml_exits_2_with_file_and_line() {
-    let (s, _server) = oa("rpm: 10").await;
+    let (s, _server) = openai_scene("rpm: 10").await;
     std::fs::write(
         &s.config,
         "providers:\n  - name: x\n    api: openai\n    bogus: 1\n",
@@ -52,7 +38,7 @@ async fn bad_yaml_exits_2_with_file_and_line() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_model_exits_2_listing_the_known_ones() {
-    let (s, _server) = oa("rpm: 10").await;
+    let (s, _server) = openai_scene("rpm: 10").await;
     let mut cmd = s.llmroute(&["oa"]);
     cmd.args(["chat", "-m", "gpt-9", "-p"]).arg(s.prompt("Hi"));
     let line = run_async(cmd, 2).await.1;
@@ -64,7 +50,7 @@ async fn an_unknown_model_exits_2_listing_the_known_ones() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_key_set_exits_2_naming_the_variables() {
-    let (s, _server) = oa("rpm: 10").await;
+    let (s, _server) = openai_scene("rpm: 10").await;
     let mut cmd = s.llmroute(&[]);
     cmd.args(["chat", "-p"]).arg(s.prompt("Hi"));
     let line = run_async(cmd, 2).await.1;
@@ -76,7 +62,7 @@ async fn no_key_set_exits_2_naming_the_variables() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_unreachable_exits_5_naming_the_url_without_its_password() {
-    let (s, _server) = oa("rpm: 10").await;
+    let (s, _server) = openai_scene("rpm: 10").await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "redis://admin:planted-pw-42@{}/0",
@@ -94,7 +80,7 @@ async fn redis_unreachable_exits_5_naming_the_url_without_its_password() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_capacity_before_the_deadline_exits_3_saying_when() {
-    let (s, server) = oa("rpm: 1").await;
+    let (s, server) = openai_scene("rpm: 1").await;
     let ok = ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json");
     Mock::given(method("POST"))
         .respond_with(ok)
@@ -120,7 +106,7 @@ async fn no_capacity_before_the_deadline_exits_3_saying_when() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_error_exits_4() {
-    let (s, server) = oa("rpm: 10").await;
+    let (s, server) = openai_scene("rpm: 10").await;
     let bad = ResponseTemplate::new(400)
         .set_body_raw(fixture("openai/bad_request_400.json"), "application/json");
     Mock::given(method("POST"))

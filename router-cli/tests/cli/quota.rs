@@ -7,16 +7,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 use crate::support::*;
 
 async fn three_chats_then_quota(state: Option<&str>) {
-    let server = MockServer::start().await;
-    let s = scene(&[(
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 100, tpm: 100000, concurrency: 4",
-    )]);
+    let (s, server) = openai_scene("rpm: 100, tpm: 100000, concurrency: 4").await;
     let ok = ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json");
     Mock::given(method("POST"))
         .respond_with(ok)
@@ -213,16 +204,7 @@ fn simulate_is_labelled_and_deterministic_for_a_seed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quota_shows_what_the_provider_last_reported() {
-    let server = MockServer::start().await;
-    let s = scene(&[(
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 1000",
-    )]);
+    let (s, server) = openai_scene("rpm: 1000").await;
     let ok = ResponseTemplate::new(200)
         .set_body_raw(fixture("openai/ok.json"), "application/json")
         .insert_header("x-ratelimit-limit-requests", "5000")

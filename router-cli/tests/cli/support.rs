@@ -131,3 +131,14 @@ pub async fn run_async(mut cmd: assert_cmd::Command, code: i32) -> (String, Stri
         .await
         .unwrap()
 }
+
+/// A scene with one OpenAI-compatible upstream `oa` serving `gpt-test` ($2 / $8 per Mtok) with
+/// `limits`, and its mock server.
+pub async fn openai_scene(limits: &str) -> (Scene, wiremock::MockServer) {
+    let server = wiremock::MockServer::start().await;
+    let base = format!("{}/v1", server.uri());
+    (
+        scene(&[("oa", "openai", base, "gpt-test", 2.0, 8.0, limits)]),
+        server,
+    )
+}
