@@ -32,6 +32,43 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Without a network, [`Router::preview`] shows what a request would be offered to, cheapest
+//! first for *this* request's size (this example runs as a test):
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use router_core::config::Registry;
+//! use router_sdk::{ChatRequest, Router, StaticKeys};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let yaml = r#"
+//! defaults: { model: chat }
+//! providers:
+//!   - name: deepseek
+//!     api: openai
+//!     base_url: https://api.deepseek.com/v1
+//!     api_key_env: DEEPSEEK_API_KEY
+//!     models:
+//!       - { name: deepseek-chat, aliases: [chat], price: { input: 0.28, output: 0.42 } }
+//!   - name: anthropic
+//!     api: anthropic
+//!     base_url: https://api.anthropic.com
+//!     api_key_env: ANTHROPIC_API_KEY
+//!     models:
+//!       - { name: claude-haiku-4-5, aliases: [chat], price: { input: 1.0, output: 5.0 } }
+//! "#;
+//! let registry = Registry::from_yaml_str(yaml, "example.yaml")?;
+//! let keys = StaticKeys::new().with("DEEPSEEK_API_KEY", "sk-1").with("ANTHROPIC_API_KEY", "sk-2");
+//! let router = Router::builder(registry).keys(Arc::new(keys)).build().await?;
+//! let preview = router.preview(&ChatRequest::new("Why is the sky blue?"))?;
+//! let order: Vec<&str> = preview.candidates.iter().map(|(p, _, _)| p.as_str()).collect();
+//! assert_eq!(order, ["deepseek", "anthropic"]);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 mod chat;
