@@ -195,16 +195,6 @@ impl Router {
         }
     }
 
-    /// The error that ends a stream that broke after it began.
-    pub(crate) fn stream_error(
-        &self,
-        d: DeploymentId,
-        failure: CallFailure,
-        progress: &mut Progress,
-    ) -> Error {
-        self.error(d, failure, progress)
-    }
-
     pub(crate) fn error(
         &self,
         d: DeploymentId,

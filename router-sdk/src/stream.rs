@@ -248,6 +248,6 @@ impl Router {
                 cooldown,
             },
         ));
-        self.stream_error(d, failure, progress)
+        self.error(d, failure, progress)
     }
 }
