@@ -23,26 +23,27 @@
 
 local now = now_ms()
 local id, need, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local ki, ai = 1, 7
-local refusals = {}
+-- Worked out once per call: in Redis's Lua, number-to-string conversions, tables and calls
+-- cost more than the reads themselves.
+local nb = math.floor(now / BUCKET_MS)
+local oldest_live = nb - SPAN
+local rb, tb, after_now = 'r' .. nb, 't' .. nb, '(' .. now
 local tenant = nil
+local ai0, ki0 = 7, 1
 if ARGV[6] == '1' then
-  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], code = 3, rpm = tonumber(ARGV[7]),
+  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], rpm = tonumber(ARGV[7]),
     tpm = tonumber(ARGV[8]), conc = tonumber(ARGV[9]), daily = tonumber(ARGV[10]),
     monthly = tonumber(ARGV[11]), costs = {}}
   for c = 1, n do
     tenant.costs[c] = tonumber(ARGV[11 + c])
   end
-  ki, ai = 4, 12 + n
+  ai0, ki0 = 12 + n, 4
 end
 -- Budget periods, worked out only for requests with a tenant.
 local p = tenant and periods(now)
 
 -- Whether the tenant's budget refuses candidate c: a reply row, or nil.
 local function over_budget(c)
-  if tenant == nil then
-    return nil
-  end
   if tenant.day_spent == nil then
     tenant.day_spent, tenant.month_spent = spent(tenant.b, p)
   end
@@ -58,128 +59,193 @@ local function over_budget(c)
   return nil
 end
 
--- Why a candidate cannot take the request now: nil if it can; else {never = reply row} or
--- {reasons = ...}. Working out when a full limit frees up costs a read of every bucket, so it
--- is left to `verdict`, which only runs when every candidate refused.
-local function check(scopes, c)
-  for _, sc in ipairs(scopes) do
-    if sc.tpm > 0 and need > sc.tpm then
-      return {never = {1, 3, sc.code, 0}}
-    end
+-- Whether one more request of `need` tokens fits in a scope now: window hash w, slots zset z,
+-- scope code (1 deployment, 2 provider, 3 tenant) and limits (0 = unlimited). The common case
+-- (no bucket has left the window since the last write) is one HMGET and no write; anything else
+-- goes through `expire`. When it fits, st receives what `take` needs. Without `reasons` it stops
+-- at the first full limit; with `reasons` (a list) it appends every full limit to it.
+local function fits(st, w, z, code, rpm, tpm, conc, reasons)
+  local v = redis.call('HMGET', w, 'R', 'T', 'o', rb, tb, 'c')
+  local o = tonumber(v[3])
+  local R, T, bk, cr, ct, cd, init
+  if o ~= nil and o >= oldest_live and o <= nb then
+    R, T, bk, cr, ct, cd, init = tonumber(v[1]) or 0, tonumber(v[2]) or 0, nb, v[4], v[5],
+      tonumber(v[6]) or 0, false
+  else
+    local x = expire(w, now)
+    R, T, o, bk, cr, ct, cd, init = x.R, x.T, x.o, x.b, x.cr, x.ct, x.cd, x.init or false
   end
-  local budget = over_budget(c)
-  if budget then
-    return {never = budget}
+  local ok = true
+  if code == 1 and cd > now then
+    if not reasons then
+      return false
+    end
+    ok = false
+    reasons[#reasons + 1] = {kind = 1, s = 1, at = cd}
   end
-  local reasons = {}
-  for _, sc in ipairs(scopes) do
-    local s = sc.code
-    local w = sc.win
-    if w == nil or sc ~= tenant then
-      w = expire(sc.w, now)
-      sc.win = w
+  if rpm > 0 and R + 1 > rpm then
+    if not reasons then
+      return false
     end
-    if s == 1 and w.cd > now then
-      reasons[#reasons + 1] = {kind = 1, s = 1, at = w.cd}
+    ok = false
+    reasons[#reasons + 1] = {kind = 2, s = code, key = w, o = o, total = R, prefix = 'r',
+      need = 1, limit = rpm}
+  end
+  if tpm > 0 and T + need > tpm then
+    if not reasons then
+      return false
     end
-    if sc.rpm > 0 and w.R + 1 > sc.rpm then
-      reasons[#reasons + 1] = {kind = 2, s = s, key = sc.w, o = w.o, total = w.R, prefix = 'r',
-        need = 1, limit = sc.rpm}
-    end
-    if sc.tpm > 0 and w.T + need > sc.tpm then
-      reasons[#reasons + 1] = {kind = 3, s = s, key = sc.w, o = w.o, total = w.T, prefix = 't',
-        need = need, limit = sc.tpm}
-    end
-    if sc.conc > 0 then
-      sc.live = redis.call('ZCOUNT', sc.z, '(' .. now, '+inf')
-      if sc.live >= sc.conc then
-        reasons[#reasons + 1] = {kind = 4, s = s, z = sc.z}
+    ok = false
+    reasons[#reasons + 1] = {kind = 3, s = code, key = w, o = o, total = T, prefix = 't',
+      need = need, limit = tpm}
+  end
+  local live = nil
+  if conc > 0 then
+    live = redis.call('ZCOUNT', z, after_now, '+inf')
+    if live >= conc then
+      if not reasons then
+        return false
       end
+      ok = false
+      reasons[#reasons + 1] = {kind = 4, s = code, z = z}
     end
   end
-  if #reasons == 0 then
-    return nil
+  if ok then
+    st.w, st.z, st.R, st.T, st.o, st.bk, st.cd, st.init, st.live = w, z, R, T, o, bk, cd, init,
+      live
+    st.cr, st.ct = tonumber(cr) or 0, tonumber(ct) or 0
   end
-  return {reasons = reasons}
+  return ok
 end
 
--- The reply row of a refusal: the limit that frees last, and when.
-local function verdict(refusal)
-  if refusal.never then
-    return refusal.never
-  end
+-- The reply row of a refused candidate: the limit that frees last, and when.
+local function verdict(reasons)
   local worst = nil
-  for _, r in ipairs(refusal.reasons) do
+  for _, r in ipairs(reasons) do
     local at = r.at
     if r.kind == 2 or r.kind == 3 then
       at = fits_at(r.key, r.o, r.total, r.prefix, r.need, r.limit)
     elseif r.kind == 4 then
       -- Slots are freed when requests settle, which no clock predicts: poll, bounded by the
       -- oldest slot's expiry.
-      local first = redis.call('ZRANGEBYSCORE', r.z, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      local first = redis.call('ZRANGEBYSCORE', r.z, after_now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
       at = math.min(tonumber(first[2]) or now, now + CONCURRENCY_POLL_MS)
     end
     if worst == nil or at > worst[4] then
       worst = {2, r.kind, r.s, at}
     end
   end
+  if worst == nil then
+    error('admit.lua: a candidate was refused without a reason')
+  end
   return worst
 end
 
-local function reserve(scopes, c)
-  if tenant then
-    local cost = tenant.costs[c]
-    redis.call('HSET', tenant.b, 'd', p.day, 'dm', tenant.day_spent + cost, 'm', p.month,
-      'mm', tenant.month_spent + cost)
-    redis.call('PEXPIRE', tenant.b, math.max(1, p.month_end - now) + DAY_MS)
+-- Reserves one request in scope st (checked by `fits`).
+local function take(st)
+  local b = st.bk
+  local rk, tk = rb, tb
+  if b ~= nb then
+    rk, tk = 'r' .. b, 't' .. b
   end
-  for _, sc in ipairs(scopes) do
-    local w = sc.win
-    redis.call('HSET', sc.w, 'r' .. w.b, w.cr + 1, 't' .. w.b, w.ct + need,
-      'R', w.R + 1, 'T', w.T + need, 'o', w.o)
-    if w.fresh then
-      -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and
-      -- the slots zset every slot admitted during it.
-      redis.call('ZREMRANGEBYSCORE', sc.z, '-inf', now)
-      redis.call('ZADD', sc.z, now + ttl, id)
-      keep_window(sc.w, w, now)
-      redis.call('PEXPIRE', sc.z, SLOTS_TTL_MS)
-    else
-      redis.call('ZADD', sc.z, now + ttl, id)
-      if sc.live == nil or sc.live == 0 then
-        -- The zset may have just been created (it disappears when its last slot is freed).
-        redis.call('PEXPIRE', sc.z, SLOTS_TTL_MS)
-      end
+  if st.init then
+    redis.call('HSET', st.w, rk, st.cr + 1, tk, st.ct + need, 'R', st.R + 1, 'T', st.T + need,
+      'o', st.o, 'h', LAYOUT_NOTE)
+  else
+    redis.call('HSET', st.w, rk, st.cr + 1, tk, st.ct + need, 'R', st.R + 1, 'T', st.T + need)
+  end
+  if st.cr == 0 and st.ct == 0 then
+    -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and
+    -- the slots zset every slot admitted during it.
+    redis.call('ZREMRANGEBYSCORE', st.z, '-inf', now)
+    redis.call('ZADD', st.z, now + ttl, id)
+    redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
+    redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
+  else
+    redis.call('ZADD', st.z, now + ttl, id)
+    if st.live == nil or st.live == 0 then
+      -- The zset may have just been created (it disappears when its last slot is freed).
+      redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
     end
   end
 end
 
+-- First pass: the first candidate where everything fits takes the request. What fits is kept
+-- per scope position (deployment, provider) and for the tenant.
+local held = {{}, {}}
+local held_tenant = {}
+local ki, ai = ki0, ai0
 for c = 1, n do
-  local scopes = {}
   local own = tonumber(ARGV[ai])
+  local ok = not (tenant and over_budget(c))
   for s = 1, own do
-    scopes[s] = {
-      w = KEYS[ki + 2 * s - 2], z = KEYS[ki + 2 * s - 1], code = s,
-      rpm = tonumber(ARGV[ai + 3 * s - 2]), tpm = tonumber(ARGV[ai + 3 * s - 1]),
-      conc = tonumber(ARGV[ai + 3 * s]),
-    }
+    if not ok then
+      break
+    end
+    local a = ai + 3 * s
+    ok = fits(held[s], KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, tonumber(ARGV[a - 2]),
+      tonumber(ARGV[a - 1]), tonumber(ARGV[a]))
+  end
+  if ok and tenant then
+    ok = fits(held_tenant, tenant.w, tenant.z, 3, tenant.rpm, tenant.tpm, tenant.conc)
+    if not ok then
+      -- The tenant's own limits refuse every candidate alike.
+      break
+    end
+  end
+  if ok then
+    if tenant then
+      local cost = tenant.costs[c]
+      redis.call('HSET', tenant.b, 'd', p.day, 'dm', tenant.day_spent + cost, 'm', p.month,
+        'mm', tenant.month_spent + cost)
+      redis.call('PEXPIRE', tenant.b, math.max(1, p.month_end - now) + DAY_MS)
+      take(held_tenant)
+    end
+    for s = 1, own do
+      take(held[s])
+    end
+    return {1, now, c - 1, held[1].bk, p and p.day or 0, p and p.month or 0}
   end
   ki = ki + 2 * own
   ai = ai + 1 + 3 * own
-  if tenant then
-    scopes[#scopes + 1] = tenant
-  end
-  local refusal = check(scopes, c)
-  if refusal == nil then
-    reserve(scopes, c)
-    return {1, now, c - 1, scopes[1].win.b, p and p.day or 0, p and p.month or 0}
-  end
-  refusals[c] = refusal
 end
+
+-- Every candidate refused: work out why, and when each could take the request. A limit the
+-- request can never fit under comes first, then the budget, then the limit that frees last.
 local out = {0, now}
+local scratch = {}
+ki, ai = ki0, ai0
 for c = 1, n do
-  for _, x in ipairs(verdict(refusals[c])) do
+  local own = tonumber(ARGV[ai])
+  local row = nil
+  for s = 1, own do
+    local tpm = tonumber(ARGV[ai + 3 * s - 1])
+    if row == nil and tpm > 0 and need > tpm then
+      row = {1, 3, s, 0}
+    end
+  end
+  if row == nil and tenant and tenant.tpm > 0 and need > tenant.tpm then
+    row = {1, 3, 3, 0}
+  end
+  if row == nil and tenant then
+    row = over_budget(c)
+  end
+  if row == nil then
+    local reasons = {}
+    for s = 1, own do
+      local a = ai + 3 * s
+      fits(scratch, KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, tonumber(ARGV[a - 2]),
+        tonumber(ARGV[a - 1]), tonumber(ARGV[a]), reasons)
+    end
+    if tenant then
+      fits(scratch, tenant.w, tenant.z, 3, tenant.rpm, tenant.tpm, tenant.conc, reasons)
+    end
+    row = verdict(reasons)
+  end
+  for _, x in ipairs(row) do
     out[#out + 1] = x
   end
+  ki = ki + 2 * own
+  ai = ai + 1 + 3 * own
 end
 return out

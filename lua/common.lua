@@ -10,11 +10,16 @@
 --   r<k>, t<k> requests and tokens admitted in bucket k = floor(ms / 1000)
 --   c         (deployment scopes only) end of the deployment's cooldown, ms; a hash holding a
 --             cooldown lives at least until it ends
+--   h         LAYOUT_NOTE, written with o: a value longer than Redis's default
+--             hash-max-listpack-value (64 bytes) keeps the hash a hash table. A busy window holds
+--             about 125 fields, and in a listpack every field read or written scans them all
+--             (measured: 4 us instead of 1 us for the admission read).
 -- At bucket nb the live buckets are nb-60 .. nb; the oldest is partly outside the exact 60 s
 -- window and is counted in full (the safe side). Bucket k leaves the window at (k+61)*1000 ms.
 -- This mirrors router-core/src/ledger/window.rs; the conformance suite checks they agree.
 
 local BUCKET_MS = 1000
+local LAYOUT_NOTE = 'llmroute window hash; kept a hash table (this value is over 64 bytes)'
 local SPAN = 60
 local WINDOW_TTL_MS = 62000
 -- How soon to ask again when only concurrency is full (router-core CONCURRENCY_POLL_MS).
@@ -33,7 +38,8 @@ end
 
 -- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it. Returns a table:
 -- R, T (totals), o (oldest live bucket), b (the bucket new admissions go to), cr, ct (counters
--- of bucket b), cd (cooldown end, 0 if none), fresh (nothing admitted in b yet); one read.
+-- of bucket b), cd (cooldown end, 0 if none), init (o is not stored yet: the first write must
+-- store it), fresh (nothing admitted in b yet); one read.
 local function expire(key, now)
   local nb = math.floor(now / BUCKET_MS)
   local v = redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
@@ -41,7 +47,7 @@ local function expire(key, now)
     cr = tonumber(v[4]) or 0, ct = tonumber(v[5]) or 0, cd = tonumber(v[6]) or 0}
   local live = nb - SPAN
   if w.o == nil then
-    w.o, w.R, w.T, w.cr, w.ct = live, 0, 0, 0, 0
+    w.o, w.R, w.T, w.cr, w.ct, w.init = live, 0, 0, 0, 0, true
   elseif w.o > nb then
     -- The clock went back past the oldest live bucket: admit into that bucket.
     local c = redis.call('HMGET', key, 'r' .. w.o, 't' .. w.o)
@@ -53,7 +59,7 @@ local function expire(key, now)
       redis.call('HSET', key, 'c', w.cd)
       redis.call('PEXPIRE', key, w.cd - now)
     end
-    w.o, w.R, w.T, w.cr, w.ct = live, 0, 0, 0, 0
+    w.o, w.R, w.T, w.cr, w.ct, w.init = live, 0, 0, 0, 0, true
   elseif w.o < live then
     local fields = {}
     for k = w.o, live - 1 do
@@ -66,7 +72,7 @@ local function expire(key, now)
       w.T = w.T - (tonumber(vals[i + 1]) or 0)
     end
     redis.call('HDEL', key, unpack(fields))
-    redis.call('HSET', key, 'R', w.R, 'T', w.T, 'o', live)
+    redis.call('HSET', key, 'R', w.R, 'T', w.T, 'o', live, 'h', LAYOUT_NOTE)
     w.o = live
   end
   w.fresh = w.cr == 0 and w.ct == 0

@@ -45,7 +45,7 @@ local function follow(remaining, reset_ms, limit, used, prefix, total)
   end
   redis.call('HINCRBY', key, prefix .. k, believed - remaining)
   redis.call('HINCRBY', key, total, believed - remaining)
-  redis.call('HSET', key, 'o', w.o)
+  redis.call('HSET', key, 'o', w.o, 'h', LAYOUT_NOTE)
   keep_window(key, w, now)
 end
 follow(tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]), w.R, 'r', 'R')

@@ -60,13 +60,23 @@ providers:
         .expect("keys");
     // A window hash (holding the cooldown, for deployments) and a slots zset per scope: m, n, p.
     assert_eq!(keys.len(), 6, "{keys:?}");
-    for key in keys {
+    for key in &keys {
         let ttl: i64 = redis::cmd("PTTL")
-            .arg(&key)
+            .arg(key)
             .query_async(&mut conn)
             .await
             .expect("pttl");
         assert!(ttl > 0, "{key} has no TTL ({ttl})");
         assert!(ttl <= 3_602_000, "{key} lives too long ({ttl} ms)");
+    }
+    // Window hashes stay hash tables: as listpacks, every field access scans ~125 fields.
+    for key in keys.iter().filter(|k| k.contains(":w:")) {
+        let encoding: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("object encoding");
+        assert_eq!(encoding, "hashtable", "{key}");
     }
 }
