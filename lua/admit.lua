@@ -11,7 +11,8 @@
 --   with a tenant: [7..9] its rpm, tpm, concurrency, [10..11] its daily and monthly budget in
 --   micro-USD (0 = unlimited), then the request's estimated cost on each candidate (n values);
 --   then per candidate: its number of scopes s (1 or 2), then per scope rpm, tpm, concurrency
---   (0 = unlimited; already scaled to the request's priority share).
+--   (already scaled to the request's priority share). Every rpm, tpm and concurrency limit is a
+--   decimal integer, and exactly '0' means unlimited.
 -- Slots zset: member = reservation id, score = slot expiry ms. Slots with score <= now are dead:
 --   not counted, and removed once per bucket. TTL: outlives the longest slot.
 -- Reply: granted {1, now, rank (0-based candidate index), bucket, day, month}
@@ -27,13 +28,17 @@ local id, need, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber
 -- cost more than the reads themselves.
 local nb = math.floor(now / BUCKET_MS)
 local oldest_live = nb - SPAN
-local rb, tb, after_now = 'r' .. nb, 't' .. nb, '(' .. now
+-- string.format('%d') turns an integer into a string for a fraction of what `..` or a numeric
+-- redis.call argument costs (both go through '%.17g'-style float formatting).
+local fmt = string.format
+local slot_end = fmt('%d', now + ttl)
+local rb, tb, after_now = fmt('r%d', nb), fmt('t%d', nb), fmt('(%d', now)
 local tenant = nil
 local ai0, ki0 = 7, 1
 if ARGV[6] == '1' then
-  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], rpm = tonumber(ARGV[7]),
-    tpm = tonumber(ARGV[8]), conc = tonumber(ARGV[9]), daily = tonumber(ARGV[10]),
-    monthly = tonumber(ARGV[11]), costs = {}}
+  -- Its rpm, tpm and concurrency stay strings (ARGV[7..9]) for `fits`.
+  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], tpm = tonumber(ARGV[8]),
+    daily = tonumber(ARGV[10]), monthly = tonumber(ARGV[11]), costs = {}}
   for c = 1, n do
     tenant.costs[c] = tonumber(ARGV[11 + c])
   end
@@ -60,21 +65,24 @@ local function over_budget(c)
 end
 
 -- Whether one more request of `need` tokens fits in a scope now: window hash w, slots zset z,
--- scope code (1 deployment, 2 provider, 3 tenant) and limits (0 = unlimited). The common case
--- (no bucket has left the window since the last write) is one HMGET and no write; anything else
--- goes through `expire`. When it fits, st receives what `take` needs. Without `reasons` it stops
--- at the first full limit; with `reasons` (a list) it appends every full limit to it.
+-- scope code (1 deployment, 2 provider, 3 tenant) and limits as passed in ARGV ('0' =
+-- unlimited). The common case (no bucket has left the window since the last write) is one HMGET
+-- and no write; anything else goes through `expire`. Values are converted only when a limit
+-- needs them: a full candidate costs its read and a few conversions. When it fits, st receives
+-- what `take` needs. Without `reasons` it stops at the first full limit; with `reasons` (a list)
+-- it appends every full limit to it.
 local function fits(st, w, z, code, rpm, tpm, conc, reasons)
   local v = redis.call('HMGET', w, 'R', 'T', 'o', rb, tb, 'c')
   local o = tonumber(v[3])
+  -- R, T, cr, ct, cd: stored strings (false when missing) on the common path, numbers otherwise.
   local R, T, bk, cr, ct, cd, init
   if o ~= nil and o >= oldest_live and o <= nb then
-    R, T, bk, cr, ct, cd, init = tonumber(v[1]) or 0, tonumber(v[2]) or 0, nb, v[4], v[5],
-      tonumber(v[6]) or 0, false
+    R, T, bk, cr, ct, cd, init = v[1], v[2], nb, v[4], v[5], v[6], false
   else
     local x = expire(w, now)
     R, T, o, bk, cr, ct, cd, init = x.R, x.T, x.o, x.b, x.cr, x.ct, x.cd, x.init or false
   end
+  cd = cd and tonumber(cd) or 0
   local ok = true
   if code == 1 and cd > now then
     if not reasons then
@@ -83,26 +91,34 @@ local function fits(st, w, z, code, rpm, tpm, conc, reasons)
     ok = false
     reasons[#reasons + 1] = {kind = 1, s = 1, at = cd}
   end
-  if rpm > 0 and R + 1 > rpm then
-    if not reasons then
-      return false
+  R = tonumber(R) or 0
+  if rpm ~= '0' then
+    local limit = tonumber(rpm)
+    if R + 1 > limit then
+      if not reasons then
+        return false
+      end
+      ok = false
+      reasons[#reasons + 1] = {kind = 2, s = code, key = w, o = o, total = R, prefix = 'r',
+        need = 1, limit = limit}
     end
-    ok = false
-    reasons[#reasons + 1] = {kind = 2, s = code, key = w, o = o, total = R, prefix = 'r',
-      need = 1, limit = rpm}
   end
-  if tpm > 0 and T + need > tpm then
-    if not reasons then
-      return false
+  T = tonumber(T) or 0
+  if tpm ~= '0' then
+    local limit = tonumber(tpm)
+    if T + need > limit then
+      if not reasons then
+        return false
+      end
+      ok = false
+      reasons[#reasons + 1] = {kind = 3, s = code, key = w, o = o, total = T, prefix = 't',
+        need = need, limit = limit}
     end
-    ok = false
-    reasons[#reasons + 1] = {kind = 3, s = code, key = w, o = o, total = T, prefix = 't',
-      need = need, limit = tpm}
   end
   local live = nil
-  if conc > 0 then
+  if conc ~= '0' then
     live = redis.call('ZCOUNT', z, after_now, '+inf')
-    if live >= conc then
+    if live >= tonumber(conc) then
       if not reasons then
         return false
       end
@@ -146,23 +162,24 @@ local function take(st)
   local b = st.bk
   local rk, tk = rb, tb
   if b ~= nb then
-    rk, tk = 'r' .. b, 't' .. b
+    rk, tk = fmt('r%d', b), fmt('t%d', b)
   end
   if st.init then
-    redis.call('HSET', st.w, rk, st.cr + 1, tk, st.ct + need, 'R', st.R + 1, 'T', st.T + need,
-      'o', st.o, 'h', LAYOUT_NOTE)
+    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
+      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need), 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
   else
-    redis.call('HSET', st.w, rk, st.cr + 1, tk, st.ct + need, 'R', st.R + 1, 'T', st.T + need)
+    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
+      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need))
   end
   if st.cr == 0 and st.ct == 0 then
     -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and
     -- the slots zset every slot admitted during it.
     redis.call('ZREMRANGEBYSCORE', st.z, '-inf', now)
-    redis.call('ZADD', st.z, now + ttl, id)
+    redis.call('ZADD', st.z, slot_end, id)
     redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
     redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
   else
-    redis.call('ZADD', st.z, now + ttl, id)
+    redis.call('ZADD', st.z, slot_end, id)
     if st.live == nil or st.live == 0 then
       -- The zset may have just been created (it disappears when its last slot is freed).
       redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
@@ -183,11 +200,11 @@ for c = 1, n do
       break
     end
     local a = ai + 3 * s
-    ok = fits(held[s], KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, tonumber(ARGV[a - 2]),
-      tonumber(ARGV[a - 1]), tonumber(ARGV[a]))
+    ok = fits(held[s], KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, ARGV[a - 2], ARGV[a - 1],
+      ARGV[a])
   end
   if ok and tenant then
-    ok = fits(held_tenant, tenant.w, tenant.z, 3, tenant.rpm, tenant.tpm, tenant.conc)
+    ok = fits(held_tenant, tenant.w, tenant.z, 3, ARGV[7], ARGV[8], ARGV[9])
     if not ok then
       -- The tenant's own limits refuse every candidate alike.
       break
@@ -234,11 +251,11 @@ for c = 1, n do
     local reasons = {}
     for s = 1, own do
       local a = ai + 3 * s
-      fits(scratch, KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, tonumber(ARGV[a - 2]),
-        tonumber(ARGV[a - 1]), tonumber(ARGV[a]), reasons)
+      fits(scratch, KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, ARGV[a - 2], ARGV[a - 1],
+        ARGV[a], reasons)
     end
     if tenant then
-      fits(scratch, tenant.w, tenant.z, 3, tenant.rpm, tenant.tpm, tenant.conc, reasons)
+      fits(scratch, tenant.w, tenant.z, 3, ARGV[7], ARGV[8], ARGV[9], reasons)
     end
     row = verdict(reasons)
   end
