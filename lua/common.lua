@@ -88,13 +88,21 @@ local function keep_window(key, w, now)
   redis.call('PEXPIRE', key, math.max(WINDOW_TTL_MS, w.cd - now))
 end
 
--- Adds dr requests and dt tokens to bucket k (live) of a window whose totals are R and T,
--- never taking the bucket below zero.
-local function adjust(key, k, dr, dt, R, T)
-  local v = redis.call('HMGET', key, 'r' .. k, 't' .. k)
-  local r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+-- Adds dr requests and dt tokens to bucket k (live) of window `key` as read by `expire` (w),
+-- never taking the bucket below zero. The current bucket's counters come with w; an older one
+-- costs a read. Integers are written through string.format('%d'), far cheaper in Redis's Lua
+-- than the float formatting numeric arguments get.
+local function adjust(key, w, k, dr, dt)
+  local rk, tk = string.format('r%d', k), string.format('t%d', k)
+  local r, t = w.cr, w.ct
+  if k ~= w.b then
+    local v = redis.call('HMGET', key, rk, tk)
+    r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  end
   local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
-  redis.call('HSET', key, 'r' .. k, nr, 't' .. k, nt, 'R', R + nr - r, 'T', T + nt - t)
+  local f = string.format
+  redis.call('HSET', key, rk, f('%d', nr), tk, f('%d', nt), 'R', f('%d', w.R + nr - r),
+    'T', f('%d', w.T + nt - t))
 end
 
 -- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a

@@ -30,7 +30,7 @@ for s = 1, windows do
   if dt ~= 0 or dr ~= 0 then
     local w = expire(KEYS[2 * s - 1], now)
     if is_live(w, bucket) then
-      adjust(KEYS[2 * s - 1], bucket, dr, dt, w.R, w.T)
+      adjust(KEYS[2 * s - 1], w, bucket, dr, dt)
     end
   end
 end

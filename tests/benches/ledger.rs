@@ -4,9 +4,10 @@
 //!
 //! - memory: 1 candidate; 5 candidates where the 4 cheapest are full (the decision checks all
 //!   five and reserves on the last: the worst case).
-//! - redis: the same two, plus a bare EVALSHA of a trivial script on the same server and
-//!   connection in the same run, as the round-trip reference; `admit` alone is timed separately
-//!   (settle runs outside the timed section).
+//! - redis: the same two, plus a bare EVALSHA of a trivial script on the same server in the same
+//!   run, as the round-trip reference; `admit` alone is timed separately (settle runs outside the
+//!   timed section). Then a side-by-side run (bare and admit calls alternating, medians) prints
+//!   the ratio to the bare round trip, and `INFO commandstats` the time spent inside Redis.
 //! - sqlite: the same two on a file in a temporary directory (WAL, one transaction each for
 //!   admit and settle; no other process contending).
 #![allow(missing_docs, clippy::unwrap_used)]
@@ -139,6 +140,102 @@ fn redis(c: &mut Criterion) {
         });
     }
     g.finish();
+    rt.block_on(side_by_side(
+        store.as_ref(),
+        &mut conn,
+        &trivial,
+        &one,
+        &five,
+    ));
+}
+
+/// Round trips on this machine vary with where the scheduler puts the client and the server
+/// (here: 70-95 µs between runs), so the ratio to a bare EVALSHA is also measured call by call:
+/// bare, admit with 1 candidate, admit with 5, repeated, comparing medians. Then the time each
+/// script spends inside Redis, from `INFO commandstats`.
+async fn side_by_side(
+    store: &RedisStore,
+    conn: &mut redis::aio::MultiplexedConnection,
+    trivial: &redis::Script,
+    one: &[DeploymentId],
+    five: &[DeploymentId],
+) {
+    const PAIRS: usize = 20_000;
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..PAIRS {
+        let start = Instant::now();
+        let _: i64 = trivial.prepare_invoke().invoke_async(conn).await.unwrap();
+        times[0].push(start.elapsed().as_secs_f64() * 1e6);
+        for (t, cands) in times[1..].iter_mut().zip([one, five]) {
+            let start = Instant::now();
+            let admission = store.admit(&NEED, cands).await.unwrap();
+            t.push(start.elapsed().as_secs_f64() * 1e6);
+            if let Admission::Granted(r) = admission {
+                store.settle(&r, ActualUsage::tokens(650)).await.unwrap();
+            }
+        }
+    }
+    let [bare, one_t, five_t] = times.map(median);
+    println!(
+        "redis side by side ({PAIRS} rounds, medians): bare EVALSHA {bare:.1} µs; \
+         admit 1 candidate {one_t:.1} µs ({:.2}x); admit 5 candidates {five_t:.1} µs ({:.2}x)",
+        one_t / bare,
+        five_t / bare
+    );
+
+    const CALLS: usize = 2_000;
+    let mut inside = Vec::new();
+    for cands in [None, Some(one), Some(five)] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(conn)
+            .await
+            .unwrap();
+        let mut held = Vec::with_capacity(CALLS);
+        for _ in 0..CALLS {
+            match cands {
+                None => {
+                    let _: i64 = trivial.prepare_invoke().invoke_async(conn).await.unwrap();
+                }
+                Some(c) => match store.admit(&NEED, c).await.unwrap() {
+                    Admission::Granted(r) => held.push(r),
+                    Admission::Denied(d) => panic!("bench deployment refused: {d:?}"),
+                },
+            }
+        }
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(conn)
+            .await
+            .unwrap();
+        inside.push(usec_per_call(&info, "evalsha"));
+        for r in held {
+            store.release(&r).await.unwrap();
+        }
+    }
+    println!(
+        "inside Redis (INFO commandstats, {CALLS} calls each): bare EVALSHA {:.1} µs; \
+         admit 1 candidate {:.1} µs; admit 5 candidates {:.1} µs",
+        inside[0], inside[1], inside[2]
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `usec_per_call` of `command` in an `INFO commandstats` reply.
+fn usec_per_call(info: &str, command: &str) -> f64 {
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{command}:")))
+        .unwrap();
+    let field = line
+        .split(',')
+        .find_map(|f| f.strip_prefix("usec_per_call="))
+        .unwrap();
+    field.parse().unwrap()
 }
 
 fn sqlite(c: &mut Criterion) {
