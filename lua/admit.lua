@@ -166,7 +166,8 @@ local function take(st)
   end
   if st.init then
     redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
-      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need), 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
+      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need), 'o', fmt('%d', st.o),
+      'h', LAYOUT_NOTE)
   else
     redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
       'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need))
