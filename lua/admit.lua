@@ -1,11 +1,11 @@
 -- admit (contract v1): reserve one request on the first candidate whose cooldown, deployment
 -- limits and provider limits all fit, atomically across all candidates.
 --
--- KEYS: with a tenant, first its window hash, slots zset and spend hash (llmroute:{ns}:v1:w:t:<name>,
---   ...:s:t:<name>, ...:b:t:<name>); then per candidate in the caller's (cost) order, per scope
---   (the deployment, then its provider when the provider has provider-wide limits): the window
---   hash and the slots zset (llmroute:{ns}:v1:w:<scope>, llmroute:{ns}:v1:s:<scope>). The
---   deployment's window hash also holds its cooldown.
+-- KEYS: with a tenant, first its window hash, slots zset and spend hash
+--   (llmroute:{ns}:v1:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the
+--   caller's (cost) order, per scope (the deployment, then its provider when the provider has
+--   provider-wide limits): the window hash and the slots zset (llmroute:{ns}:v1:w:<scope>,
+--   llmroute:{ns}:v1:s:<scope>). The deployment's window hash also holds its cooldown.
 -- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] tokens needed,
 --   [4] slot ttl ms (at most one hour), [5] number of candidates n, [6] 1 with a tenant, else 0;
 --   with a tenant: [7..9] its rpm, tpm, concurrency, [10..11] its daily and monthly budget in

@@ -36,10 +36,10 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it. Returns a table:
--- R, T (totals), o (oldest live bucket), b (the bucket new admissions go to), cr, ct (counters
--- of bucket b), cd (cooldown end, 0 if none), init (o is not stored yet: the first write must
--- store it), fresh (nothing admitted in b yet); one read.
+-- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it.
+-- Returns a table: R, T (totals), o (oldest live bucket), b (the bucket new admissions go to),
+-- cr, ct (counters of bucket b), cd (cooldown end, 0 if none), init (o is not stored yet: the
+-- first write must store it), fresh (nothing admitted in b yet); one read.
 local function expire(key, now)
   local nb = math.floor(now / BUCKET_MS)
   local v = redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
