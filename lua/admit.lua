@@ -28,9 +28,6 @@ local id, need, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber
 -- cost more than the reads themselves.
 local nb = math.floor(now / BUCKET_MS)
 local oldest_live = nb - SPAN
--- string.format('%d') turns an integer into a string for a fraction of what `..` or a numeric
--- redis.call argument costs (both go through '%.17g'-style float formatting).
-local fmt = string.format
 local slot_end = fmt('%d', now + ttl)
 local rb, tb, after_now = fmt('r%d', nb), fmt('t%d', nb), fmt('(%d', now)
 local tenant = nil
@@ -79,7 +76,7 @@ local function fits(st, w, z, code, rpm, tpm, conc, reasons)
   if o ~= nil and o >= oldest_live and o <= nb then
     R, T, bk, cr, ct, cd, init = v[1], v[2], nb, v[4], v[5], v[6], false
   else
-    local x = expire(w, now)
+    local x = expire(w, now, v)
     R, T, o, bk, cr, ct, cd, init = x.R, x.T, x.o, x.b, x.cr, x.ct, x.cd, x.init or false
   end
   cd = cd and tonumber(cd) or 0
@@ -164,13 +161,11 @@ local function take(st)
   if b ~= nb then
     rk, tk = fmt('r%d', b), fmt('t%d', b)
   end
+  redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
+    'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need))
   if st.init then
-    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
-      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need), 'o', fmt('%d', st.o),
-      'h', LAYOUT_NOTE)
-  else
-    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
-      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need))
+    -- A new window (once per idle spell): store where it starts, and the layout note.
+    redis.call('HSET', st.w, 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
   end
   if st.cr == 0 and st.ct == 0 then
     -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and

@@ -19,6 +19,9 @@
 -- This mirrors router-core/src/ledger/window.rs; the conformance suite checks they agree.
 
 local BUCKET_MS = 1000
+-- string.format('%d') turns an integer into a string for a fraction of what `..` on a number or
+-- a numeric redis.call argument costs (both go through '%.17g'-style float formatting).
+local fmt = string.format
 local LAYOUT_NOTE = 'llmroute window hash; kept a hash table (this value is over 64 bytes)'
 local SPAN = 60
 local WINDOW_TTL_MS = 62000
@@ -39,10 +42,11 @@ end
 -- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it.
 -- Returns a table: R, T (totals), o (oldest live bucket), b (the bucket new admissions go to),
 -- cr, ct (counters of bucket b), cd (cooldown end, 0 if none), init (o is not stored yet: the
--- first write must store it), fresh (nothing admitted in b yet); one read.
-local function expire(key, now)
+-- first write must store it), fresh (nothing admitted in b yet). One read, or none when the
+-- caller passes its own HMGET of R, T, o, r<nb>, t<nb>, c (in that order) as v.
+local function expire(key, now, v)
   local nb = math.floor(now / BUCKET_MS)
-  local v = redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
+  v = v or redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
   local w = {R = tonumber(v[1]) or 0, T = tonumber(v[2]) or 0, o = tonumber(v[3]), b = nb,
     cr = tonumber(v[4]) or 0, ct = tonumber(v[5]) or 0, cd = tonumber(v[6]) or 0}
   local live = nb - SPAN
@@ -90,19 +94,17 @@ end
 
 -- Adds dr requests and dt tokens to bucket k (live) of window `key` as read by `expire` (w),
 -- never taking the bucket below zero. The current bucket's counters come with w; an older one
--- costs a read. Integers are written through string.format('%d'), far cheaper in Redis's Lua
--- than the float formatting numeric arguments get.
+-- costs a read. Integers are written through fmt('%d').
 local function adjust(key, w, k, dr, dt)
-  local rk, tk = string.format('r%d', k), string.format('t%d', k)
+  local rk, tk = fmt('r%d', k), fmt('t%d', k)
   local r, t = w.cr, w.ct
   if k ~= w.b then
     local v = redis.call('HMGET', key, rk, tk)
     r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
   end
   local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
-  local f = string.format
-  redis.call('HSET', key, rk, f('%d', nr), tk, f('%d', nt), 'R', f('%d', w.R + nr - r),
-    'T', f('%d', w.T + nt - t))
+  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), 'R', fmt('%d', w.R + nr - r),
+    'T', fmt('%d', w.T + nt - t))
 end
 
 -- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a
