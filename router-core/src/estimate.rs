@@ -42,7 +42,7 @@ pub fn count<'a>(contents: impl IntoIterator<Item = &'a str>) -> u64 {
 
 /// What `api`'s tokenizer makes of `o200k` o200k tokens.
 pub fn scale(api: Api, o200k: u64) -> u64 {
-    o200k * ratio_percent(api) / 100
+    o200k.saturating_mul(ratio_percent(api)) / 100
 }
 
 /// Completion-size history per deployment: an exponentially weighted moving average.

@@ -9,6 +9,7 @@
 //!   passes the same conformance suite.
 //! - [`select`]: candidates ranked by the estimated cost of a request.
 //! - [`estimate`]: prompt tokens (tiktoken) and completion tokens (recent history).
+//! - [`flow`]: the request flow, one sans-IO state machine every driver runs.
 //! - [`retry`]: what to do after a failure or a refusal; it decides, the router acts.
 //! - [`clock`]: time, injected, so tests move it instead of sleeping.
 //! - [`sim`]: the routing core on a virtual clock against simulated providers.
@@ -17,6 +18,7 @@
 pub mod clock;
 pub mod config;
 pub mod estimate;
+pub mod flow;
 pub mod ledger;
 pub mod retry;
 pub mod select;

@@ -9,6 +9,8 @@
 //!   over the computed one.
 //! - The computed wait is exponential backoff with full jitter: a uniform draw in
 //!   `[0, min(cap, base x 2^(attempt-1)))`.
+//! - Stated waits are clamped at `retry.max_cooldown_secs` (default 300 s), so a server that
+//!   says `Retry-After: 86400` cools the deployment down for five minutes, not a day.
 //! - Billing or daily-quota failures cool the deployment down for at least an hour: they do not
 //!   clear by retrying.
 //! - Waiting for capacity lasts until the soonest moment the ledger says a candidate can take the
@@ -119,11 +121,19 @@ impl RetryPolicy {
         stated: Option<Duration>,
         unit: f64,
     ) -> Option<Duration> {
+        let stated = stated.map(|s| self.clamp(s));
         match kind {
             FailureKind::Fatal => None,
             FailureKind::Billing => Some(stated.unwrap_or_default().max(BILLING_COOLDOWN)),
             _ => Some(stated.unwrap_or_else(|| self.backoff(attempt, unit))),
         }
+    }
+
+    /// A wait a provider stated (`Retry-After`, a rate-limit reset), clamped at
+    /// `retry.max_cooldown_secs`: a misbehaving server must not cool a deployment down for every
+    /// instance for a day.
+    pub fn clamp(&self, stated: Duration) -> Duration {
+        stated.min(self.settings.max_cooldown)
     }
 
     /// How much later than an interactive request a batch request that has waited `age`
@@ -171,6 +181,7 @@ mod tests {
             cap: Duration::from_secs(2),
             deadline: Duration::from_secs(60),
             attempt_timeout: Duration::from_secs(10),
+            max_cooldown: Duration::from_secs(300),
         })
     }
 
@@ -216,7 +227,15 @@ mod tests {
             ((1, FailureKind::Billing, None, 0.5), fail_over(3_600_000)),
             (
                 (1, FailureKind::Billing, Some(MS(7_200_000)), 0.5),
-                fail_over(7_200_000),
+                fail_over(3_600_000),
+            ),
+            (
+                (1, FailureKind::RateLimited, Some(MS(86_400_000)), 0.5),
+                fail_over(300_000),
+            ),
+            (
+                (1, FailureKind::Overloaded, Some(Duration::MAX), 0.5),
+                fail_over(300_000),
             ),
             (
                 (1, FailureKind::Billing, Some(MS(1500)), 0.5),

@@ -23,11 +23,25 @@ pub fn rank(
     input: u64,
     output: u64,
 ) -> Vec<Ranked> {
+    rank_by(registry, candidates, |_| (input, output))
+}
+
+/// `candidates` ordered cheapest first when each has its own estimate: `estimate(d)` gives
+/// `(prompt tokens, completion tokens)` on `d` (providers' tokenizers and histories differ);
+/// equal costs keep configuration order.
+pub fn rank_by(
+    registry: &Registry,
+    candidates: &[DeploymentId],
+    estimate: impl Fn(DeploymentId) -> (u64, u64),
+) -> Vec<Ranked> {
     let mut ranked: Vec<Ranked> = candidates
         .iter()
-        .map(|&deployment| Ranked {
-            deployment,
-            cost_usd: registry.deployment(deployment).price.cost(input, output),
+        .map(|&deployment| {
+            let (input, output) = estimate(deployment);
+            Ranked {
+                deployment,
+                cost_usd: registry.deployment(deployment).price.cost(input, output),
+            }
         })
         .collect();
     ranked.sort_by(|a, b| {

@@ -19,12 +19,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", answer.content);
     eprintln!(
         "-- {}/{}: {} prompt + {} completion tokens, ${:.6}, {} attempt(s)",
-        answer.provider,
-        answer.model,
-        answer.usage.prompt_tokens,
-        answer.usage.completion_tokens,
-        answer.cost_usd,
-        answer.attempts.len()
+        answer.receipt.provider,
+        answer.receipt.model,
+        answer.receipt.usage.prompt_tokens,
+        answer.receipt.usage.completion_tokens,
+        answer.receipt.cost_usd,
+        answer.receipt.attempts.len()
     );
     Ok(())
 }

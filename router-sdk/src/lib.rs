@@ -28,7 +28,8 @@
 //! # async fn run() -> Result<(), router_sdk::Error> {
 //! let router = Router::from_path("providers.yaml").await?;
 //! let answer = router.chat(ChatRequest::new("Say hello in French.")).await?;
-//! println!("{} (from {}/{}, ${:.6})", answer.content, answer.provider, answer.model, answer.cost_usd);
+//! let how = &answer.receipt;
+//! println!("{} (from {}/{}, ${:.6})", answer.content, how.provider, how.model, how.cost_usd);
 //! # Ok(())
 //! # }
 //! ```
@@ -72,6 +73,7 @@
 #![forbid(unsafe_code)]
 
 mod chat;
+mod drive;
 mod error;
 mod guard;
 mod router;
@@ -88,6 +90,6 @@ pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{
     Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Priority,
-    Role, StreamSummary, Usage,
+    Receipt, Role, Usage,
 };
 pub use wire::classify::FailureClass;

@@ -8,18 +8,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry};
 use router_core::estimate::{self, OutputEstimator};
+use router_core::flow::{self, Ask, Reports};
 use router_core::ledger::{
-    Admission, Denial, Ledger, MAX_SLOT_TTL, MemoryStore, Need, RedisStore, RedisStoreOptions,
-    Scope, TenantNeed, TenantSpec, Verdict,
+    Denial, Ledger, MemoryStore, RedisStore, RedisStoreOptions, Scope, TenantSpec, Verdict,
 };
-use router_core::retry::{OnDenied, RetryPolicy};
-use router_core::select;
+use router_core::retry::RetryPolicy;
 
 use crate::error::Error;
-use crate::guard::{Guard, micros};
+use crate::guard::Settler;
 use crate::secret::{ApiKey, EnvKeys, KeySource};
 use crate::time::{Sleeper, TokioSleeper};
-use crate::types::{Attempt, ChatRequest, Priority, Usage};
+use crate::types::ChatRequest;
 
 /// Routes chat requests to the cheapest deployment with room, within every shared limit.
 ///
@@ -40,8 +39,10 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sleeper: Arc<dyn Sleeper>,
     rng: Mutex<fastrand::Rng>,
-    /// When each deployment's rate-limit headers were last sent to the ledger (ms).
-    pub(crate) reported: Vec<std::sync::atomic::AtomicU64>,
+    /// Which provider rate-limit reports go to the ledger.
+    pub(crate) reports: Reports,
+    /// Settlements and releases, retried off the caller's path until they land.
+    pub(crate) settler: Arc<Settler>,
 }
 
 /// Builds a [`Router`], with any of its parts replaced.
@@ -133,7 +134,7 @@ impl RouterBuilder {
             .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let inner = Inner {
             registry,
-            ledger,
+            ledger: ledger.clone(),
             http,
             policy,
             outputs,
@@ -141,7 +142,8 @@ impl RouterBuilder {
             clock: self.clock,
             sleeper: self.sleeper,
             rng: Mutex::new(rng),
-            reported: (0..deployments).map(|_| Default::default()).collect(),
+            reports: Reports::new(deployments, policy.settings().max_cooldown),
+            settler: Arc::new(Settler::new(ledger.clone())),
         };
         Ok(Router {
             inner: Arc::new(inner),
@@ -149,16 +151,13 @@ impl RouterBuilder {
     }
 }
 
-/// One request's plan: candidates cheapest first, what to reserve, when to give up.
+/// One request's plan and the keys of its candidates' providers.
 #[derive(Debug)]
-pub(crate) struct Plan {
-    pub(crate) ranked: Vec<DeploymentId>,
+pub(crate) struct Planned {
+    pub(crate) plan: flow::Plan,
     pub(crate) keys: HashMap<ProviderId, ApiKey>,
-    pub(crate) need: Need,
-    pub(crate) estimate: Usage,
-    pub(crate) started_ms: u64,
-    pub(crate) deadline_ms: u64,
-    pub(crate) priority: Priority,
+    /// The model or alias asked for.
+    pub(crate) model: String,
 }
 
 /// What a request would be offered to: its estimate and its candidates, cheapest first.
@@ -170,16 +169,6 @@ pub struct Preview {
     pub completion_tokens: u64,
     /// Candidates with a key set, cheapest first: (provider, model, estimated cost in USD).
     pub candidates: Vec<(String, String, f64)>,
-}
-
-/// What happened so far to one request.
-#[derive(Debug, Default)]
-pub(crate) struct Progress {
-    pub(crate) attempts: Vec<Attempt>,
-    pub(crate) waited: Duration,
-    /// The last failed call, when the request went on after it: if the request then runs out
-    /// of time, that failure is the honest answer, not "no capacity".
-    pub(crate) last_failure: Option<(DeploymentId, crate::transport::CallFailure)>,
 }
 
 impl Router {
@@ -220,6 +209,20 @@ impl Router {
         &self.inner.ledger
     }
 
+    /// Waits until every settlement handed to the background has landed or been given up: a
+    /// dropped request's (with a store that does not answer at once, such as Redis), or one the
+    /// ledger failed to take at first and is retried with backoff. Call it before the process
+    /// exits, so nothing stays held in the shared ledger until its slot expires.
+    pub async fn drain(&self) {
+        self.inner.settler.drain().await;
+    }
+
+    /// How many settlements were given up since the router was built: the ledger refused them
+    /// until their slot would have expired anyway. Each one is also logged with `warn!`.
+    pub fn settlements_given_up(&self) -> u64 {
+        self.inner.settler.given_up()
+    }
+
     pub(crate) fn now_ms(&self) -> u64 {
         self.inner.clock.now_ms()
     }
@@ -228,6 +231,16 @@ impl Router {
         UNIX_EPOCH + Duration::from_millis(self.now_ms())
     }
 
+    /// A random id (request ids).
+    pub(crate) fn draw_u64(&self) -> u64 {
+        self.inner
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .u64(..)
+    }
+
+    /// A random draw in `[0, 1)`, for jitter.
     pub(crate) fn unit(&self) -> f64 {
         self.inner
             .rng
@@ -237,17 +250,19 @@ impl Router {
     }
 
     /// The estimate and the candidates of `req`, cheapest first, without admitting or calling.
+    /// The estimate shown is the largest of the candidates' own.
     pub fn preview(&self, req: &ChatRequest) -> Result<Preview, Error> {
-        let plan = self.plan(req)?;
+        let Planned { plan, .. } = self.plan(req)?;
         let registry = &self.inner.registry;
         let candidates = plan
             .ranked
             .iter()
-            .map(|&d| {
+            .zip(&plan.estimates)
+            .map(|(&d, e)| {
                 let cost = registry
                     .deployment(d)
                     .price
-                    .cost(plan.estimate.prompt_tokens, plan.estimate.completion_tokens);
+                    .cost(e.prompt_tokens, e.completion_tokens);
                 (
                     registry.provider_of(d).name.clone(),
                     registry.deployment(d).model.clone(),
@@ -255,15 +270,17 @@ impl Router {
                 )
             })
             .collect();
+        let largest = |f: fn(&flow::Estimate) -> u64| plan.estimates.iter().map(f).max();
         Ok(Preview {
-            prompt_tokens: plan.estimate.prompt_tokens,
-            completion_tokens: plan.estimate.completion_tokens,
+            prompt_tokens: largest(|e| e.prompt_tokens).unwrap_or(0),
+            completion_tokens: largest(|e| e.completion_tokens).unwrap_or(0),
             candidates,
         })
     }
 
-    /// Validates the request and works out its candidates, estimate and deadline.
-    pub(crate) fn plan(&self, req: &ChatRequest) -> Result<Plan, Error> {
+    /// Validates the request and plans it: candidates with a key, each one's estimate, the
+    /// ranking, what to reserve and the deadline ([`flow::Plan::new`]).
+    pub(crate) fn plan(&self, req: &ChatRequest) -> Result<Planned, Error> {
         let registry = &self.inner.registry;
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
@@ -294,60 +311,25 @@ impl Router {
             .into_iter()
             .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
             .collect();
-        let o200k = estimate::count(req.messages.iter().map(|m| m.content.as_str()));
-        let prompt = usable
-            .iter()
-            .map(|&d| estimate::scale(registry.provider_of(d).api, o200k))
-            .max();
-        let output = usable
-            .iter()
-            .map(|&d| self.inner.outputs.estimate(d, req.max_tokens))
-            .max();
-        let estimate = Usage {
-            prompt_tokens: prompt.unwrap_or(0),
-            completion_tokens: output.unwrap_or(0),
-        };
-        let ranked: Vec<DeploymentId> = select::rank(
-            registry,
-            &usable,
-            estimate.prompt_tokens,
-            estimate.completion_tokens,
-        )
-        .into_iter()
-        .map(|r| r.deployment)
-        .collect();
-        let deadline = req.deadline.unwrap_or(registry.retry.deadline);
-        // A slot must outlive its request: a slot that expired in flight would admit one too many.
-        let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms)
-            .max(deadline)
-            .min(MAX_SLOT_TTL);
-        let mut need = Need::new(estimate.total_tokens(), slot_ttl);
-        need.tenant = self.tenant_need(req, &ranked, estimate)?;
-        if req.priority == Priority::Batch {
-            let share = (registry.priorities.batch_share * 100.0).floor();
-            need.share_percent = share.clamp(1.0, 100.0) as u8;
-        }
-        let now = self.now_ms();
-        Ok(Plan {
-            ranked,
-            keys,
-            need,
-            estimate,
-            started_ms: now,
-            deadline_ms: now + deadline.as_millis() as u64,
+        let ask = Ask {
+            o200k: estimate::count(req.messages.iter().map(|m| m.content.as_str())),
+            max_tokens: req.max_tokens,
+            tenant: self.tenant_of(req)?,
             priority: req.priority,
+            deadline: req.deadline.unwrap_or(registry.retry.deadline),
+        };
+        let plan = flow::Plan::new(registry, &self.inner.outputs, &usable, ask, self.now_ms());
+        Ok(Planned {
+            plan,
+            keys,
+            model: model.to_owned(),
         })
     }
 
-    /// The request's tenant as the ledger accounts it: its tier's limits and budget, and the
-    /// request's estimated cost on each candidate. `None` without a tenant, or when the tenant
-    /// has no tier (no `members` entry and no `default_tier`): it is then not limited.
-    fn tenant_need(
-        &self,
-        req: &ChatRequest,
-        ranked: &[DeploymentId],
-        estimate: Usage,
-    ) -> Result<Option<TenantNeed>, Error> {
+    /// The request's tenant as the ledger accounts it: its tier's limits and budget. `None`
+    /// without a tenant, or when the tenant has no tier (no `members` entry and no
+    /// `default_tier`): it is then not limited.
+    fn tenant_of(&self, req: &ChatRequest) -> Result<Option<TenantSpec>, Error> {
         let Some(name) = req.tenant.as_deref() else {
             return Ok(None);
         };
@@ -357,16 +339,9 @@ impl Router {
             )));
         }
         let registry = &self.inner.registry;
-        let Some(tier) = registry.tier_of(name) else {
-            return Ok(None);
-        };
-        let (input, output) = (estimate.prompt_tokens, estimate.completion_tokens);
-        let costs = ranked
-            .iter()
-            .map(|&d| micros(registry.deployment(d).price.cost(input, output)))
-            .collect();
-        let spec = TenantSpec::of_tier(name, tier);
-        Ok(Some(TenantNeed { spec, costs }))
+        Ok(registry
+            .tier_of(name)
+            .map(|tier| TenantSpec::of_tier(name, tier)))
     }
 
     /// The keys of the candidates' providers; an error naming the variables when none is set.
@@ -398,64 +373,8 @@ impl Router {
         Ok(keys)
     }
 
-    /// Admits the request on the cheapest candidate with room, waiting for capacity when none
-    /// has any, up to the deadline.
-    pub(crate) async fn acquire(
-        &self,
-        plan: &Plan,
-        progress: &mut Progress,
-    ) -> Result<Guard, Error> {
-        loop {
-            let denial = match self.inner.ledger.admit(&plan.need, &plan.ranked).await? {
-                Admission::Granted(r) => {
-                    let price = self.inner.registry.deployment(r.deployment).price;
-                    return Ok(Guard::new(self.inner.ledger.clone(), r, price));
-                }
-                Admission::Denied(denial) => denial,
-            };
-            if let (Some(resets_in), Some(t)) = (denial.budget_resets_in(), &plan.need.tenant) {
-                return Err(Error::BudgetExhausted {
-                    tenant: t.spec.name.clone(),
-                    detail: self.describe(&denial),
-                    resets_in,
-                    attempts: std::mem::take(&mut progress.attempts),
-                });
-            }
-            let now = self.now_ms();
-            let remaining = Duration::from_millis(plan.deadline_ms.saturating_sub(now));
-            let policy = &self.inner.policy;
-            match policy.on_denied(denial.retry_after(), remaining, self.unit()) {
-                OnDenied::Wait(wait) => {
-                    // Interactive requests of this instance retry first when capacity returns.
-                    let handicap = match plan.priority {
-                        Priority::Batch => {
-                            policy.batch_delay(Duration::from_millis(now - plan.started_ms))
-                        }
-                        Priority::Interactive => Duration::ZERO,
-                    };
-                    let wait = (wait + handicap)
-                        .min(remaining)
-                        .max(Duration::from_millis(1));
-                    self.inner.sleeper.sleep(wait).await;
-                    progress.waited += wait;
-                }
-                OnDenied::GiveUp => {
-                    if let Some((d, failure)) = progress.last_failure.take() {
-                        return Err(self.error(d, failure, progress));
-                    }
-                    return Err(Error::NoCapacity {
-                        never: denial.never_fits(),
-                        retry_after: denial.retry_after(),
-                        detail: self.describe(&denial),
-                        attempts: std::mem::take(&mut progress.attempts),
-                    });
-                }
-            }
-        }
-    }
-
     /// `deepseek/deepseek-chat: rpm full for 12.0s; openai/gpt-4o-mini: tpm never fits`.
-    fn describe(&self, denial: &Denial) -> String {
+    pub(crate) fn describe(&self, denial: &Denial) -> String {
         let parts: Vec<String> = denial
             .refusals
             .iter()
@@ -477,10 +396,5 @@ impl Router {
             })
             .collect();
         parts.join("; ")
-    }
-
-    /// Time left before the deadline.
-    pub(crate) fn remaining(&self, plan: &Plan) -> Duration {
-        Duration::from_millis(plan.deadline_ms.saturating_sub(self.now_ms()))
     }
 }

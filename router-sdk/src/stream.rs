@@ -11,15 +11,15 @@ use std::task::{Context, Poll};
 
 use eventsource_stream::Eventsource;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
-use router_core::config::DeploymentId;
+use tracing::Instrument;
 
+use crate::chat::CallInput;
+use crate::drive::Request;
 use crate::error::Error;
 use crate::guard::Guard;
-use crate::router::{Plan, Progress, Router};
+use crate::router::Router;
 use crate::transport::{self, CallFailure};
-use crate::types::{
-    AttemptOutcome, ChatChunk, ChatRequest, FinishReason, StreamEvent, StreamSummary, Usage,
-};
+use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, Usage};
 use crate::wire::StreamDecoder;
 use crate::wire::classify::Failure;
 
@@ -48,15 +48,12 @@ type Events = BoxStream<'static, Result<eventsource_stream::Event, String>>;
 /// A stream in progress.
 struct Live {
     router: Router,
+    request: Request,
     guard: Option<Guard>,
-    deployment: DeploymentId,
     events: Events,
     decoder: StreamDecoder,
     usage: Option<Usage>,
     finish: Option<FinishReason>,
-    estimate: Usage,
-    deadline_ms: u64,
-    progress: Progress,
     pending: VecDeque<Result<ChatChunk, Error>>,
     ended: bool,
 }
@@ -64,50 +61,57 @@ struct Live {
 impl Router {
     /// Like [`Router::chat`], but yields the answer as it arrives.
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream, Error> {
-        let plan = self.plan(&req)?;
-        let mut progress = Progress::default();
-        loop {
-            let guard = self.acquire(&plan, &mut progress).await?;
-            let d = guard.deployment();
-            let (api, request) = self.wire(&plan, &req, d, true);
-            let (limits, now) = (self.call_limits(&plan), self.system_now());
-            match transport::send(&self.inner.http, api, request, limits, now).await {
-                Ok(response) => {
-                    self.observe(d, response.headers()).await;
-                    let events = response
-                        .bytes_stream()
-                        .eventsource()
-                        .map(|e| e.map_err(|e| e.to_string()));
-                    return Ok(self.live(&plan, progress, guard, events.boxed()));
-                }
-                Err(failure) => self.fail(&plan, &mut progress, guard, failure).await?,
-            }
-        }
-    }
-
-    fn live(&self, plan: &Plan, progress: Progress, guard: Guard, events: Events) -> ChatStream {
-        let deployment = guard.deployment();
+        let mut request = self.begin(&req)?;
+        let span = request.span.clone();
+        let input = CallInput {
+            req: &req,
+            keys: request.planned.keys.clone(),
+            deadline_ms: request.planned.plan.deadline_ms,
+        };
+        let (guard, response) = self
+            .until_answer(&mut request, |d| self.open_stream(&input, d))
+            .instrument(span.clone())
+            .await?;
+        let api = self.inner.registry.provider_of(guard.deployment()).api;
+        let events = response
+            .bytes_stream()
+            .eventsource()
+            .map(|e| e.map_err(|e| e.to_string()))
+            .boxed();
         let live = Live {
             router: self.clone(),
+            request,
             guard: Some(guard),
-            deployment,
             events,
-            decoder: StreamDecoder::new(self.inner.registry.provider_of(deployment).api),
+            decoder: StreamDecoder::new(api),
             usage: None,
             finish: None,
-            estimate: plan.estimate,
-            deadline_ms: plan.deadline_ms,
-            progress,
             pending: VecDeque::new(),
             ended: false,
         };
-        let inner = futures_util::stream::unfold(live, |mut live| async move {
-            let item = live.next_item().await?;
-            Some((item, live))
+        let inner = futures_util::stream::unfold(live, move |mut live| {
+            let span = span.clone();
+            async move {
+                let item = live.next_item().instrument(span).await?;
+                Some((item, live))
+            }
         });
-        ChatStream {
+        Ok(ChatStream {
             inner: inner.boxed(),
-        }
+        })
+    }
+
+    /// Opens a stream on `d`: the provider must start answering within the attempt's time.
+    async fn open_stream(
+        &self,
+        input: &CallInput<'_>,
+        d: router_core::config::DeploymentId,
+    ) -> Result<reqwest::Response, CallFailure> {
+        let (api, request) = self.wire(input, d, true);
+        let (limits, now) = (self.call_limits(input.deadline_ms), self.system_now());
+        let response = transport::send(&self.inner.http, api, request, limits, now).await?;
+        self.observe(d, response.headers()).await;
+        Ok(response)
     }
 }
 
@@ -127,7 +131,7 @@ impl Live {
 
     /// Reads one event and queues what it means for the caller.
     async fn pump(&mut self) {
-        let left = self.deadline_ms.saturating_sub(self.router.now_ms());
+        let left = (self.request.planned.plan.deadline_ms).saturating_sub(self.router.now_ms());
         let next =
             tokio::time::timeout(std::time::Duration::from_millis(left), self.events.next()).await;
         match next {
@@ -168,46 +172,33 @@ impl Live {
         }
     }
 
-    /// The provider finished: settle with its usage and queue the summary.
+    /// The provider finished: settle with its usage and queue the receipt.
     async fn complete(&mut self) {
         self.ended = true;
-        let usage = self.usage.unwrap_or(self.estimate);
         if let Some(guard) = self.guard.take() {
-            guard.settle(usage).await;
+            let receipt = self
+                .router
+                .finish(
+                    &mut self.request,
+                    guard,
+                    self.usage,
+                    self.finish.take(),
+                    None,
+                )
+                .await;
+            self.pending.push_back(Ok(ChatChunk::Done(receipt)));
         }
-        let router = &self.router;
-        router
-            .inner
-            .outputs
-            .record(self.deployment, usage.completion_tokens);
-        self.progress
-            .attempts
-            .push(router.attempt(self.deployment, AttemptOutcome::Ok));
-        let registry = &router.inner.registry;
-        let summary = StreamSummary {
-            finish_reason: self.finish.take(),
-            provider: registry.provider_of(self.deployment).name.clone(),
-            model: registry.deployment(self.deployment).model.clone(),
-            usage,
-            cost_usd: router.cost(self.deployment, usage),
-            attempts: std::mem::take(&mut self.progress.attempts),
-            waited: self.progress.waited,
-        };
-        self.pending.push_back(Ok(ChatChunk::Done(summary)));
     }
 
-    /// The stream broke (an error event, a transport error, an early end): settle what the
-    /// provider reported (else the estimate), cool the deployment down if the provider is in
-    /// trouble, and end with an error. Never retried: the caller may already have output.
+    /// The stream broke (an error event, a transport error, an early end): the flow settles
+    /// what the provider reported (else the estimate), cools the deployment down if the provider
+    /// is in trouble, and ends the request with an error. Never retried: the caller may already
+    /// have output.
     async fn break_off(&mut self, failure: Option<Failure>, transport: &str) {
         self.ended = true;
-        if let Some(guard) = self.guard.take() {
-            match self.usage {
-                Some(usage) => guard.settle(usage).await,
-                None => guard.settle_estimate().await,
-            }
-        }
-        let router = self.router.clone();
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
         let failure = match failure {
             Some(failure) => CallFailure::Provider {
                 failure,
@@ -215,39 +206,15 @@ impl Live {
             },
             None => CallFailure::Timeout(transport.to_owned()),
         };
-        let error = router
-            .fail_stream(self.deployment, failure, &mut self.progress)
+        let router = self.router.clone();
+        let next = router
+            .failed(&mut self.request, guard, failure, Some(self.usage))
             .await;
-        self.pending.push_back(Err(error));
-    }
-}
-
-impl Router {
-    /// Records a mid-stream failure, cools the deployment down where the provider is in trouble,
-    /// and returns the error to end the stream with.
-    async fn fail_stream(
-        &self,
-        d: DeploymentId,
-        failure: CallFailure,
-        progress: &mut Progress,
-    ) -> Error {
-        let (kind, stated) = match &failure {
-            CallFailure::Provider { failure, .. } => (failure.class.kind(), failure.retry_after),
-            _ => (router_core::retry::FailureKind::Transport, None),
+        let error = match next {
+            router_core::flow::Next::GiveUp(why) => router.give_up(&mut self.request, why),
+            // A stream that started is never retried: the flow always gives up here.
+            _ => router.give_up(&mut self.request, router_core::flow::GiveUp::LastFailure),
         };
-        let cooldown = self.inner.policy.cooldown(1, kind, stated, self.unit());
-        if let Some(c) = cooldown {
-            let _ = self.inner.ledger.cooldown(d, c).await;
-        }
-        progress.attempts.push(self.attempt(
-            d,
-            AttemptOutcome::Failed {
-                kind: failure.kind_name().to_owned(),
-                status: failure.status(),
-                message: failure.message().to_owned(),
-                cooldown,
-            },
-        ));
-        self.error(d, failure, progress)
+        self.pending.push_back(Err(error));
     }
 }

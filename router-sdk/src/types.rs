@@ -50,19 +50,7 @@ impl Message {
     }
 }
 
-/// How urgent a request is. Batch requests may use only `priorities.batch_share` of each
-/// deployment's capacity, so interactive ones always find headroom across all instances; within
-/// an instance, waiting interactive requests retry before waiting batch ones (a head start that
-/// shrinks as a batch request ages, so it never starves).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    /// Someone is waiting for the answer.
-    #[default]
-    Interactive,
-    /// Background work.
-    Batch,
-}
+pub use router_core::flow::Priority;
 
 /// A chat request, independent of provider.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -169,6 +157,10 @@ pub enum AttemptOutcome {
         /// The cooldown put on the deployment, if any.
         #[serde(skip_serializing_if = "Option::is_none", with = "opt_ms")]
         cooldown: Option<Duration>,
+        /// The provider's stated wait, when it was longer than `retry.max_cooldown_secs` and the
+        /// cooldown was clamped to that.
+        #[serde(skip_serializing_if = "Option::is_none", with = "opt_ms")]
+        clamped_from: Option<Duration>,
     },
 }
 
@@ -184,42 +176,30 @@ pub struct Attempt {
     pub outcome: AttemptOutcome,
 }
 
-/// A completed chat.
+/// A completed chat: the answer and its receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
     /// The answer.
     pub content: String,
-    /// Why the model stopped.
-    pub finish_reason: Option<FinishReason>,
-    /// Provider that answered.
-    pub provider: String,
-    /// Model that answered.
-    pub model: String,
-    /// Token usage as the provider reported it (the estimate when it reported none).
-    pub usage: Usage,
-    /// Cost in USD at the configured prices.
-    pub cost_usd: f64,
-    /// Every provider call made, in order; the last one answered.
-    pub attempts: Vec<Attempt>,
-    /// Time spent waiting for capacity.
-    #[serde(with = "ms")]
-    pub waited: Duration,
+    /// Who answered, why the model stopped, usage, cost, attempts and waits.
+    #[serde(flatten)]
+    pub receipt: Receipt,
 }
 
-/// The end of a stream: who answered, usage and cost.
+/// How a request was served, whole or streamed: the last word of every answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StreamSummary {
+pub struct Receipt {
     /// Why the model stopped.
     pub finish_reason: Option<FinishReason>,
     /// Provider that answered.
     pub provider: String,
     /// Model that answered.
     pub model: String,
-    /// Token usage as the provider reported it (the estimate when it reported none).
+    /// Tokens used, as the provider reported them (the estimate if it reported none).
     pub usage: Usage,
-    /// Cost in USD at the configured prices.
+    /// Cost of this answer in USD, at the configured prices.
     pub cost_usd: f64,
-    /// Every provider call made, in order; the last one is streaming.
+    /// Every provider call made, failed ones first, the one that answered last.
     pub attempts: Vec<Attempt>,
     /// Time spent waiting for capacity.
     #[serde(with = "ms")]
@@ -232,7 +212,7 @@ pub enum ChatChunk {
     /// More text.
     Delta(String),
     /// The stream is complete: always the last item of a successful stream.
-    Done(StreamSummary),
+    Done(Receipt),
 }
 
 mod ms {

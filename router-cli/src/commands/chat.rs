@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use futures_util::StreamExt;
 use router_sdk::{
-    AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Message, Priority, Router, StreamSummary,
+    AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Message, Priority, Receipt, Router,
 };
 use serde::Serialize;
 
@@ -128,7 +128,7 @@ pub(crate) async fn run(
             .await
             .map_err(|e| routing_failed(args.verbose, e))?;
         if args.verbose {
-            report_attempts(&answer.attempts, answer.waited);
+            report_attempts(&answer.receipt.attempts, answer.receipt.waited);
         }
         if args.json {
             serde_json::to_writer(&mut *out, &JsonAnswer::from(&answer))
@@ -151,7 +151,7 @@ async fn stream(
     req: ChatRequest,
     out: &mut dyn Write,
     verbose: bool,
-) -> Result<StreamSummary, Failure> {
+) -> Result<Receipt, Failure> {
     let mut stream = router
         .chat_stream(req)
         .await
@@ -225,10 +225,17 @@ fn report_attempts(attempts: &[router_sdk::Attempt], waited: Duration) {
                 status,
                 message,
                 cooldown,
+                clamped_from,
             } => {
                 let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+                let clamped = clamped_from
+                    .map(|s| {
+                        let why = "clamped at retry.max_cooldown_secs";
+                        format!(" (it asked for {:.0}s, {why})", s.as_secs_f64())
+                    })
+                    .unwrap_or_default();
                 let cooldown = cooldown
-                    .map(|c| format!("; cooling it down {:.1}s", c.as_secs_f64()))
+                    .map(|c| format!("; cooling it down {:.1}s{clamped}", c.as_secs_f64()))
                     .unwrap_or_default();
                 eprintln!(
                     "llmroute: attempt {}: {}/{} {kind}{status}: {message}{cooldown}",
@@ -267,18 +274,18 @@ struct JsonUsage {
 impl<'a> From<&'a ChatResponse> for JsonAnswer<'a> {
     fn from(a: &'a ChatResponse) -> Self {
         JsonAnswer {
-            provider: &a.provider,
-            model: &a.model,
+            provider: &a.receipt.provider,
+            model: &a.receipt.model,
             content: &a.content,
-            finish_reason: &a.finish_reason,
+            finish_reason: &a.receipt.finish_reason,
             usage: JsonUsage {
-                prompt_tokens: a.usage.prompt_tokens,
-                completion_tokens: a.usage.completion_tokens,
-                total_tokens: a.usage.total_tokens(),
+                prompt_tokens: a.receipt.usage.prompt_tokens,
+                completion_tokens: a.receipt.usage.completion_tokens,
+                total_tokens: a.receipt.usage.total_tokens(),
             },
-            cost_usd: a.cost_usd,
-            attempts: &a.attempts,
-            waited_ms: a.waited.as_millis() as u64,
+            cost_usd: a.receipt.cost_usd,
+            attempts: &a.receipt.attempts,
+            waited_ms: a.receipt.waited.as_millis() as u64,
         }
     }
 }

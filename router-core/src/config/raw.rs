@@ -68,6 +68,8 @@ pub(crate) struct RawRetry {
     pub(crate) deadline_secs: Option<At<Number>>,
     #[serde(default)]
     pub(crate) attempt_timeout_secs: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) max_cooldown_secs: Option<At<Number>>,
 }
 
 /// One entry of `providers:`.

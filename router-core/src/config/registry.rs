@@ -150,6 +150,9 @@ pub struct RetrySettings {
     /// How long one call may take before the provider starts answering (the whole answer,
     /// without streaming); then it counts as a timeout and the request fails over.
     pub attempt_timeout: Duration,
+    /// The longest cooldown a provider's stated wait (or rate-limit reset) may put on a
+    /// deployment; longer ones are clamped to it. Billing failures keep their own, longer one.
+    pub max_cooldown: Duration,
 }
 
 impl Default for RetrySettings {
@@ -160,6 +163,7 @@ impl Default for RetrySettings {
             cap: Duration::from_secs(30),
             deadline: Duration::from_secs(120),
             attempt_timeout: Duration::from_secs(60),
+            max_cooldown: Duration::from_secs(300),
         }
     }
 }

@@ -98,6 +98,12 @@ fn retry(ctx: &Ctx<'_>, raw: Option<&RawRetry>) -> Result<RetrySettings, ConfigE
         out.attempt_timeout.as_secs(),
     )?;
     out.attempt_timeout = Duration::from_secs(attempt);
+    let max_cooldown = get(
+        "max_cooldown_secs",
+        &raw.max_cooldown_secs,
+        out.max_cooldown.as_secs(),
+    )?;
+    out.max_cooldown = Duration::from_secs(max_cooldown);
     out.deadline = Duration::from_secs(deadline);
     if out.base > out.cap {
         let msg = format!(

@@ -9,7 +9,7 @@ use wiremock::matchers::{body_partial_json, header, method, path, query_param_is
 
 use crate::support::*;
 
-async fn collect(world: &World) -> (String, Option<router_sdk::StreamSummary>) {
+async fn collect(world: &World) -> (String, Option<router_sdk::Receipt>) {
     let mut stream = world
         .router
         .chat_stream(ChatRequest::new("Hello"))
@@ -43,17 +43,20 @@ async fn openai_chat_returns_content_usage_and_cost_and_settles() {
         .await;
     let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
     assert_eq!(answer.content, "Hello! How can I help you today?");
-    assert_eq!(answer.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(answer.receipt.finish_reason, Some(FinishReason::Stop));
     assert_eq!(
-        answer.usage,
+        answer.receipt.usage,
         Usage {
             prompt_tokens: 1117,
             completion_tokens: 46
         }
     );
-    assert!((answer.cost_usd - (1117.0 * 2.0 + 46.0 * 8.0) / 1e6).abs() < 1e-12);
+    assert!((answer.receipt.cost_usd - (1117.0 * 2.0 + 46.0 * 8.0) / 1e6).abs() < 1e-12);
     assert_eq!(
-        (answer.provider.as_str(), answer.model.as_str()),
+        (
+            answer.receipt.provider.as_str(),
+            answer.receipt.model.as_str()
+        ),
         ("oa", "gpt-test")
     );
     let snap = w.snapshot("gpt-test").await;
@@ -77,7 +80,7 @@ async fn anthropic_chat_sends_its_headers_and_counts_cache_tokens_as_prompt() {
     let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
     assert_eq!(answer.content, "Hi! My name is Claude.");
     assert_eq!(
-        answer.usage,
+        answer.receipt.usage,
         Usage {
             prompt_tokens: 21 + 188 + 1800,
             completion_tokens: 393
@@ -103,7 +106,7 @@ async fn gemini_chat_keeps_the_key_out_of_the_url_and_bills_thoughts_as_output()
         "AI learns patterns from data to make predictions."
     );
     assert_eq!(
-        answer.usage,
+        answer.receipt.usage,
         Usage {
             prompt_tokens: 8,
             completion_tokens: 10 + 1024

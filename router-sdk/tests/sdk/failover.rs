@@ -44,14 +44,14 @@ async fn a_429_with_retry_after_fails_over_at_once_without_sleeping() {
         .await;
     dear_answers(&w, 2).await;
     let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!(answer.provider, "dear");
+    assert_eq!(answer.receipt.provider, "dear");
     assert_eq!(
         w.sleeper.slept(),
         Vec::<Duration>::new(),
         "failover must not sleep"
     );
     assert_eq!(w.clock.now_ms(), T0);
-    match &answer.attempts[0].outcome {
+    match &answer.receipt.attempts[0].outcome {
         AttemptOutcome::Failed {
             kind,
             status,
@@ -71,7 +71,13 @@ async fn a_429_with_retry_after_fails_over_at_once_without_sleeping() {
     );
     // While it cools down, the next request goes straight to the other deployment.
     let again = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!((again.provider.as_str(), again.attempts.len()), ("dear", 1));
+    assert_eq!(
+        (
+            again.receipt.provider.as_str(),
+            again.receipt.attempts.len()
+        ),
+        ("dear", 1)
+    );
     assert_eq!(w.in_flight().await, 0);
 }
 
@@ -107,9 +113,9 @@ async fn when_it_is_the_only_provider_it_waits_the_stated_time() {
     let w = World::new(&[Upstream::openai("only", (1.0, 1.0))]).await;
     only_provider_limited_once(&w, rate_limited().insert_header("retry-after", "3")).await;
     let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!(answer.attempts.len(), 2);
+    assert_eq!(answer.receipt.attempts.len(), 2);
     assert_waited(&w, Duration::from_secs(3));
-    assert_eq!(answer.waited, w.sleeper.slept().iter().sum());
+    assert_eq!(answer.receipt.waited, w.sleeper.slept().iter().sum());
 }
 
 #[tokio::test]
@@ -149,6 +155,7 @@ async fn insufficient_quota_is_never_retried_on_that_deployment() {
                 .chat(ChatRequest::new("Hello"))
                 .await
                 .unwrap()
+                .receipt
                 .provider,
             "dear"
         );
@@ -205,9 +212,9 @@ async fn connection_refused_releases_the_reservation_and_fails_over() {
         .mount(&w.servers[0])
         .await;
     let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!(answer.provider, "dear");
+    assert_eq!(answer.receipt.provider, "dear");
     assert!(
-        matches!(&answer.attempts[0].outcome, AttemptOutcome::Failed { kind, .. } if kind == "connect")
+        matches!(&answer.receipt.attempts[0].outcome, AttemptOutcome::Failed { kind, .. } if kind == "connect")
     );
     // Released: the request never reached the provider, so it is not counted.
     let cheap = w.snapshot("gpt-test").await;
@@ -291,8 +298,8 @@ async fn a_call_that_does_not_answer_in_time_fails_over() {
         .await
         .unwrap();
     let answer = router.chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!(answer.provider, "dear");
-    match &answer.attempts[0].outcome {
+    assert_eq!(answer.receipt.provider, "dear");
+    match &answer.receipt.attempts[0].outcome {
         AttemptOutcome::Failed {
             kind,
             message,

@@ -74,9 +74,15 @@ async fn a_429_seen_by_one_router_makes_the_other_skip_that_deployment() {
         );
     }
     let a = routers[0].chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!((a.provider.as_str(), a.attempts.len()), ("dear", 2));
+    assert_eq!(
+        (a.receipt.provider.as_str(), a.receipt.attempts.len()),
+        ("dear", 2)
+    );
     let b = routers[1].chat(ChatRequest::new("Hello")).await.unwrap();
-    assert_eq!((b.provider.as_str(), b.attempts.len()), ("dear", 1));
+    assert_eq!(
+        (b.receipt.provider.as_str(), b.receipt.attempts.len()),
+        ("dear", 1)
+    );
     let all: Vec<_> = routers[1].registry().deployment_ids().collect();
     let snaps = routers[1].ledger().snapshot(&all).await.unwrap();
     assert!(

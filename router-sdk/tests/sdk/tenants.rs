@@ -107,7 +107,10 @@ async fn batch_requests_leave_headroom_for_interactive_ones_and_still_complete()
         ..ChatRequest::new("Hello")
     };
     for _ in 0..8 {
-        assert_eq!(w.router.chat(batch()).await.unwrap().waited, Duration::ZERO);
+        assert_eq!(
+            w.router.chat(batch()).await.unwrap().receipt.waited,
+            Duration::ZERO
+        );
     }
     // Batch has used its 80%: the interactive requests are served at once...
     for _ in 0..2 {
@@ -116,13 +119,18 @@ async fn batch_requests_leave_headroom_for_interactive_ones_and_still_complete()
                 .chat(ChatRequest::new("Hello"))
                 .await
                 .unwrap()
+                .receipt
                 .waited,
             Duration::ZERO
         );
     }
     // ...while the next batch request waits for the window to slide, then completes.
     let late = w.router.chat(batch()).await.unwrap();
-    assert!(late.waited >= Duration::from_secs(61), "{:?}", late.waited);
+    assert!(
+        late.receipt.waited >= Duration::from_secs(61),
+        "{:?}",
+        late.receipt.waited
+    );
 }
 
 #[tokio::test]

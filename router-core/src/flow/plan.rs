@@ -1,0 +1,232 @@
+//! A request's plan: its candidates cheapest first, each with its own estimate, what to reserve,
+//! and when to give up. Every driver plans through [`Plan::new`], so the SDK, the simulator and
+//! the gateway estimate and rank alike.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{DeploymentId, Registry};
+use crate::estimate::{self, OutputEstimator};
+use crate::ledger::{MAX_SLOT_TTL, Need, TenantNeed, TenantSpec, usd_to_micros};
+use crate::select;
+
+/// How urgent a request is. Batch requests may use only `priorities.batch_share` of each
+/// deployment's capacity, so interactive ones always find headroom across all instances; within
+/// an instance, waiting interactive requests retry before waiting batch ones (a head start that
+/// shrinks as a batch request ages, so it never starves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Someone is waiting for the answer.
+    #[default]
+    Interactive,
+    /// Background work.
+    Batch,
+}
+
+impl Priority {
+    /// `interactive` or `batch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Interactive => "interactive",
+            Priority::Batch => "batch",
+        }
+    }
+}
+
+/// What one candidate is expected to use for this request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Estimate {
+    /// Prompt tokens, by the candidate's own tokenizer.
+    pub prompt_tokens: u64,
+    /// Completion tokens, from the candidate's recent history, capped by `max_tokens`.
+    pub completion_tokens: u64,
+}
+
+impl Estimate {
+    /// Prompt plus completion.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+}
+
+/// What a driver knows of a request before planning it.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// Prompt size in o200k tokens (each candidate's tokenizer is derived from it).
+    pub o200k: u64,
+    /// The request's cap on completion tokens.
+    pub max_tokens: Option<u64>,
+    /// The tenant accounted for, when it has a tier.
+    pub tenant: Option<TenantSpec>,
+    /// Interactive or batch.
+    pub priority: Priority,
+    /// How long the request may take in all.
+    pub deadline: Duration,
+}
+
+/// One request's plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Candidates, cheapest first for this request.
+    pub ranked: Vec<DeploymentId>,
+    /// Each ranked candidate's estimate, in the same order.
+    pub estimates: Vec<Estimate>,
+    /// What the ledger reserves.
+    pub need: Need,
+    /// Interactive or batch.
+    pub priority: Priority,
+    /// When the request started (ms, the driver's clock).
+    pub started_ms: u64,
+    /// When it gives up (ms).
+    pub deadline_ms: u64,
+}
+
+impl Plan {
+    /// Plans `ask` over `candidates` (deployments that serve the model and have a key) at
+    /// `now_ms`: each candidate's prompt by its own tokenizer and completion by its own history,
+    /// ranked by the cost of that estimate; the tenant's cost on each candidate for its budget;
+    /// batch requests get `priorities.batch_share` of each limit.
+    pub fn new(
+        registry: &Registry,
+        outputs: &OutputEstimator,
+        candidates: &[DeploymentId],
+        ask: Ask,
+        now_ms: u64,
+    ) -> Plan {
+        let estimate_of = |d: DeploymentId| Estimate {
+            prompt_tokens: estimate::scale(registry.provider_of(d).api, ask.o200k),
+            completion_tokens: outputs.estimate(d, ask.max_tokens),
+        };
+        let ranked: Vec<DeploymentId> = select::rank_by(registry, candidates, |d| {
+            let e = estimate_of(d);
+            (e.prompt_tokens, e.completion_tokens)
+        })
+        .into_iter()
+        .map(|r| r.deployment)
+        .collect();
+        let estimates: Vec<Estimate> = ranked.iter().map(|&d| estimate_of(d)).collect();
+        // A slot must outlive its request: a slot that expired in flight would admit one too many.
+        let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms)
+            .max(ask.deadline)
+            .min(MAX_SLOT_TTL);
+        let largest = estimates.iter().map(Estimate::total).max().unwrap_or(0);
+        let mut need = Need::new(largest, slot_ttl);
+        need.tenant = ask.tenant.map(|spec| TenantNeed {
+            spec,
+            costs: ranked
+                .iter()
+                .zip(&estimates)
+                .map(|(&d, e)| {
+                    let price = registry.deployment(d).price;
+                    usd_to_micros(price.cost(e.prompt_tokens, e.completion_tokens))
+                })
+                .collect(),
+        });
+        if ask.priority == Priority::Batch {
+            let share = (registry.priorities.batch_share * 100.0).floor();
+            need.share_percent = share.clamp(1.0, 100.0) as u8;
+        }
+        let deadline_ms = now_ms.saturating_add(ask.deadline.as_millis() as u64);
+        Plan {
+            ranked,
+            estimates,
+            need,
+            priority: ask.priority,
+            started_ms: now_ms,
+            deadline_ms,
+        }
+    }
+
+    /// The estimate of candidate `d` (zero if it is not one).
+    pub fn estimate_of(&self, d: DeploymentId) -> Estimate {
+        self.ranked
+            .iter()
+            .position(|&r| r == d)
+            .and_then(|i| self.estimates.get(i).copied())
+            .unwrap_or_default()
+    }
+
+    /// The tenant's name, if the request is accounted to one.
+    pub fn tenant(&self) -> Option<&str> {
+        self.need.tenant.as_ref().map(|t| t.spec.name.as_str())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Registry {
+        let yaml = r#"
+priorities: { batch_share: 0.25 }
+providers:
+  - name: cheap
+    api: anthropic
+    base_url: http://localhost
+    api_key_env: A_KEY
+    models:
+      - { name: a, aliases: [chat], price: { input: 1.0, output: 1.0 } }
+  - name: dear
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: O_KEY
+    models:
+      - { name: o, aliases: [chat], price: { input: 1.1, output: 1.1 } }
+"#;
+        Registry::from_yaml_str(yaml, "plan.yaml").unwrap()
+    }
+
+    fn ask(priority: Priority) -> Ask {
+        Ask {
+            o200k: 10_000,
+            max_tokens: Some(100),
+            tenant: None,
+            priority,
+            deadline: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn each_candidate_is_estimated_by_its_own_tokenizer() {
+        let registry = registry();
+        let outputs = OutputEstimator::new(2, 512);
+        let all = [DeploymentId(0), DeploymentId(1)];
+        let plan = Plan::new(&registry, &outputs, &all, ask(Priority::Interactive), 1_000);
+        let anthropic = plan.estimate_of(DeploymentId(0));
+        let openai = plan.estimate_of(DeploymentId(1));
+        assert_eq!(openai.prompt_tokens, 10_000);
+        assert!(
+            anthropic.prompt_tokens > openai.prompt_tokens,
+            "{anthropic:?} vs {openai:?}"
+        );
+        assert_eq!(anthropic.completion_tokens, 100);
+        // Anthropic's tokenizer makes the cheaper list price the dearer request.
+        assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
+        assert_eq!(plan.need.tokens, anthropic.total());
+        assert_eq!(plan.deadline_ms, 31_000);
+    }
+
+    #[test]
+    fn batch_requests_get_their_share_and_tenants_their_cost_per_candidate() {
+        let registry = registry();
+        let outputs = OutputEstimator::new(2, 512);
+        let all = [DeploymentId(0), DeploymentId(1)];
+        let mut batch = ask(Priority::Batch);
+        batch.tenant = Some(TenantSpec {
+            name: "acme".into(),
+            limits: Default::default(),
+            budget: Default::default(),
+        });
+        let plan = Plan::new(&registry, &outputs, &all, batch, 0);
+        assert_eq!(plan.need.share_percent, 25);
+        let costs = &plan.need.tenant.as_ref().unwrap().costs;
+        assert_eq!(costs.len(), 2);
+        let openai = registry.deployment(DeploymentId(1)).price.cost(10_000, 100);
+        assert_eq!(costs[0], usd_to_micros(openai));
+        assert!(costs[1] > costs[0]);
+        assert_eq!(plan.tenant(), Some("acme"));
+    }
+}

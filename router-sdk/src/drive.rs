@@ -1,0 +1,377 @@
+//! The request flow driven over real I/O, shared by `chat` and `chat_stream`: admit through the
+//! ledger, sleep, call, settle, cool down, give up, exactly as [`Flow`] decides. Nothing here
+//! decides what a request does next; it only performs it and says so in traces.
+
+use std::future::Future;
+
+use reqwest::header::HeaderMap;
+use router_core::config::DeploymentId;
+use router_core::flow::{self, Flow, GiveUp, Next, Reached, Settle};
+use router_core::ledger::{Admission, Denial};
+use tracing::{Instrument, Span};
+
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::router::{Planned, Router};
+use crate::transport::CallFailure;
+use crate::types::{Attempt, AttemptOutcome, ChatRequest, FinishReason, Receipt, Usage};
+use crate::wire::classify::FailureClass;
+use crate::wire::headers;
+
+/// One request on its way: its plan, its flow, and what happened so far.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) planned: Planned,
+    pub(crate) flow: Flow,
+    attempts: Vec<Attempt>,
+    last_failure: Option<(DeploymentId, CallFailure)>,
+    last_denial: Option<Denial>,
+    /// The request's span: request id, tenant, model, priority.
+    pub(crate) span: Span,
+}
+
+impl Router {
+    /// Plans `req` and starts its flow and its span.
+    pub(crate) fn begin(&self, req: &ChatRequest) -> Result<Request, Error> {
+        let planned = self.plan(req)?;
+        let request_id = format!("{:016x}", self.draw_u64());
+        let span = tracing::info_span!(
+            "request",
+            request_id = %request_id,
+            tenant = planned.plan.tenant().unwrap_or("-"),
+            model = %planned.model,
+            priority = planned.plan.priority.as_str(),
+        );
+        Ok(Request {
+            flow: Flow::new(self.inner.policy, &planned.plan),
+            planned,
+            attempts: Vec::new(),
+            last_failure: None,
+            last_denial: None,
+            span,
+        })
+    }
+
+    /// Runs the flow until a call answers: admits, waits, calls through `call`, and on each
+    /// failure settles, cools down and fails over as the flow says. Returns the answering call's
+    /// guard and output, or the error the request ends with.
+    pub(crate) async fn until_answer<T, F, Fut>(
+        &self,
+        request: &mut Request,
+        mut call: F,
+    ) -> Result<(Guard, T), Error>
+    where
+        F: FnMut(DeploymentId) -> Fut,
+        Fut: Future<Output = Result<T, CallFailure>>,
+    {
+        let mut guard: Option<Guard> = None;
+        let mut next = request.flow.start();
+        loop {
+            next = match next {
+                Next::Admit(candidates) => self.admit(request, &candidates, &mut guard).await?,
+                Next::Wait(wait) => {
+                    tracing::info!(wait_ms = wait.as_millis() as u64, "waiting for capacity");
+                    self.inner.sleeper.sleep(wait).await;
+                    request.flow.woke()
+                }
+                Next::Call(d) => match guard.take() {
+                    Some(held) => {
+                        let span = self.attempt_span(request, d);
+                        match call(d).instrument(span.clone()).await {
+                            Ok(output) => return Ok((held, output)),
+                            Err(failure) => {
+                                let _entered = span.enter();
+                                self.failed(request, held, failure, None).await
+                            }
+                        }
+                    }
+                    // The flow calls only what was just admitted.
+                    None => request.flow.start(),
+                },
+                Next::Finish => request.flow.start(),
+                Next::GiveUp(why) => return Err(self.give_up(request, why)),
+            };
+        }
+    }
+
+    async fn admit(
+        &self,
+        request: &mut Request,
+        candidates: &[DeploymentId],
+        guard: &mut Option<Guard>,
+    ) -> Result<Next, Error> {
+        let need = &request.planned.plan.need;
+        match self.inner.ledger.admit(need, candidates).await? {
+            Admission::Granted(r) => {
+                let price = self.inner.registry.deployment(r.deployment).price;
+                let d = r.deployment;
+                let held = Guard::new(self.inner.settler.clone(), r, price, need.slot_ttl);
+                *guard = Some(held);
+                Ok(request.flow.admitted(d))
+            }
+            Admission::Denied(denial) => {
+                tracing::debug!(refusals = %self.describe(&denial), "admission denied");
+                let next = request.flow.denied(&denial, self.now_ms(), self.unit());
+                request.last_denial = Some(denial);
+                Ok(next)
+            }
+        }
+    }
+
+    fn attempt_span(&self, request: &Request, d: DeploymentId) -> Span {
+        tracing::info_span!(
+            parent: &request.span,
+            "attempt",
+            attempt = request.flow.calls(),
+            deployment = %self.inner.registry.deployment_name(d),
+            outcome = tracing::field::Empty,
+            class = tracing::field::Empty,
+            cooldown_ms = tracing::field::Empty,
+        )
+    }
+
+    /// A call failed: settle it as the flow says (`reported`: the usage a broken stream reported),
+    /// follow the provider's headers, put the cooldown (a ledger error there is logged and the
+    /// failover goes on), and record the attempt. Returns what the flow does next.
+    pub(crate) async fn failed(
+        &self,
+        request: &mut Request,
+        guard: Guard,
+        mut failure: CallFailure,
+        reported: Option<Option<Usage>>,
+    ) -> Next {
+        let d = guard.deployment();
+        if let Some(key) = request
+            .planned
+            .keys
+            .get(&self.inner.registry.deployment(d).provider)
+            && let CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } =
+                &mut failure
+        {
+            failure.redact(key);
+        }
+        let in_stream = reported.is_some();
+        let event = flow_failure(&failure, in_stream);
+        let after = request.flow.failed(event, self.now_ms(), self.unit());
+        match after.settle {
+            Settle::Release => guard.release().await,
+            Settle::Refused => guard.refused().await,
+            Settle::Estimate => guard.settle_estimate().await,
+            Settle::Reported => match reported.flatten() {
+                Some(usage) => guard.settle(usage).await,
+                None => guard.settle_estimate().await,
+            },
+        }
+        if let CallFailure::Provider { headers, .. } | CallFailure::Decode { headers, .. } =
+            &failure
+        {
+            self.observe(d, headers).await;
+        }
+        if let Some(c) = after.cooldown {
+            if let Err(e) = self.inner.ledger.cooldown(c.deployment, c.duration).await {
+                tracing::warn!(error = %e, "could not put the cooldown; failing over anyway");
+            }
+            if let Some(stated) = c.clamped_from {
+                tracing::info!(
+                    stated_ms = stated.as_millis() as u64,
+                    cooldown_ms = c.duration.as_millis() as u64,
+                    "provider's stated wait clamped at retry.max_cooldown_secs"
+                );
+            }
+        }
+        let span = Span::current();
+        span.record("outcome", "failed");
+        span.record("class", failure.kind_name());
+        if let Some(c) = after.cooldown {
+            span.record("cooldown_ms", c.duration.as_millis() as u64);
+        }
+        tracing::info!(
+            class = failure.kind_name(),
+            status = failure.status(),
+            message = failure.message(),
+            "call failed"
+        );
+        request.attempts.push(self.attempt(
+            d,
+            AttemptOutcome::Failed {
+                kind: failure.kind_name().to_owned(),
+                status: failure.status(),
+                message: failure.message().to_owned(),
+                cooldown: after.cooldown.map(|c| c.duration),
+                clamped_from: after.cooldown.and_then(|c| c.clamped_from),
+            },
+        ));
+        request.last_failure = Some((d, failure));
+        after.next
+    }
+
+    /// The provider answered in full: settle with its usage (else the estimate), learn the
+    /// completion size, follow its headers, and write the receipt.
+    pub(crate) async fn finish(
+        &self,
+        request: &mut Request,
+        guard: Guard,
+        usage: Option<Usage>,
+        finish_reason: Option<FinishReason>,
+        headers: Option<&HeaderMap>,
+    ) -> Receipt {
+        let d = guard.deployment();
+        let _ = request.flow.answered();
+        let estimate = request.planned.plan.estimate_of(d);
+        let usage = usage.unwrap_or(Usage {
+            prompt_tokens: estimate.prompt_tokens,
+            completion_tokens: estimate.completion_tokens,
+        });
+        guard.settle(usage).await;
+        self.inner.outputs.record(d, usage.completion_tokens);
+        if let Some(headers) = headers {
+            self.observe(d, headers).await;
+        }
+        tracing::info!(
+            deployment = %self.inner.registry.deployment_name(d),
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            "answered"
+        );
+        request.attempts.push(self.attempt(d, AttemptOutcome::Ok));
+        let registry = &self.inner.registry;
+        Receipt {
+            finish_reason,
+            provider: registry.provider_of(d).name.clone(),
+            model: registry.deployment(d).model.clone(),
+            usage,
+            cost_usd: registry
+                .deployment(d)
+                .price
+                .cost(usage.prompt_tokens, usage.completion_tokens),
+            attempts: std::mem::take(&mut request.attempts),
+            waited: request.flow.waited(),
+        }
+    }
+
+    /// The error a request gives up with.
+    pub(crate) fn give_up(&self, request: &mut Request, why: GiveUp) -> Error {
+        let attempts = std::mem::take(&mut request.attempts);
+        let detail = request
+            .last_denial
+            .as_ref()
+            .map_or_else(String::new, |d| self.describe(d));
+        tracing::info!(why = ?why, "request gave up");
+        match (why, request.last_failure.take()) {
+            (GiveUp::Budget { resets_in }, _) => Error::BudgetExhausted {
+                tenant: request.planned.plan.tenant().unwrap_or_default().to_owned(),
+                detail,
+                resets_in,
+                attempts,
+            },
+            (GiveUp::LastFailure, Some((d, failure))) => self.error(d, failure, attempts),
+            (GiveUp::LastFailure, None) => Error::NoCapacity {
+                never: false,
+                retry_after: None,
+                detail,
+                attempts,
+            },
+            (GiveUp::NoCapacity { never, retry_after }, _) => Error::NoCapacity {
+                never,
+                retry_after,
+                detail,
+                attempts,
+            },
+        }
+    }
+
+    fn error(&self, d: DeploymentId, failure: CallFailure, attempts: Vec<Attempt>) -> Error {
+        let registry = &self.inner.registry;
+        let provider = registry.provider_of(d);
+        let (provider_name, model) = (provider.name.clone(), registry.deployment(d).model.clone());
+        match failure {
+            CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
+                let message = if failure.class == FailureClass::Auth {
+                    format!(
+                        "check the key in {}: {}",
+                        provider.api_key_env, failure.message
+                    )
+                } else {
+                    failure.message
+                };
+                Error::Provider {
+                    provider: provider_name,
+                    model,
+                    class: failure.class,
+                    status: failure.status,
+                    message,
+                    retry_after: failure.retry_after,
+                    attempts,
+                }
+            }
+            CallFailure::Timeout(message) => Error::Transport {
+                provider: provider_name,
+                model,
+                timeout: true,
+                message,
+                attempts,
+            },
+            CallFailure::Connect(message) => Error::Transport {
+                provider: provider_name,
+                model,
+                timeout: false,
+                message,
+                attempts,
+            },
+        }
+    }
+
+    fn attempt(&self, d: DeploymentId, outcome: AttemptOutcome) -> Attempt {
+        Attempt {
+            provider: self.inner.registry.provider_of(d).name.clone(),
+            model: self.inner.registry.deployment(d).model.clone(),
+            outcome,
+        }
+    }
+
+    /// Sends a provider's rate-limit headers to the ledger when [`flow::Reports`] says they are
+    /// worth a call.
+    pub(crate) async fn observe(&self, d: DeploymentId, headers: &HeaderMap) {
+        let api = self.inner.registry.provider_of(d).api;
+        let observation = headers::observation(api, headers, self.system_now());
+        let limits = self.inner.registry.deployment(d).limits;
+        let Some(sent) = self
+            .inner
+            .reports
+            .to_send(d, observation, limits, self.now_ms())
+        else {
+            return;
+        };
+        if let Err(e) = self.inner.ledger.observe(d, sent).await {
+            tracing::warn!(error = %e, "could not record the provider's rate-limit headers");
+        }
+    }
+}
+
+/// What the flow needs to know of a failed call. `in_stream`: the stream had started.
+fn flow_failure(failure: &CallFailure, in_stream: bool) -> flow::Failure {
+    let (kind, stated, reached) = match failure {
+        CallFailure::Provider { failure, .. } => {
+            (failure.class.kind(), failure.retry_after, Reached::Refusal)
+        }
+        CallFailure::Decode { failure, .. } => {
+            (failure.class.kind(), failure.retry_after, Reached::Unknown)
+        }
+        CallFailure::Timeout(_) => (
+            router_core::retry::FailureKind::Transport,
+            None,
+            Reached::Unknown,
+        ),
+        CallFailure::Connect(_) => (
+            router_core::retry::FailureKind::Transport,
+            None,
+            Reached::Nothing,
+        ),
+    };
+    flow::Failure {
+        kind,
+        stated,
+        reached: if in_stream { Reached::Partial } else { reached },
+        output_sent: in_stream,
+    }
+}
