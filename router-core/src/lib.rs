@@ -1,5 +1,5 @@
 //! llmroute core: configuration, the shared limits ledger and its stores, selection,
-//! estimation, the retry policy and the routing simulator.
+//! estimation, the retry policy and the request flow.
 //!
 //! No HTTP lives here: `router-sdk` adds the provider adapters on top.
 //!
@@ -12,7 +12,6 @@
 //! - [`flow`]: the request flow, one sans-IO state machine every driver runs.
 //! - [`retry`]: what to do after a failure or a refusal; it decides, the router acts.
 //! - [`clock`]: time, injected, so tests move it instead of sleeping.
-//! - [`sim`]: the routing core on a virtual clock against simulated providers.
 #![forbid(unsafe_code)]
 
 pub mod clock;
@@ -22,4 +21,3 @@ pub mod flow;
 pub mod ledger;
 pub mod retry;
 pub mod select;
-pub mod sim;

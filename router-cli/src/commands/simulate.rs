@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use router_core::config::Registry;
-use router_core::sim::{self, DeploymentReport, Latency, Profile, SimReport, TokenSize};
+use router_sim::{self as sim, DeploymentReport, Latency, Profile, SimReport, TokenSize};
 use serde::Serialize;
 
 const TITLE: &str = "llmroute simulate — SIMULATION: no requests were sent";

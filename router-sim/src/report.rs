@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::Profile;
-use crate::config::Limits;
+use router_core::config::Limits;
 
 /// The outcome of a simulation. Every figure comes from simulated traffic: nothing was sent.
 #[derive(Debug, Clone, PartialEq, Serialize)]

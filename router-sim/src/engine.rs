@@ -1,9 +1,18 @@
-//! The event loop: arrivals, admissions, calls, answers, waits, on a manual clock.
+//! The event loop: arrivals, calls, answers, waits, on a manual clock, each request run by the
+//! SDK's own request flow.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::FutureExt;
+use router_core::clock::{Clock, ManualClock};
+use router_core::config::{DeploymentId, Registry};
+use router_core::estimate::{self, OutputEstimator};
+use router_core::flow::{self, GiveUp, Next, Reached, Reports, Settle};
+use router_core::ledger::{
+    ActualUsage, Admission, Denial, Ledger, LedgerFuture, MemoryStore, Reservation, Verdict,
+};
+use router_core::retry::FailureKind;
+use router_core::select;
 
 use super::agenda::Agenda;
 use super::profile::Traffic;
@@ -11,14 +20,6 @@ use super::provider::{Providers, REFUSAL_MS};
 use super::request::{Outcome, Request};
 use super::tally::Tally;
 use super::{Profile, SimError, SimReport};
-use crate::clock::{Clock, ManualClock};
-use crate::config::{DeploymentId, Registry};
-use crate::estimate::{self, OutputEstimator};
-use crate::ledger::{
-    ActualUsage, Admission, Denial, Ledger, LedgerFuture, MemoryStore, Reservation, Verdict,
-};
-use crate::retry::{FailureKind, OnDenied, OnFailure, RetryPolicy};
-use crate::select;
 
 /// Where the virtual clock starts: a whole second, so the ledger's buckets line up with it.
 const START_MS: u64 = 1_700_000_000_000;
@@ -59,7 +60,7 @@ enum Event {
     /// A wait for capacity ended.
     Retry(Box<Request>),
     /// A provider call ended.
-    Answer(Box<Request>, Reservation, Outcome),
+    Answer(Box<Request>, Outcome),
 }
 
 /// The whole simulated world.
@@ -70,8 +71,8 @@ struct Sim<'r> {
     candidates: Vec<DeploymentId>,
     clock: ManualClock,
     ledger: MemoryStore,
-    policy: RetryPolicy,
     outputs: OutputEstimator,
+    reports: Reports,
     providers: Providers,
     traffic: Traffic,
     /// The router's jitter, apart from the traffic's draws.
@@ -100,8 +101,8 @@ impl<'r> Sim<'r> {
             candidates,
             ledger: MemoryStore::with_clock(registry, Arc::new(clock.clone())),
             clock,
-            policy: RetryPolicy::new(registry.retry),
             outputs: OutputEstimator::new(deployments, registry.defaults.output_tokens),
+            reports: Reports::new(deployments, registry.retry.max_cooldown),
             providers: Providers::new(registry, factor),
             traffic: Traffic::new(profile, START_MS),
             jitter: fastrand::Rng::with_seed(profile.seed ^ 0x9E37_79B9_7F4A_7C15),
@@ -117,8 +118,11 @@ impl<'r> Sim<'r> {
             self.clock.set_ms(at);
             match event {
                 Event::Arrival => self.arrive()?,
-                Event::Retry(req) => self.acquire(req)?,
-                Event::Answer(req, r, outcome) => self.answer(req, r, outcome)?,
+                Event::Retry(req) => {
+                    let next = req.flow.woke();
+                    self.step(req, next)?;
+                }
+                Event::Answer(req, outcome) => self.answer(req, outcome)?,
             }
         }
         Ok(())
@@ -131,7 +135,7 @@ impl<'r> Sim<'r> {
         }
     }
 
-    /// A new request: plan it as `Router::plan` does and try to admit it.
+    /// A new request: plan it as `Router::chat` does and start its flow.
     fn arrive(&mut self) -> Result<(), SimError> {
         self.next_arrival();
         let (o200k, output) = self.traffic.request();
@@ -144,120 +148,154 @@ impl<'r> Sim<'r> {
             self.profile.max_tokens,
             arrival,
         );
-        self.acquire(Box::new(req))
+        let next = req.flow.start();
+        self.step(Box::new(req), next)
     }
 
-    /// `Router::acquire`: admit on the cheapest candidate with room, else wait or give up.
-    fn acquire(&mut self, mut req: Box<Request>) -> Result<(), SimError> {
-        let now = self.clock.now_ms();
-        if now >= req.deadline {
-            // No time is left for a call: the SDK's would time out at once.
-            self.tally.failed_timeout += 1;
-            return Ok(());
+    /// Performs the flow's steps until the request waits, calls, or ends.
+    fn step(&mut self, mut req: Box<Request>, mut next: Next) -> Result<(), SimError> {
+        loop {
+            next = match next {
+                Next::Admit(candidates) => self.admit(&mut req, &candidates)?,
+                Next::Wait(wait) => {
+                    let at = self.clock.now_ms() + (wait.as_millis() as u64).max(1);
+                    self.agenda.push(at, Event::Retry(req));
+                    return Ok(());
+                }
+                Next::Call(d) => return self.call(req, d),
+                Next::Finish => return Ok(()),
+                Next::GiveUp(why) => {
+                    self.give_up(why, &req);
+                    return Ok(());
+                }
+            };
         }
-        let denial = match ready(self.ledger.admit(&req.need, &req.ranked))? {
-            Admission::Granted(r) => return self.call(req, r),
+    }
+
+    /// Admits on `candidates`, or reports the denial to the flow (tallying the wait it decides).
+    fn admit(&mut self, req: &mut Request, candidates: &[DeploymentId]) -> Result<Next, SimError> {
+        let denial = match ready(self.ledger.admit(&req.plan.need, candidates))? {
+            Admission::Granted(r) => {
+                let d = r.deployment;
+                req.held = Some(r);
+                return Ok(req.flow.admitted(d));
+            }
             Admission::Denied(denial) => denial,
         };
-        let remaining = Duration::from_millis(req.deadline - now);
-        let unit = self.jitter.f64();
-        match self.policy.on_denied(denial.retry_after(), remaining, unit) {
-            OnDenied::Wait(wait) => {
-                let wait = wait.max(Duration::from_millis(1)).as_millis() as u64;
-                self.tally
-                    .waited(soonest(&denial).unwrap_or(req.ranked[0]), wait);
-                if !req.waited {
-                    req.waited = true;
-                    self.tally.requests_that_waited += 1;
-                }
-                self.agenda.push(now + wait, Event::Retry(req));
+        let next = req
+            .flow
+            .denied(&denial, self.clock.now_ms(), self.jitter.f64());
+        if let Next::Wait(wait) = next {
+            let first = candidates.first().copied();
+            if let Some(d) = soonest(&denial).or(first) {
+                self.tally.waited(d, (wait.as_millis() as u64).max(1));
             }
-            OnDenied::GiveUp => self.tally.failed_no_capacity += 1,
+            if !req.waited {
+                req.waited = true;
+                self.tally.requests_that_waited += 1;
+            }
         }
-        Ok(())
+        Ok(next)
     }
 
     /// Sends the admitted request to the simulated provider; its answer comes back later.
-    fn call(&mut self, mut req: Box<Request>, r: Reservation) -> Result<(), SimError> {
+    fn call(&mut self, req: Box<Request>, d: DeploymentId) -> Result<(), SimError> {
         let now = self.clock.now_ms();
-        let d = r.deployment;
-        req.calls += 1;
         let prompt = estimate::scale(self.registry.provider_of(d).api, req.o200k);
         let end = now + self.profile.latency.of(req.output);
+        let deadline = req.plan.deadline_ms;
         let (at, outcome) = match self.providers.offer(d, now, prompt + req.output, end) {
-            Ok(()) if end > req.deadline => (req.deadline, Outcome::TimedOut),
+            Ok(()) if end > deadline => (deadline.max(now), Outcome::TimedOut),
             Ok(()) => (end, Outcome::Served { prompt }),
             Err(retry_after) => (now + REFUSAL_MS, Outcome::RateLimited(retry_after)),
         };
-        self.agenda.push(at, Event::Answer(req, r, outcome));
+        self.agenda.push(at, Event::Answer(req, outcome));
         Ok(())
     }
 
-    /// A call ended: settle, follow the headers, and on failure cool down and fail over.
-    fn answer(&mut self, req: Box<Request>, r: Reservation, out: Outcome) -> Result<(), SimError> {
+    /// A call ended: the flow says how to settle, what cooldown to put and what next.
+    fn answer(&mut self, mut req: Box<Request>, outcome: Outcome) -> Result<(), SimError> {
+        let Some(r) = req.held.take() else {
+            return Ok(());
+        };
         let d = r.deployment;
-        match out {
+        let (kind, stated, reached) = match outcome {
             Outcome::Served { prompt } => {
-                let actual = ActualUsage::tokens(prompt + req.output);
-                ready(self.ledger.settle(&r, actual))?;
+                let _ = req.flow.answered();
+                ready(
+                    self.ledger
+                        .settle(&r, ActualUsage::tokens(prompt + req.output)),
+                )?;
                 self.outputs.record(d, req.output);
                 self.observe(d)?;
                 let latency = self.clock.now_ms() - req.arrived;
                 let tokens = (req.o200k, prompt, req.output);
                 let (registry, candidates) = (self.registry, &self.candidates);
                 self.tally.served(registry, candidates, d, tokens, latency);
-                Ok(())
+                return Ok(());
             }
             Outcome::RateLimited(stated) => {
-                // The provider saw the request and refused it: no tokens.
-                ready(self.ledger.settle(&r, ActualUsage::tokens(0)))?;
-                self.observe(d)?;
                 self.tally.rate_limited(d);
-                self.fail(req, d, FailureKind::RateLimited, Some(stated))
+                (FailureKind::RateLimited, Some(stated), Reached::Refusal)
             }
             Outcome::TimedOut => {
-                // Tokens were probably spent: count what was reserved.
-                ready(self.ledger.settle(&r, ActualUsage::tokens(r.tokens)))?;
                 self.tally.timed_out(d);
-                self.fail(req, d, FailureKind::Transport, None)
+                (FailureKind::Transport, None, Reached::Unknown)
+            }
+        };
+        let failure = flow::Failure {
+            kind,
+            stated,
+            reached,
+            output_sent: false,
+        };
+        let after = req
+            .flow
+            .failed(failure, self.clock.now_ms(), self.jitter.f64());
+        self.settle(&r, after.settle)?;
+        if reached == Reached::Refusal {
+            self.observe(d)?;
+        }
+        if let Some(c) = after.cooldown {
+            ready(self.ledger.cooldown(c.deployment, c.duration))?;
+        }
+        req.last_kind = Some(kind);
+        self.step(req, after.next)
+    }
+
+    fn settle(&mut self, r: &Reservation, how: Settle) -> Result<(), SimError> {
+        let actual = match how {
+            Settle::Release => return ready(self.ledger.release(r)).map(drop),
+            Settle::Refused => ActualUsage::tokens(0),
+            Settle::Estimate | Settle::Reported => ActualUsage::tokens(r.tokens),
+        };
+        ready(self.ledger.settle(r, actual)).map(drop)
+    }
+
+    fn give_up(&mut self, why: GiveUp, req: &Request) {
+        match why {
+            GiveUp::LastFailure if req.last_kind == Some(FailureKind::Transport) => {
+                self.tally.failed_timeout += 1;
+            }
+            GiveUp::LastFailure => self.tally.failed_retries += 1,
+            GiveUp::NoCapacity { .. } | GiveUp::Budget { .. } => {
+                self.tally.failed_no_capacity += 1;
             }
         }
     }
 
-    /// `Router::fail` after settlement: shared cooldown, then fail over or give up.
-    fn fail(
-        &mut self,
-        req: Box<Request>,
-        d: DeploymentId,
-        kind: FailureKind,
-        stated: Option<Duration>,
-    ) -> Result<(), SimError> {
-        let unit = self.jitter.f64();
-        if let Some(cooldown) = self.policy.cooldown(req.calls, kind, stated, unit) {
-            ready(self.ledger.cooldown(d, cooldown))?;
-        }
-        match self.policy.on_failure(req.calls, kind, stated, unit) {
-            OnFailure::FailOver { .. } => return self.acquire(req),
-            OnFailure::Return if kind == FailureKind::Transport => self.tally.failed_timeout += 1,
-            OnFailure::Return => self.tally.failed_retries += 1,
-        }
-        Ok(())
-    }
-
-    /// `Router::observe`: follow the provider's rate-limit headers where they say less remains
-    /// than the configured limit.
+    /// Sends the simulated provider's rate-limit headers to the ledger when [`Reports`] says
+    /// they are worth a call, as the SDK does.
     fn observe(&mut self, d: DeploymentId) -> Result<(), SimError> {
-        let Some(observation) = self.providers.headers(d, self.clock.now_ms()) else {
+        let now = self.clock.now_ms();
+        let Some(observation) = self.providers.headers(d, now) else {
             return Ok(());
         };
         let limits = self.registry.deployment(d).limits;
-        let matters = |reported: Option<(u64, Duration)>, limit: Option<std::num::NonZeroU64>| {
-            reported.is_some_and(|(left, _)| left == 0 || limit.is_some_and(|l| left < l.get()))
-        };
-        if matters(observation.requests, limits.rpm) || matters(observation.tokens, limits.tpm) {
-            ready(self.ledger.observe(d, observation))?;
+        match self.reports.to_send(d, observation, limits, now) {
+            Some(sent) => ready(self.ledger.observe(d, sent)),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

@@ -1,15 +1,15 @@
-//! Simulation: the real routing core against simulated providers, on a virtual clock.
+//! Simulation: the real request flow against simulated providers, on a virtual clock.
 //!
-//! [`run`] drives the same parts `router_sdk::Router` uses (the in-memory
-//! [`MemoryStore`](crate::ledger::MemoryStore) ledger, [`rank`](crate::select::rank),
-//! [`RetryPolicy`](crate::retry::RetryPolicy), [`OutputEstimator`](crate::estimate::OutputEstimator))
-//! through a synthetic traffic [`Profile`], and answers with a [`SimReport`]: per deployment,
-//! requests, tokens, cost, 429s and waits, and the total cost against sending everything to the
-//! cheapest or to the most expensive deployment. Nothing leaves the process: no network, no keys.
+//! [`run`] drives the very request flow `router_sdk::Router` drives
+//! ([`router_core::flow::Flow`], planned by [`router_core::flow::Plan`]) over the in-memory
+//! [`MemoryStore`](router_core::ledger::MemoryStore) ledger, through a synthetic traffic
+//! [`Profile`], and answers with a [`SimReport`]: per deployment, requests, tokens, cost, 429s and
+//! waits, and the total cost against sending everything to the cheapest or to the most expensive
+//! deployment. Nothing leaves the process: no network, no keys.
 //!
 //! # The model
 //!
-//! - **Time** is a [`ManualClock`](crate::clock::ManualClock) moved from event to event (a
+//! - **Time** is a [`ManualClock`](router_core::clock::ManualClock) moved from event to event (a
 //!   discrete-event simulation: arrivals, answers, the ends of waits), so an hour of traffic takes
 //!   well under a second, and the ledger's windows slide exactly as they would in real time.
 //! - **Traffic**: requests arrive at `rps` on average, as a Poisson process or, with
@@ -17,13 +17,13 @@
 //!   silence after it last 60 s together on average). Prompt and completion sizes are log-normal
 //!   with a given mean and spread (coefficient of variation). Seeded generators make every run
 //!   repeatable: the same configuration, profile and seed give the same report.
-//! - **The router** does what `Router::chat` does: estimate (prompt tokens by each provider's
-//!   tokenizer ratio; completions from each deployment's recent history), rank candidates by
-//!   estimated cost, admit through the ledger; when every candidate refuses, wait as
-//!   `RetryPolicy::on_denied` says, never past the deadline; on a 429, settle with no tokens,
-//!   follow the provider's rate-limit headers, put the cooldown the policy gives on the
-//!   deployment and fail over at once, up to `max_attempts` calls; on success, settle with the
-//!   real usage and record the completion size.
+//! - **The router** is the SDK's own request flow ([`router_core::flow`]): each candidate
+//!   estimated by its own tokenizer and history and ranked by that estimate, admission through
+//!   the ledger, waits as the flow says (never past the deadline), settlement as far as each call
+//!   got, shared cooldowns (stated waits clamped at `retry.max_cooldown_secs`), failover to a
+//!   candidate that has not failed in this request, up to `max_attempts` calls, and rate-limit
+//!   headers sent to the ledger when they matter or every few seconds
+//!   ([`router_core::flow::Reports`]). Simulated requests are interactive and have no tenant.
 //! - **Providers** keep their *own* books, apart from the ledger: an exact sliding 60 s log of
 //!   the requests they accepted with their real tokens (counted on arrival), plus the requests in
 //!   flight, per deployment and per provider-wide limit. A request that would break a limit is
@@ -48,6 +48,8 @@
 //! overload every waiting request asks the ledger again each time capacity might have returned,
 //! as the SDK does, so thousands of waiters make a run proportionally longer.
 
+#![forbid(unsafe_code)]
+
 mod agenda;
 mod engine;
 mod profile;
@@ -61,7 +63,7 @@ pub use profile::{Latency, Profile, TokenSize};
 pub use provider::REFUSAL_MS;
 pub use report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
 
-use crate::ledger::LedgerError;
+use router_core::ledger::LedgerError;
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

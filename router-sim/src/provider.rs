@@ -9,8 +9,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use crate::config::{Api, DeploymentId, Limits, Registry};
-use crate::ledger::Observation;
+use router_core::config::{Api, DeploymentId, Limits, Registry};
+use router_core::ledger::Observation;
 
 /// How long a provider takes to refuse a request with a 429, in ms.
 pub const REFUSAL_MS: u64 = 100;

@@ -3,8 +3,8 @@
 use super::Profile;
 use super::provider::Providers;
 use super::report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
-use crate::config::{DeploymentId, Registry};
-use crate::estimate;
+use router_core::config::{DeploymentId, Registry};
+use router_core::estimate;
 
 /// Counters of one deployment during the run.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,0 +1,73 @@
+//! One simulated request: its plan and flow, and how a provider call ends.
+
+use std::time::Duration;
+
+use router_core::config::{DeploymentId, Registry};
+use router_core::estimate::OutputEstimator;
+use router_core::flow::{Ask, Flow, Plan, Priority};
+use router_core::ledger::Reservation;
+use router_core::retry::{FailureKind, RetryPolicy};
+
+/// One request on its way through the router.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) arrived: u64,
+    /// Prompt size in o200k tokens.
+    pub(crate) o200k: u64,
+    /// The completion the provider will produce.
+    pub(crate) output: u64,
+    pub(crate) plan: Plan,
+    pub(crate) flow: Flow,
+    /// The reservation of the call under way.
+    pub(crate) held: Option<Reservation>,
+    /// Whether it has waited for capacity yet.
+    pub(crate) waited: bool,
+    /// The kind of the last failed call, if any.
+    pub(crate) last_kind: Option<FailureKind>,
+}
+
+impl Request {
+    /// A request arriving `now` with `o200k` prompt tokens that will get `output` completion
+    /// tokens, planned as `Router::chat` plans it ([`Plan::new`]).
+    pub(crate) fn plan(
+        registry: &Registry,
+        candidates: &[DeploymentId],
+        outputs: &OutputEstimator,
+        max_tokens: Option<u64>,
+        (now, o200k, output): (u64, u64, u64),
+    ) -> Self {
+        let ask = Ask {
+            o200k,
+            max_tokens,
+            tenant: None,
+            priority: Priority::Interactive,
+            deadline: registry.retry.deadline,
+        };
+        let plan = Plan::new(registry, outputs, candidates, ask, now);
+        let flow = Flow::new(RetryPolicy::new(registry.retry), &plan);
+        Self {
+            arrived: now,
+            o200k,
+            output,
+            plan,
+            flow,
+            held: None,
+            waited: false,
+            last_kind: None,
+        }
+    }
+}
+
+/// How a provider call ends.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Answered, with this many prompt tokens (its tokenizer's count).
+    Served {
+        /// Prompt tokens.
+        prompt: u64,
+    },
+    /// Refused: 429 with this `Retry-After`.
+    RateLimited(Duration),
+    /// Still running at the deadline.
+    TimedOut,
+}
