@@ -11,8 +11,8 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
 
-use crate::wire::classify::{Failure, classify};
-use crate::wire::{self, WireRequest};
+use crate::wire::classify::Failure;
+use crate::wire::{self, WireRequest, error, for_api};
 
 /// How a provider call failed, as far as settlement and retry care.
 #[derive(Debug)]
@@ -105,7 +105,7 @@ pub(crate) async fn send(
     }
     let headers = response.headers().clone();
     let body = response.bytes().await.unwrap_or_default();
-    let failure = classify(api, status.as_u16(), &headers, &body, now);
+    let failure = error::http_failure(for_api(api), status.as_u16(), &headers, &body, now);
     Err(CallFailure::Provider { failure, headers })
 }
 

@@ -1,30 +1,100 @@
 //! Anthropic `/v1/messages`.
 
-use reqwest::header::{HeaderName, HeaderValue};
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use router_core::config::Api;
+use router_core::ledger::Observation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::classify::{self, ErrorBody, FailureClass};
-use super::{StreamFailure, malformed, nullable, secret_header};
+use super::classify::{ErrorBody, Failure, FailureClass};
+use super::headers::{self, parse_rfc3339_reset};
+use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{ChatRequest, Completion, FinishReason, Role, StreamEvent, Usage};
 
+/// The Anthropic wire format.
+#[derive(Debug)]
+pub(super) struct Anthropic;
+
 /// The `anthropic-version` header value.
-pub(super) const VERSION: &str = "2023-06-01";
+const VERSION: &str = "2023-06-01";
 
 /// `max_tokens` is required by Anthropic; used when the request sets none.
-pub(super) const DEFAULT_MAX_TOKENS: u64 = 4096;
+const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-pub(super) fn url(base: &str) -> String {
-    format!("{base}/v1/messages")
+/// `(remaining, reset)` header pairs: requests, tokens (the most restrictive token limit),
+/// input tokens, output tokens. Resets are RFC 3339 times.
+const DIMS: [(&str, &str); 4] = [
+    (
+        "anthropic-ratelimit-requests-remaining",
+        "anthropic-ratelimit-requests-reset",
+    ),
+    (
+        "anthropic-ratelimit-tokens-remaining",
+        "anthropic-ratelimit-tokens-reset",
+    ),
+    (
+        "anthropic-ratelimit-input-tokens-remaining",
+        "anthropic-ratelimit-input-tokens-reset",
+    ),
+    (
+        "anthropic-ratelimit-output-tokens-remaining",
+        "anthropic-ratelimit-output-tokens-reset",
+    ),
+];
+
+impl WireFormat for Anthropic {
+    fn url(&self, base: &str, _model: &str, _stream: bool) -> String {
+        format!("{base}/v1/messages")
+    }
+
+    fn auth(&self, key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
+        secret_header("x-api-key", "", key)
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", VERSION)]
+    }
+
+    fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> Value {
+        body(model, req, stream)
+    }
+
+    fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
+        parse_response(body).map_err(|e| e.to_string())
+    }
+
+    fn stream_decoder(&self) -> Box<dyn EventDecoder> {
+        Box::<Stream>::default()
+    }
+
+    fn error_body(&self, body: &[u8]) -> Option<ErrorBody> {
+        error_body(body)
+    }
+
+    /// Tokens come from `anthropic-ratelimit-tokens-*`, or, when absent, whichever of the input
+    /// / output token limits has less remaining.
+    fn observation(&self, headers: &HeaderMap, now: SystemTime) -> Observation {
+        let dim = |pair| headers::dimension(headers, pair, parse_rfc3339_reset, now);
+        Observation {
+            requests: dim(DIMS[0]),
+            tokens: dim(DIMS[1]).or_else(|| {
+                DIMS[2..]
+                    .iter()
+                    .filter_map(|&p| dim(p))
+                    .min_by_key(|&(left, _)| left)
+            }),
+        }
+    }
+
+    fn exhausted_reset(&self, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+        headers::exhausted_reset(headers, &DIMS, parse_rfc3339_reset, now)
+    }
 }
 
-pub(super) fn auth(key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
-    secret_header("x-api-key", "", key)
-}
-
-pub(super) fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
     let messages = turns.iter().map(|m| {
@@ -129,7 +199,7 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
+fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
     let response: Response = serde_json::from_slice(body)?;
     let text = response
         .content
@@ -186,24 +256,21 @@ struct MessageDeltaBody {
 
 /// Stream state: usage so far (assigned, never added) and whether `message_stop` was seen.
 #[derive(Debug, Default)]
-pub(super) struct Stream {
+struct Stream {
     usage: UsageJson,
     done: bool,
 }
 
-impl Stream {
-    pub(super) fn event(
-        &mut self,
-        event_name: &str,
-        data: &str,
-    ) -> Result<Vec<StreamEvent>, StreamFailure> {
+impl EventDecoder for Stream {
+    fn event(&mut self, event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure> {
         if self.done {
             return Ok(Vec::new());
         }
         let parsed: Event =
             serde_json::from_str(data).map_err(|e| malformed(Api::Anthropic, data, &e))?;
         if event_name == "error" || matches!(parsed, Event::Error) {
-            return Err(classify::stream_failure(Api::Anthropic, data.as_bytes()));
+            let data = data.as_bytes();
+            return Err(error::stream_failure(error_body(data), data));
         }
         Ok(match parsed {
             Event::MessageStart { message } => {
@@ -277,7 +344,7 @@ fn is_billing(error: &ErrorJson) -> bool {
     error.kind == "billing_error" || words.iter().any(|w| message.contains(w))
 }
 
-pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
+fn error_body(body: &[u8]) -> Option<ErrorBody> {
     let ErrorEnvelope { error } = serde_json::from_slice(body).ok()?;
     let class = if is_billing(&error) {
         Some(FailureClass::Billing)
@@ -296,147 +363,5 @@ pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::wire::test_support::{decode_all, request};
-    use serde_json::json;
-
-    #[test]
-    fn body_lifts_system_and_requires_max_tokens() {
-        let want = json!({
-            "model": "claude-sonnet-4-20250514",
-            "max_tokens": 64,
-            "system": "Be brief.",
-            "messages": [
-                {"role": "user", "content": "Hi"},
-                {"role": "assistant", "content": "Hello."},
-                {"role": "user", "content": "Bye"},
-            ],
-            "temperature": 0.5,
-            "stop_sequences": ["END"],
-            "stream": true,
-        });
-        assert_eq!(body("claude-sonnet-4-20250514", &request(), true), want);
-        let mut two_systems = ChatRequest::new("Hi");
-        two_systems
-            .messages
-            .insert(0, crate::types::Message::system("A."));
-        two_systems
-            .messages
-            .insert(1, crate::types::Message::system("B."));
-        let plain = body("m", &two_systems, false);
-        let want = json!({"model": "m", "max_tokens": DEFAULT_MAX_TOKENS, "system": "A.\n\nB.",
-            "messages": [{"role": "user", "content": "Hi"}]});
-        assert_eq!(plain, want);
-    }
-
-    #[test]
-    fn response_usage_counts_cache_as_prompt() {
-        let body = include_bytes!("../../tests/fixtures/anthropic/ok.json");
-        let got = parse_response(body).unwrap();
-        assert_eq!(got.content, "Hi! My name is Claude.");
-        assert_eq!(got.finish_reason, Some(FinishReason::Stop));
-        let prompt = 21 + 188 + 1800;
-        assert_eq!(
-            got.usage,
-            Some(Usage {
-                prompt_tokens: prompt,
-                completion_tokens: 393
-            })
-        );
-    }
-
-    #[test]
-    fn finish_reasons() {
-        for (name, want) in [
-            ("end_turn", FinishReason::Stop),
-            ("stop_sequence", FinishReason::Stop),
-            ("max_tokens", FinishReason::Length),
-            ("refusal", FinishReason::ContentFilter),
-            ("tool_use", FinishReason::Other("tool_use".into())),
-        ] {
-            assert_eq!(finish_reason(name), want);
-        }
-    }
-
-    #[test]
-    fn stream_usage_is_assigned_not_added() {
-        let sse = include_str!("../../tests/fixtures/anthropic/stream.sse");
-        let (events, failure) = decode_all(Api::Anthropic, sse);
-        assert_eq!(failure, None);
-        assert_eq!(
-            events,
-            [
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 135,
-                    completion_tokens: 1
-                }),
-                StreamEvent::Ignore,
-                StreamEvent::Ignore,
-                StreamEvent::Delta("Hello".into()),
-                StreamEvent::Delta("!".into()),
-                StreamEvent::Ignore,
-                StreamEvent::Finish(FinishReason::Stop),
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 135,
-                    completion_tokens: 15
-                }),
-                StreamEvent::Done,
-            ]
-        );
-    }
-
-    #[test]
-    fn message_delta_input_counts_replace_the_start_counts() {
-        let mut s = Stream::default();
-        let start =
-            r#"{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}"#;
-        s.event("message_start", start).unwrap();
-        let delta =
-            r#"{"type":"message_delta","delta":{},"usage":{"input_tokens":12,"output_tokens":7}}"#;
-        let usage = Usage {
-            prompt_tokens: 12,
-            completion_tokens: 7,
-        };
-        assert_eq!(
-            s.event("message_delta", delta).unwrap(),
-            [StreamEvent::Usage(usage)]
-        );
-        let again = r#"{"type":"message_delta","delta":{},"usage":{"output_tokens":9}}"#;
-        let usage = Usage {
-            prompt_tokens: 12,
-            completion_tokens: 9,
-        };
-        assert_eq!(
-            s.event("message_delta", again).unwrap(),
-            [StreamEvent::Usage(usage)]
-        );
-    }
-
-    #[test]
-    fn overloaded_error_event_after_200() {
-        let sse = include_str!("../../tests/fixtures/anthropic/stream_error_529.sse");
-        let (events, failure) = decode_all(Api::Anthropic, sse);
-        let usage = Usage {
-            prompt_tokens: 12,
-            completion_tokens: 1,
-        };
-        let want = [
-            StreamEvent::Usage(usage),
-            StreamEvent::Ignore,
-            StreamEvent::Delta("Par".into()),
-        ];
-        assert_eq!(events, want);
-        let failure = failure.unwrap();
-        assert_eq!(failure.class, FailureClass::Overloaded);
-        assert_eq!(
-            (failure.status, failure.code.as_deref()),
-            (None, Some("overloaded_error"))
-        );
-        assert_eq!(
-            failure.class.kind(),
-            router_core::retry::FailureKind::Overloaded
-        );
-    }
-}
+#[path = "anthropic_tests.rs"]
+mod tests;

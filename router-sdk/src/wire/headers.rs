@@ -10,36 +10,9 @@ use reqwest::header::HeaderMap;
 use router_core::config::Api;
 use router_core::ledger::Observation;
 
+use super::for_api;
+
 const NANOS_PER_SEC: u128 = 1_000_000_000;
-
-/// `(remaining, reset)` header pairs of OpenAI-compatible servers: requests, then tokens.
-const OPENAI_DIMS: [(&str, &str); 2] = [
-    (
-        "x-ratelimit-remaining-requests",
-        "x-ratelimit-reset-requests",
-    ),
-    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
-];
-
-/// Anthropic's pairs: requests, tokens (the most restrictive token limit), input, output.
-const ANTHROPIC_DIMS: [(&str, &str); 4] = [
-    (
-        "anthropic-ratelimit-requests-remaining",
-        "anthropic-ratelimit-requests-reset",
-    ),
-    (
-        "anthropic-ratelimit-tokens-remaining",
-        "anthropic-ratelimit-tokens-reset",
-    ),
-    (
-        "anthropic-ratelimit-input-tokens-remaining",
-        "anthropic-ratelimit-input-tokens-reset",
-    ),
-    (
-        "anthropic-ratelimit-output-tokens-remaining",
-        "anthropic-ratelimit-output-tokens-reset",
-    ),
-];
 
 /// A header's value as trimmed text, if present and visible ASCII.
 pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -144,61 +117,41 @@ fn parse_remaining(value: &str) -> Option<u64> {
     decimal(value, NANOS_PER_SEC).map(|d| d.as_secs())
 }
 
-fn dimension(
-    api: Api,
+/// How a wire format writes a reset header: takes the value and `now`, gives the wait.
+pub(crate) type ResetParser = fn(&str, SystemTime) -> Option<Duration>;
+
+/// One dimension's `(remaining, reset)` from its header pair; both must be present and readable.
+pub(crate) fn dimension(
     headers: &HeaderMap,
     (remaining, reset): (&str, &str),
+    parse_reset: ResetParser,
     now: SystemTime,
 ) -> Option<(u64, Duration)> {
     let remaining = parse_remaining(header_str(headers, remaining)?)?;
-    let reset = header_str(headers, reset)?;
-    let reset = match api {
-        Api::Anthropic => parse_rfc3339_reset(reset, now)?,
-        Api::OpenAi | Api::Gemini => parse_duration_openai(reset)?,
-    };
+    let reset = parse_reset(header_str(headers, reset)?, now)?;
     Some((remaining, reset))
 }
 
-fn dims(api: Api) -> &'static [(&'static str, &'static str)] {
-    match api {
-        Api::OpenAi => &OPENAI_DIMS,
-        Api::Anthropic => &ANTHROPIC_DIMS,
-        Api::Gemini => &[],
-    }
-}
-
-/// What the provider's headers say about its limits. A dimension needs both its remaining count
-/// and its reset; Gemini sends none. Anthropic's tokens come from `anthropic-ratelimit-tokens-*`,
-/// or, when absent, whichever of the input / output token limits has less remaining.
-pub(crate) fn observation(api: Api, headers: &HeaderMap, now: SystemTime) -> Observation {
-    let dim = |pair| dimension(api, headers, pair, now);
-    match api {
-        Api::OpenAi => Observation {
-            requests: dim(OPENAI_DIMS[0]),
-            tokens: dim(OPENAI_DIMS[1]),
-        },
-        Api::Anthropic => Observation {
-            requests: dim(ANTHROPIC_DIMS[0]),
-            tokens: dim(ANTHROPIC_DIMS[1]).or_else(|| {
-                ANTHROPIC_DIMS[2..]
-                    .iter()
-                    .filter_map(|&p| dim(p))
-                    .min_by_key(|&(left, _)| left)
-            }),
-        },
-        Api::Gemini => Observation::default(),
-    }
-}
-
-/// The longest reset among the dimensions the headers report as exhausted (remaining 0): the
-/// wait a 429 implies when it states none itself.
-pub(crate) fn exhausted_reset(api: Api, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    dims(api)
+/// The longest reset among the dimensions of `pairs` the headers report as exhausted (remaining
+/// 0): the wait a 429 implies when it states none itself.
+pub(crate) fn exhausted_reset(
+    headers: &HeaderMap,
+    pairs: &[(&str, &str)],
+    parse_reset: ResetParser,
+    now: SystemTime,
+) -> Option<Duration> {
+    pairs
         .iter()
-        .filter_map(|&pair| dimension(api, headers, pair, now))
+        .filter_map(|&pair| dimension(headers, pair, parse_reset, now))
         .filter(|&(remaining, _)| remaining == 0)
         .map(|(_, reset)| reset)
         .max()
+}
+
+/// What the provider's headers say about its limits, read by `api`'s wire format. A dimension
+/// needs both its remaining count and its reset; garbage is ignored.
+pub(crate) fn observation(api: Api, headers: &HeaderMap, now: SystemTime) -> Observation {
+    for_api(api).observation(headers, now)
 }
 
 #[cfg(test)]
@@ -313,7 +266,7 @@ pub(crate) mod tests {
         let obs = observation(Api::OpenAi, &h, now());
         assert_eq!(obs.requests, Some((59, MS(1_000))));
         assert_eq!(obs.tokens, Some((149_984, MS(360_000))));
-        assert_eq!(exhausted_reset(Api::OpenAi, &h, now()), None);
+        assert_eq!(for_api(Api::OpenAi).exhausted_reset(&h, now()), None);
     }
 
     #[test]
@@ -339,7 +292,10 @@ pub(crate) mod tests {
             Some((0, MS(40_000))),
             "input tokens: less remaining"
         );
-        assert_eq!(exhausted_reset(Api::Anthropic, &h, now()), Some(MS(40_000)));
+        assert_eq!(
+            for_api(Api::Anthropic).exhausted_reset(&h, now()),
+            Some(MS(40_000))
+        );
         let h = headers(&[
             ("anthropic-ratelimit-tokens-remaining", "79000"),
             ("anthropic-ratelimit-tokens-reset", "2024-09-27T17:28:06Z"),
@@ -368,7 +324,7 @@ pub(crate) mod tests {
                 Observation::default(),
                 "{api:?}"
             );
-            assert_eq!(exhausted_reset(api, &h, now()), None, "{api:?}");
+            assert_eq!(for_api(api).exhausted_reset(&h, now()), None, "{api:?}");
         }
         let mut bytes = HeaderMap::new();
         bytes.insert(

@@ -1,0 +1,84 @@
+//! Reading a provider's error: the wire format parses the body and its stated wait, then the
+//! pure [`classify`] says what it means.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::HeaderMap;
+
+use super::classify::{ErrorBody, Failure, ParsedError, classify};
+use super::{WireFormat, excerpt, headers};
+
+/// Classifies an HTTP error response (any status but 2xx).
+pub(crate) fn http_failure(
+    format: &dyn WireFormat,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> Failure {
+    let parsed = format.error_body(body).unwrap_or_else(|| ErrorBody {
+        message: if body.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            excerpt(body)
+        },
+        ..ErrorBody::default()
+    });
+    classify(with_headers(format, Some(status), parsed, headers, now))
+}
+
+/// Classifies an error that arrived inside a stream (`event: error`, or a chunk with `error`),
+/// given what the wire format read from it.
+pub(crate) fn stream_failure(parsed: Option<ErrorBody>, data: &[u8]) -> Failure {
+    let Some(body) = parsed else {
+        return Failure::decode(format!("unreadable stream error: {}", excerpt(data)));
+    };
+    let stated_wait = body.retry_delay;
+    classify(ParsedError {
+        status: None,
+        body,
+        stated_wait,
+        should_retry: None,
+    })
+}
+
+fn with_headers(
+    format: &dyn WireFormat,
+    status: Option<u16>,
+    body: ErrorBody,
+    headers: &HeaderMap,
+    now: SystemTime,
+) -> ParsedError {
+    let should_retry = match headers::header_str(headers, "x-should-retry") {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    ParsedError {
+        status,
+        stated_wait: stated_wait(format, headers, body.retry_delay, now),
+        body,
+        should_retry,
+    }
+}
+
+/// The provider's stated wait, by precedence: `retry-after-ms`, `retry-after`, the body's
+/// `retryDelay`, then the reset of an exhausted dimension in the rate-limit headers.
+fn stated_wait(
+    format: &dyn WireFormat,
+    headers: &HeaderMap,
+    body_delay: Option<Duration>,
+    now: SystemTime,
+) -> Option<Duration> {
+    let ms = headers::header_str(headers, "retry-after-ms").and_then(headers::parse_retry_after_ms);
+    ms.or_else(|| {
+        let value = headers::header_str(headers, "retry-after")?;
+        headers::parse_retry_after(value, now)
+    })
+    .or(body_delay)
+    .or_else(|| format.exhausted_reset(headers, now))
+}
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -1,0 +1,128 @@
+#![allow(clippy::unwrap_used)]
+
+use super::classify::FailureClass;
+use super::test_support::request;
+use super::*;
+use crate::types::StreamEvent;
+use crate::types::{FinishReason, Usage};
+
+const PLANTED: &str = "sk-planted-7e1d0c4b9a";
+
+#[test]
+fn requests_put_the_key_only_in_a_sensitive_header() {
+    let key = ApiKey::new(PLANTED.to_owned());
+    let table = [
+        (
+            Api::OpenAi,
+            "https://api.openai.com/v1/",
+            "https://api.openai.com/v1/chat/completions",
+            "authorization",
+            format!("Bearer {PLANTED}"),
+        ),
+        (
+            Api::Anthropic,
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/v1/messages",
+            "x-api-key",
+            PLANTED.to_owned(),
+        ),
+        (
+            Api::Gemini,
+            "https://generativelanguage.googleapis.com/v1beta/",
+            "https://generativelanguage.googleapis.com/v1beta/models/m:streamGenerateContent?alt=sse",
+            "x-goog-api-key",
+            PLANTED.to_owned(),
+        ),
+    ];
+    for (api, base, url, auth, value) in table {
+        let wire = build(api, base, "m", &key, &request(), true);
+        assert_eq!(wire.url, url, "{api:?}");
+        assert_eq!(wire.headers["content-type"], "application/json");
+        assert_eq!(wire.headers[auth], value.as_str(), "{api:?}");
+        assert!(wire.headers[auth].is_sensitive(), "{api:?}");
+        let shown = format!("{wire:?}");
+        assert!(!shown.contains(PLANTED), "{api:?} leaked the key: {shown}");
+        assert!(!wire.body.to_string().contains(PLANTED));
+    }
+    let anthropic = build(Api::Anthropic, "http://x", "m", &key, &request(), false);
+    assert_eq!(anthropic.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(anthropic.headers.len(), 3);
+}
+
+#[test]
+fn a_key_that_cannot_be_a_header_is_left_out() {
+    let key = ApiKey::new("sk-bad\nkey".to_owned());
+    let wire = build(Api::OpenAi, "http://x/v1", "m", &key, &request(), false);
+    assert!(wire.headers.get("authorization").is_none());
+    assert!(!format!("{wire:?}").contains("sk-bad"));
+}
+
+#[test]
+fn parse_response_dispatches_and_keeps_an_excerpt_on_decode_errors() {
+    let ok = parse_response(
+        Api::OpenAi,
+        include_bytes!("../../tests/fixtures/openai/ok.json"),
+    );
+    assert_eq!(ok.unwrap().finish_reason, Some(FinishReason::Stop));
+    let long = format!("<html>{}</html>", "é".repeat(1000));
+    for api in Api::ALL {
+        let err = parse_response(api, long.as_bytes()).unwrap_err();
+        assert_eq!(err.api, api.as_str());
+        assert!(err.excerpt.starts_with("<html>éé") && err.excerpt.ends_with('…'));
+        assert_eq!(err.excerpt.chars().count(), EXCERPT_MAX + 1);
+        assert!(err.to_string().starts_with("cannot decode the "), "{err}");
+        assert_eq!(Failure::from(err).class, FailureClass::Decode);
+    }
+    let empty = parse_response(Api::Gemini, b"{}").unwrap();
+    assert_eq!((empty.content.as_str(), empty.usage), ("", None));
+}
+
+#[test]
+fn malformed_stream_events_are_decode_failures() {
+    for api in Api::ALL {
+        let mut decoder = StreamDecoder::new(api);
+        assert_eq!(decoder.event("", "  ").unwrap(), [StreamEvent::Ignore]);
+        let failure = decoder.event("message_delta", "{not json").unwrap_err();
+        assert_eq!(
+            (failure.class, failure.status),
+            (FailureClass::Decode, None),
+            "{api:?}"
+        );
+        assert!(
+            failure.message.contains("{not json"),
+            "{api:?}: {}",
+            failure.message
+        );
+    }
+}
+
+#[test]
+fn finish_adds_nothing_once_done_was_seen() {
+    let mut openai = StreamDecoder::new(Api::OpenAi);
+    assert_eq!(openai.event("", "[DONE]").unwrap(), [StreamEvent::Done]);
+    assert_eq!(
+        openai.event("", r#"{"choices":[]}"#).unwrap(),
+        [StreamEvent::Ignore]
+    );
+    assert_eq!(openai.finish(), []);
+    let mut anthropic = StreamDecoder::new(Api::Anthropic);
+    let stop = r#"{"type":"message_stop"}"#;
+    assert_eq!(
+        anthropic.event("message_stop", stop).unwrap(),
+        [StreamEvent::Done]
+    );
+    assert_eq!(anthropic.finish(), []);
+    let mut gemini = StreamDecoder::new(Api::Gemini);
+    let last = r#"{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3}}"#;
+    let usage = Usage {
+        prompt_tokens: 3,
+        completion_tokens: 0,
+    };
+    let want = [
+        StreamEvent::Finish(FinishReason::Stop),
+        StreamEvent::Usage(usage),
+    ];
+    assert_eq!(gemini.event("", last).unwrap(), want);
+    assert_eq!(gemini.finish(), [StreamEvent::Done]);
+    assert_eq!(gemini.finish(), []);
+}
