@@ -1,7 +1,8 @@
 //! Rate-limit and retry headers, parsed with `now` passed in.
 //!
 //! Every parser returns `None` for a value it does not understand: a provider's garbage header is
-//! ignored, never a panic. Waits in the past are [`Duration::ZERO`]. Decimal numbers are parsed
+//! ignored, never a panic. Waits in the past are [`Duration::ZERO`]; absurdly long ones (numbers
+//! past `u64`, dates thousands of years away) saturate at [`WAIT_CEILING`]. Decimal numbers are parsed
 //! exactly (no floating point), so `2m59.56s` is 179 560 ms.
 
 use std::time::{Duration, SystemTime};
@@ -14,25 +15,45 @@ use super::for_api;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
+/// The longest wait a header can state: 2^32 seconds (about 136 years). Anything longer, up to
+/// numbers no integer type holds, saturates here, so `now + wait` never overflows (in
+/// milliseconds it stays below 2^53, exact even as a Lua number). The request flow clamps
+/// stated waits far lower (`retry.max_cooldown_secs`); this only makes the parse safe.
+pub(crate) const WAIT_CEILING: Duration = Duration::from_secs(1 << 32);
+
 /// A header's value as trimmed text, if present and visible ASCII.
 pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name)?.to_str().ok().map(str::trim)
 }
 
 /// A non-negative decimal (`"12"`, `"1.5"`, `".25"`) times `unit_nanos`, as a [`Duration`].
-/// Fraction digits past nanosecond precision are dropped. No sign, no exponent.
+/// Fraction digits past nanosecond precision are dropped. No sign, no exponent. A number too
+/// large for any integer type saturates (callers cap waits at [`WAIT_CEILING`]).
 fn decimal(value: &str, unit_nanos: u128) -> Option<Duration> {
     let (int, frac) = value.split_once('.').unwrap_or((value, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
         return None;
     }
-    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    // Only ASCII digits are left: parsing fails on overflow alone.
+    let int: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().unwrap_or(u128::MAX)
+    };
     let frac9 = format!("{:0<9}", frac.get(..frac.len().min(9))?);
     let frac: u128 = frac9.parse().ok()?;
-    let nanos = int.checked_mul(unit_nanos)? + frac * unit_nanos / NANOS_PER_SEC;
-    let secs = u64::try_from(nanos / NANOS_PER_SEC).ok()?;
-    Some(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
+    let nanos = int
+        .saturating_mul(unit_nanos)
+        .saturating_add(frac * unit_nanos / NANOS_PER_SEC);
+    let secs = u64::try_from(nanos / NANOS_PER_SEC).unwrap_or(u64::MAX);
+    let subsec = u32::try_from(nanos % NANOS_PER_SEC).unwrap_or(0);
+    Some(Duration::new(secs, subsec))
+}
+
+/// A wait, capped at [`WAIT_CEILING`].
+fn capped(wait: Duration) -> Duration {
+    wait.min(WAIT_CEILING)
 }
 
 /// An OpenAI (Go-style) duration: `1s`, `6m0s`, `17ms`, `1.5s`, `2m59.56s`, `23h47m36.648s`.
@@ -59,32 +80,32 @@ pub(crate) fn parse_duration_openai(value: &str) -> Option<Duration> {
             "ns" => 1,
             _ => return None,
         };
-        total = total.checked_add(decimal(number, unit_nanos)?)?;
+        total = total.saturating_add(decimal(number, unit_nanos)?);
         rest = next;
     }
-    Some(total)
+    Some(capped(total))
 }
 
 /// `retry-after`: seconds (possibly fractional) or an HTTP-date, relative to `now`.
 pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if value.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return decimal(value, NANOS_PER_SEC);
+        return decimal(value, NANOS_PER_SEC).map(capped);
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(capped(at.duration_since(now).unwrap_or(Duration::ZERO)))
 }
 
 /// `retry-after-ms`: milliseconds, possibly fractional.
 pub(crate) fn parse_retry_after_ms(value: &str) -> Option<Duration> {
-    decimal(value.trim(), 1_000_000)
+    decimal(value.trim(), 1_000_000).map(capped)
 }
 
 /// An RFC 3339 timestamp (`2024-09-27T17:29:00Z`, fractions and `+hh:mm` offsets allowed) as the
 /// wait from `now`.
 pub(crate) fn parse_rfc3339_reset(value: &str, now: SystemTime) -> Option<Duration> {
     let at = parse_rfc3339(value.trim())?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(capped(at.duration_since(now).unwrap_or(Duration::ZERO)))
 }
 
 fn parse_rfc3339(value: &str) -> Option<SystemTime> {
@@ -200,7 +221,6 @@ pub(crate) mod tests {
             ("1d", None),
             ("1s garbage", None),
             ("NaNs", None),
-            ("99999999999999999999999h", None),
         ];
         for (input, want) in table {
             assert_eq!(parse_duration_openai(input), want, "input {input:?}");
@@ -221,7 +241,6 @@ pub(crate) mod tests {
             ("", None),
             ("1.5.5", None),
             ("Fri, 99 Sep 2024 17:28:30 GMT", None),
-            ("18446744073709551616", None),
         ];
         for (input, want) in table {
             assert_eq!(parse_retry_after(input, now()), want, "input {input:?}");
@@ -232,6 +251,40 @@ pub(crate) mod tests {
             Some(Duration::from_micros(500))
         );
         assert_eq!(parse_retry_after_ms("x"), None);
+    }
+
+    #[test]
+    fn absurd_waits_saturate_at_the_ceiling() {
+        let far = [
+            parse_retry_after("18446744073709551615", now()),
+            parse_retry_after("18446744073709551616", now()),
+            parse_retry_after("999999999999999999999999999999999999999999.5", now()),
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now()),
+            parse_retry_after_ms("18446744073709551615"),
+            parse_retry_after_ms("99999999999999999999999999999999999999999999"),
+            parse_rfc3339_reset("9999-12-31T23:59:59Z", now()),
+            parse_duration_openai("99999999999999999999999h"),
+            parse_duration_openai("18446744073709551615h18446744073709551615h"),
+            parse_duration_openai("8760000000h"),
+        ];
+        for (i, wait) in far.into_iter().enumerate() {
+            assert_eq!(wait, Some(WAIT_CEILING), "case {i}");
+        }
+        let ceiling_ms = u64::try_from(WAIT_CEILING.as_millis()).unwrap();
+        assert!(
+            ceiling_ms.checked_add(u64::MAX / 2).is_some(),
+            "now + wait fits in ms"
+        );
+        assert!(ceiling_ms < (1 << 53), "exact as a Lua number");
+        assert_eq!(
+            parse_retry_after("8760h", now()),
+            None,
+            "not a number of seconds"
+        );
+        assert_eq!(
+            parse_duration_openai("8760h"),
+            Some(Duration::from_secs(31_536_000))
+        );
     }
 
     #[test]
