@@ -79,7 +79,8 @@ fn transport_failure(e: reqwest::Error) -> CallFailure {
     }
 }
 
-/// Sends `request`; a non-success status is read and classified. Returns the open response on
+/// Sends `request`; a non-success status is read and classified. Redirects are never followed
+/// (the client is built so): a 3xx is a server error of that deployment. Returns the open response on
 /// success, its body not yet read. The provider must start answering within `first_answer`, and
 /// the whole exchange (body included) must end within `deadline`.
 pub(crate) async fn send(
@@ -104,6 +105,10 @@ pub(crate) async fn send(
         return Ok(response);
     }
     let headers = response.headers().clone();
+    if status.is_redirection() {
+        let failure = error::redirect_failure(status.as_u16(), &headers);
+        return Err(CallFailure::Provider { failure, headers });
+    }
     let body = response.bytes().await.unwrap_or_default();
     let failure = error::http_failure(for_api(api), status.as_u16(), &headers, &body, now);
     Err(CallFailure::Provider { failure, headers })

@@ -5,10 +5,29 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 
-use super::classify::{ErrorBody, Failure, ParsedError, classify};
+use super::classify::{ErrorBody, Failure, FailureClass, ParsedError, classify};
 use super::{WireFormat, excerpt, headers};
 
-/// Classifies an HTTP error response (any status but 2xx).
+/// A redirect, which is never followed: the key and the prompt stay with the configured
+/// `base_url`. It is a server error of that deployment (short cooldown, fail over).
+pub(crate) fn redirect_failure(status: u16, headers: &HeaderMap) -> Failure {
+    let to = headers::header_str(headers, "location").map_or_else(
+        || "elsewhere".to_owned(),
+        |location| excerpt(location.as_bytes()),
+    );
+    Failure {
+        class: FailureClass::ServerError,
+        status: Some(status),
+        retry_after: None,
+        message: format!(
+            "the provider redirected the call to {to}; redirects are never followed (they would \
+             carry the key to another origin): point base_url at the final address"
+        ),
+        code: None,
+    }
+}
+
+/// Classifies an HTTP error response (any status but 2xx and 3xx).
 pub(crate) fn http_failure(
     format: &dyn WireFormat,
     status: u16,

@@ -167,3 +167,19 @@ fn stream_failures() {
         Decode
     );
 }
+
+#[test]
+fn a_redirect_is_a_server_error_that_says_where_it_pointed() {
+    let got = redirect_failure(
+        307,
+        &headers(&[("location", "https://elsewhere.example/v1")]),
+    );
+    assert_eq!((got.class, got.status), (ServerError, Some(307)));
+    assert!(
+        got.message.contains("https://elsewhere.example/v1"),
+        "{got}"
+    );
+    assert!(got.message.contains("base_url"), "{got}");
+    let got = redirect_failure(302, &headers(&[]));
+    assert!(got.message.contains("elsewhere;"), "{got}");
+}
