@@ -63,7 +63,7 @@ impl WireFormat for Anthropic {
     }
 
     fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
-        parse_response(body).map_err(|e| e.to_string())
+        parse_response(body)
     }
 
     fn stream_decoder(&self) -> Box<dyn EventDecoder> {
@@ -178,13 +178,14 @@ impl UsageJson {
         }
     }
 
-    /// Prompt = input + cache creation + cache read.
+    /// Prompt = input + cache creation + cache read, saturating: a sum past `u64` is far above
+    /// the plausibility bound the wire layer checks next.
     fn usage(&self) -> Usage {
         let n = |v: Option<u64>| v.unwrap_or(0);
         Usage {
             prompt_tokens: n(self.input_tokens)
-                + n(self.cache_creation_input_tokens)
-                + n(self.cache_read_input_tokens),
+                .saturating_add(n(self.cache_creation_input_tokens))
+                .saturating_add(n(self.cache_read_input_tokens)),
             completion_tokens: n(self.output_tokens),
         }
     }
@@ -199,8 +200,11 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
-    let response: Response = serde_json::from_slice(body)?;
+fn parse_response(body: &[u8]) -> Result<Completion, String> {
+    let response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if response.content.is_empty() && response.stop_reason.is_none() {
+        return Err("no content and no stop reason in the answer".into());
+    }
     let text = response
         .content
         .into_iter()

@@ -31,7 +31,8 @@ pub enum FailureClass {
     Auth,
     /// 400, 404, 422 and other 4xx: the request is wrong; return at once.
     Invalid,
-    /// The provider answered something we cannot read.
+    /// The provider answered 200 with something we cannot read, no answer in it, or implausible
+    /// usage: the deployment's fault. Short cooldown; fail over.
     Decode,
 }
 
@@ -41,9 +42,10 @@ impl FailureClass {
         match self {
             Self::RateLimited => FailureKind::RateLimited,
             Self::Overloaded => FailureKind::Overloaded,
-            Self::ServerError => FailureKind::ServerError,
             Self::Billing => FailureKind::Billing,
-            Self::Auth | Self::Invalid | Self::Decode => FailureKind::Fatal,
+            // An answer we cannot read is the deployment's fault: short cooldown, fail over.
+            Self::ServerError | Self::Decode => FailureKind::ServerError,
+            Self::Auth | Self::Invalid => FailureKind::Fatal,
         }
     }
 
@@ -291,7 +293,7 @@ mod tests {
             (Billing, FailureKind::Billing),
             (Auth, FailureKind::Fatal),
             (Invalid, FailureKind::Fatal),
-            (Decode, FailureKind::Fatal),
+            (Decode, FailureKind::ServerError),
         ];
         for (class, kind) in table {
             assert_eq!(class.kind(), kind, "{class}");

@@ -46,6 +46,25 @@ pub(crate) fn http_failure(
     classify(with_headers(format, Some(status), parsed, headers, now))
 }
 
+/// The error a 2xx answer's body describes (`{"error": {...}}`, Anthropic's
+/// `{"type": "error", ...}`), classified as that error; `None` when the body is no error object.
+pub(crate) fn answer_failure(
+    format: &dyn WireFormat,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> Option<Failure> {
+    let parsed = format.error_body(body)?;
+    Some(classify(with_headers(
+        format,
+        Some(status),
+        parsed,
+        headers,
+        now,
+    )))
+}
+
 /// Classifies an error that arrived inside a stream (`event: error`, or a chunk with `error`),
 /// given what the wire format read from it.
 pub(crate) fn stream_failure(parsed: Option<ErrorBody>, data: &[u8]) -> Failure {

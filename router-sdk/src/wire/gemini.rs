@@ -32,7 +32,7 @@ impl WireFormat for Gemini {
     }
 
     fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
-        parse_response(body).map_err(|e| e.to_string())
+        parse_response(body)
     }
 
     fn stream_decoder(&self) -> Box<dyn EventDecoder> {
@@ -141,7 +141,10 @@ impl From<UsageJson> for Usage {
     fn from(u: UsageJson) -> Self {
         Usage {
             prompt_tokens: u.prompt_token_count,
-            completion_tokens: u.candidates_token_count + u.thoughts_token_count,
+            // Saturating: a sum past `u64` is far above the plausibility bound checked next.
+            completion_tokens: u
+                .candidates_token_count
+                .saturating_add(u.thoughts_token_count),
         }
     }
 }
@@ -165,14 +168,15 @@ fn finish_reason(reason: &str) -> FinishReason {
 
 impl Response {
     /// The first candidate's text (thought parts left out) and finish reason; a prompt that was
-    /// blocked before any candidate is a content-filter finish.
-    fn first(&mut self) -> (String, Option<FinishReason>) {
+    /// blocked before any candidate is a content-filter finish. `None`: no candidate and no
+    /// block reason, nothing at all.
+    fn first(&mut self) -> Option<(String, Option<FinishReason>)> {
         let blocked = self
             .prompt_feedback
             .as_ref()
             .and_then(|f| f.block_reason.as_ref());
         let Some(c) = self.candidates.iter_mut().min_by_key(|c| c.index) else {
-            return (String::new(), blocked.map(|_| FinishReason::ContentFilter));
+            return blocked.map(|_| (String::new(), Some(FinishReason::ContentFilter)));
         };
         let parts = std::mem::take(&mut c.content.parts);
         let text = parts
@@ -180,13 +184,16 @@ impl Response {
             .filter(|p| !p.thought)
             .filter_map(|p| p.text)
             .collect();
-        (text, c.finish_reason.as_deref().map(finish_reason))
+        Some((text, c.finish_reason.as_deref().map(finish_reason)))
     }
 }
 
-fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
-    let mut response: Response = serde_json::from_slice(body)?;
-    let (content, finish_reason) = response.first();
+/// What an answer with no candidate and no block reason lacks.
+const NO_CANDIDATES: &str = "no candidates (and no promptFeedback.blockReason)";
+
+fn parse_response(body: &[u8]) -> Result<Completion, String> {
+    let mut response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let (content, finish_reason) = response.first().ok_or(NO_CANDIDATES)?;
     Ok(Completion {
         content,
         finish_reason,
@@ -194,9 +201,11 @@ fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
     })
 }
 
-/// Stream state: whether a finish reason arrived (then the end of the stream is `Done`).
+/// Stream state: whether text arrived, whether a finish reason arrived (then the end of the
+/// stream is `Done`).
 #[derive(Debug, Default)]
 struct Stream {
+    delivered: bool,
     finished: bool,
     done: bool,
 }
@@ -209,13 +218,24 @@ impl EventDecoder for Stream {
             let data = data.as_bytes();
             return Err(error::stream_failure(error_body(data), data));
         }
-        let (text, finish) = chunk.first();
+        // A chunk with no candidate is malformed unless something came before (a trailing
+        // chunk may carry usage alone).
+        let (text, finish) = match chunk.first() {
+            Some(first) => first,
+            None if self.delivered => (String::new(), None),
+            None => {
+                return Err(Failure::decode(format!(
+                    "malformed gemini stream: {NO_CANDIDATES}"
+                )));
+            }
+        };
         let mut events = Vec::new();
         if !text.is_empty() {
+            self.delivered = true;
             events.push(StreamEvent::Delta(text));
         }
         if let Some(reason) = finish {
-            self.finished = true;
+            (self.delivered, self.finished) = (true, true);
             events.push(StreamEvent::Finish(reason));
         }
         if let Some(usage) = chunk.usage_metadata {

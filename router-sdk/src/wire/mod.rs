@@ -28,9 +28,15 @@ use router_core::ledger::Observation;
 use serde::{Deserialize, Deserializer};
 
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion};
+use crate::types::{ChatRequest, Completion, Usage};
 use classify::{ErrorBody, Failure};
 pub(crate) use stream::{EventDecoder, StreamDecoder};
+
+/// The most tokens a provider may report for one count (prompt or completion) of one request:
+/// 100 million. The largest context windows hold a few million tokens; a count above this is a
+/// broken or hostile server, and settling it would wipe budgets or wrap counters, so the answer
+/// is malformed ([`Decode`](classify::FailureClass::Decode)).
+pub(crate) const MAX_PLAUSIBLE_TOKENS: u64 = 100_000_000;
 
 /// Longest body excerpt kept in an error.
 const EXCERPT_MAX: usize = 300;
@@ -147,15 +153,31 @@ impl From<DecodeError> for Failure {
     }
 }
 
-/// Reads a complete (non-streaming) 2xx response.
+/// Reads a complete (non-streaming) 2xx response. An answer with no choice, candidate or
+/// content, or with implausible usage, is as malformed as one that is not JSON.
 pub(crate) fn parse_response(api: Api, body: &[u8]) -> Result<Completion, DecodeError> {
-    for_api(api)
-        .parse_response(body)
-        .map_err(|reason| DecodeError {
-            api: api.as_str(),
-            reason,
-            excerpt: excerpt(body),
-        })
+    let completion = for_api(api).parse_response(body).and_then(|completion| {
+        completion.usage.map(plausible).transpose()?;
+        Ok(completion)
+    });
+    completion.map_err(|reason| DecodeError {
+        api: api.as_str(),
+        reason,
+        excerpt: excerpt(body),
+    })
+}
+
+/// `usage` if no count in it is above [`MAX_PLAUSIBLE_TOKENS`]; else what is wrong with it.
+pub(crate) fn plausible(usage: Usage) -> Result<Usage, String> {
+    let most = usage.prompt_tokens.max(usage.completion_tokens);
+    if most > MAX_PLAUSIBLE_TOKENS {
+        return Err(format!(
+            "implausible usage ({} prompt, {} completion tokens): no answer counts more than \
+             {MAX_PLAUSIBLE_TOKENS} tokens of either",
+            usage.prompt_tokens, usage.completion_tokens
+        ));
+    }
+    Ok(usage)
 }
 
 /// The start of a body, as text, for error messages.

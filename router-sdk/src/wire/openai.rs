@@ -46,7 +46,7 @@ impl WireFormat for OpenAi {
     }
 
     fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
-        parse_response(body).map_err(|e| e.to_string())
+        parse_response(body)
     }
 
     fn stream_decoder(&self) -> Box<dyn EventDecoder> {
@@ -152,16 +152,15 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
-    let response: Response = serde_json::from_slice(body)?;
+fn parse_response(body: &[u8]) -> Result<Completion, String> {
+    let response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let choice = response.choices.into_iter().min_by_key(|c| c.index);
-    let (content, finish) = match choice {
-        Some(c) => (c.message.content.unwrap_or_default(), c.finish_reason),
-        None => (String::new(), None),
+    let Some(choice) = choice else {
+        return Err("no choices in the answer".into());
     };
     Ok(Completion {
-        content,
-        finish_reason: finish.as_deref().map(finish_reason),
+        content: choice.message.content.unwrap_or_default(),
+        finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
     })
 }

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use router_core::config::Api;
 
 use super::classify::Failure;
-use super::for_api;
+use super::{for_api, plausible};
 use crate::types::StreamEvent;
 
 /// A wire format's decoder for one streamed response.
@@ -31,7 +31,11 @@ pub(crate) trait EventDecoder: Send + Debug {
 /// [`finish`]: StreamDecoder::finish
 #[derive(Debug)]
 pub(crate) struct StreamDecoder {
+    api: Api,
     format: Box<dyn EventDecoder>,
+    /// Whether text or a finish reason arrived: a stream that completes without either is a
+    /// malformed answer, not an empty success.
+    delivered: bool,
 }
 
 /// An error inside a stream: a provider error event, or an event we could not decode.
@@ -41,12 +45,16 @@ impl StreamDecoder {
     /// A decoder for one streamed response of `api`.
     pub(crate) fn new(api: Api) -> Self {
         Self {
+            api,
             format: for_api(api).stream_decoder(),
+            delivered: false,
         }
     }
 
     /// Decodes one SSE event. Every event yields at least one item ([`StreamEvent::Ignore`] when
-    /// it carries nothing for the caller). A provider error event, or malformed JSON, is an `Err`.
+    /// it carries nothing for the caller). A provider error event, malformed JSON, implausible
+    /// usage, or the end of a stream that delivered neither text nor a finish reason is an `Err`
+    /// (the last three of class [`Decode`](super::classify::FailureClass::Decode)).
     pub(crate) fn event(
         &mut self,
         event_name: &str,
@@ -56,6 +64,7 @@ impl StreamDecoder {
             return Ok(vec![StreamEvent::Ignore]);
         }
         let events = self.format.event(event_name, data)?;
+        self.check(&events)?;
         Ok(if events.is_empty() {
             vec![StreamEvent::Ignore]
         } else {
@@ -67,5 +76,25 @@ impl StreamDecoder {
     /// for the others (their `Done` came from an event).
     pub(crate) fn finish(&mut self) -> Vec<StreamEvent> {
         self.format.finish()
+    }
+
+    fn check(&mut self, events: &[StreamEvent]) -> Result<(), StreamFailure> {
+        for event in events {
+            match event {
+                StreamEvent::Delta(_) | StreamEvent::Finish(_) => self.delivered = true,
+                StreamEvent::Usage(usage) => {
+                    plausible(*usage).map_err(|reason| self.malformed(&reason))?;
+                }
+                StreamEvent::Done if !self.delivered => {
+                    return Err(self.malformed("it ended without any choice, candidate or content"));
+                }
+                StreamEvent::Done | StreamEvent::Ignore => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn malformed(&self, reason: &str) -> StreamFailure {
+        Failure::decode(format!("malformed {} stream: {reason}", self.api.as_str()))
     }
 }

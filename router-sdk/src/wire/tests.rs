@@ -73,8 +73,6 @@ fn parse_response_dispatches_and_keeps_an_excerpt_on_decode_errors() {
         assert!(err.to_string().starts_with("cannot decode the "), "{err}");
         assert_eq!(Failure::from(err).class, FailureClass::Decode);
     }
-    let empty = parse_response(Api::Gemini, b"{}").unwrap();
-    assert_eq!((empty.content.as_str(), empty.usage), ("", None));
 }
 
 #[test]
@@ -99,6 +97,11 @@ fn malformed_stream_events_are_decode_failures() {
 #[test]
 fn finish_adds_nothing_once_done_was_seen() {
     let mut openai = StreamDecoder::new(Api::OpenAi);
+    let text = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
+    assert_eq!(
+        openai.event("", text).unwrap(),
+        [StreamEvent::Delta("Hi".into())]
+    );
     assert_eq!(openai.event("", "[DONE]").unwrap(), [StreamEvent::Done]);
     assert_eq!(
         openai.event("", r#"{"choices":[]}"#).unwrap(),
@@ -106,6 +109,8 @@ fn finish_adds_nothing_once_done_was_seen() {
     );
     assert_eq!(openai.finish(), []);
     let mut anthropic = StreamDecoder::new(Api::Anthropic);
+    let text = r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#;
+    anthropic.event("content_block_delta", text).unwrap();
     let stop = r#"{"type":"message_stop"}"#;
     assert_eq!(
         anthropic.event("message_stop", stop).unwrap(),
@@ -125,4 +130,136 @@ fn finish_adds_nothing_once_done_was_seen() {
     assert_eq!(gemini.event("", last).unwrap(), want);
     assert_eq!(gemini.finish(), [StreamEvent::Done]);
     assert_eq!(gemini.finish(), []);
+}
+
+#[test]
+fn an_unreadable_answer_is_the_deployments_fault() {
+    let err = parse_response(Api::Anthropic, b"<html>502</html>").unwrap_err();
+    assert_eq!(
+        Failure::from(err).class.kind(),
+        router_core::retry::FailureKind::ServerError
+    );
+}
+
+#[test]
+fn answers_with_no_choice_candidate_or_content_are_malformed() {
+    let cases: [(Api, &[u8], &str); 5] = [
+        (
+            Api::OpenAi,
+            br#"{"choices":[],"usage":{"prompt_tokens":3}}"#,
+            "no choices",
+        ),
+        (Api::OpenAi, br#"{"id":"x"}"#, "no choices"),
+        (
+            Api::Gemini,
+            br#"{"candidates":[],"usageMetadata":{}}"#,
+            "no candidates",
+        ),
+        (Api::Gemini, b"{}", "no candidates"),
+        (
+            Api::Anthropic,
+            br#"{"content":[],"stop_reason":null}"#,
+            "no content",
+        ),
+    ];
+    for (api, body, want) in cases {
+        let err = parse_response(api, body).unwrap_err();
+        assert!(err.reason.contains(want), "{api:?}: {err}");
+    }
+    let ended = br#"{"content":[],"stop_reason":"end_turn","usage":{"input_tokens":3}}"#;
+    assert_eq!(
+        parse_response(Api::Anthropic, ended).unwrap().finish_reason,
+        Some(FinishReason::Stop),
+        "an empty answer that says why it stopped is an answer"
+    );
+}
+
+#[test]
+fn streams_that_deliver_nothing_are_malformed() {
+    let cases = [
+        (
+            Api::OpenAi,
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\ndata: [DONE]\n\n",
+        ),
+        (Api::OpenAi, "data: [DONE]\n\n"),
+        (
+            Api::Anthropic,
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n\
+             event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        ),
+        (
+            Api::Gemini,
+            "data: {\"candidates\":[],\"usageMetadata\":{}}\n\n",
+        ),
+    ];
+    for (api, sse) in cases {
+        let (events, failure) = test_support::decode_all(api, sse);
+        let failure = failure.unwrap_or_else(|| panic!("{api:?}: {events:?}"));
+        assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
+        assert!(!events.contains(&StreamEvent::Done), "{api:?}");
+    }
+}
+
+const U64_MAX: &str = "18446744073709551615";
+
+#[test]
+fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
+    let bound = MAX_PLAUSIBLE_TOKENS;
+    let above = bound + 1;
+    let text = r#""choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop"}]"#;
+    let anthropic = r#""content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn""#;
+    let gemini = r#""candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}]"#;
+    let cases = [
+        (
+            Api::OpenAi,
+            format!(r#"{{{text},"usage":{{"prompt_tokens":{above}}}}}"#),
+        ),
+        (
+            Api::OpenAi,
+            format!(r#"{{{text},"usage":{{"completion_tokens":{U64_MAX}}}}}"#),
+        ),
+        (
+            Api::Anthropic,
+            format!(
+                r#"{{{anthropic},"usage":{{"input_tokens":1,"cache_read_input_tokens":{U64_MAX}}}}}"#
+            ),
+        ),
+        (
+            Api::Anthropic,
+            format!(
+                r#"{{{anthropic},"usage":{{"input_tokens":{bound},"cache_creation_input_tokens":1}}}}"#
+            ),
+        ),
+        (
+            Api::Gemini,
+            format!(
+                r#"{{{gemini},"usageMetadata":{{"candidatesTokenCount":{U64_MAX},"thoughtsTokenCount":1}}}}"#
+            ),
+        ),
+    ];
+    for (api, body) in cases {
+        let err = parse_response(api, body.as_bytes()).unwrap_err();
+        assert!(err.reason.contains("100000000 tokens"), "{api:?}: {err}");
+        let mut decoder = StreamDecoder::new(api);
+        let (name, data) = match api {
+            Api::Anthropic => (
+                "message_start",
+                format!(r#"{{"type":"message_start","message":{}}}"#, body),
+            ),
+            _ => ("", body.clone()),
+        };
+        let failure = decoder.event(name, &data).unwrap_err();
+        assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
+    }
+    let at_bound = format!(r#"{{{text},"usage":{{"prompt_tokens":{bound}}}}}"#);
+    assert!(parse_response(Api::OpenAi, at_bound.as_bytes()).is_ok());
+}
+
+#[test]
+fn total_tokens_saturates() {
+    let usage = Usage {
+        prompt_tokens: u64::MAX,
+        completion_tokens: 2,
+    };
+    assert_eq!(usage.total_tokens(), u64::MAX);
 }
