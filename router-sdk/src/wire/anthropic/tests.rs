@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::types::StreamEvent;
 use crate::wire::test_support::{decode_all, request};
+use router_core::config::Api;
 use serde_json::json;
 
 #[test]
@@ -35,7 +37,7 @@ fn body_lifts_system_and_requires_max_tokens() {
 
 #[test]
 fn response_usage_counts_cache_as_prompt() {
-    let body = include_bytes!("../../tests/fixtures/anthropic/ok.json");
+    let body = include_bytes!("../../../tests/fixtures/anthropic/ok.json");
     let got = parse_response(body).unwrap();
     assert_eq!(got.content, "Hi! My name is Claude.");
     assert_eq!(got.finish_reason, Some(FinishReason::Stop));
@@ -64,7 +66,7 @@ fn finish_reasons() {
 
 #[test]
 fn stream_usage_is_assigned_not_added() {
-    let sse = include_str!("../../tests/fixtures/anthropic/stream.sse");
+    let sse = include_str!("../../../tests/fixtures/anthropic/stream.sse");
     let (events, failure) = decode_all(Api::Anthropic, sse);
     assert_eq!(failure, None);
     assert_eq!(
@@ -118,7 +120,7 @@ fn message_delta_input_counts_replace_the_start_counts() {
 
 #[test]
 fn overloaded_error_event_after_200() {
-    let sse = include_str!("../../tests/fixtures/anthropic/stream_error_529.sse");
+    let sse = include_str!("../../../tests/fixtures/anthropic/stream_error_529.sse");
     let (events, failure) = decode_all(Api::Anthropic, sse);
     let usage = Usage {
         prompt_tokens: 12,

@@ -1,18 +1,20 @@
 //! Anthropic `/v1/messages`.
 
+mod stream;
+
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use router_core::config::Api;
 use router_core::ledger::Observation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::classify::{ErrorBody, Failure, FailureClass};
+use super::classify::{ErrorBody, FailureClass};
 use super::headers::{self, parse_rfc3339_reset};
-use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
+use super::{EventDecoder, WireFormat, nullable, secret_header};
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion, FinishReason, Role, StreamEvent, Usage};
+use crate::types::{ChatRequest, Completion, FinishReason, Role, Usage};
+use stream::Stream;
 
 /// The Anthropic wire format.
 #[derive(Debug)]
@@ -149,7 +151,7 @@ struct Block {
 
 /// Usage in a response or `message_start`, and (every field optional) in `message_delta`.
 #[derive(Deserialize, Default, Debug, Clone, Copy)]
-struct UsageJson {
+pub(super) struct UsageJson {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
@@ -158,7 +160,7 @@ struct UsageJson {
 
 impl UsageJson {
     /// Replaces the fields `newer` reports (its counts are cumulative).
-    fn assign(&mut self, newer: UsageJson) {
+    pub(super) fn assign(&mut self, newer: UsageJson) {
         let fields = [
             (&mut self.input_tokens, newer.input_tokens),
             (&mut self.output_tokens, newer.output_tokens),
@@ -180,7 +182,7 @@ impl UsageJson {
 
     /// Prompt = input + cache creation + cache read, saturating: a sum past `u64` is far above
     /// the plausibility bound the wire layer checks next.
-    fn usage(&self) -> Usage {
+    pub(super) fn usage(&self) -> Usage {
         let n = |v: Option<u64>| v.unwrap_or(0);
         Usage {
             prompt_tokens: n(self.input_tokens)
@@ -191,7 +193,7 @@ impl UsageJson {
     }
 }
 
-fn finish_reason(reason: &str) -> FinishReason {
+pub(super) fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
         "max_tokens" => FinishReason::Length,
@@ -215,94 +217,6 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         finish_reason: response.stop_reason.as_deref().map(finish_reason),
         usage: response.usage.map(|u| u.usage()),
     })
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Event {
-    MessageStart {
-        message: StartMessage,
-    },
-    ContentBlockDelta {
-        delta: BlockDelta,
-    },
-    MessageDelta {
-        #[serde(default)]
-        delta: MessageDeltaBody,
-        usage: Option<UsageJson>,
-    },
-    MessageStop,
-    Error,
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-struct StartMessage {
-    #[serde(default)]
-    usage: UsageJson,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockDelta {
-    TextDelta {
-        text: String,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize, Default)]
-struct MessageDeltaBody {
-    stop_reason: Option<String>,
-}
-
-/// Stream state: usage so far (assigned, never added) and whether `message_stop` was seen.
-#[derive(Debug, Default)]
-struct Stream {
-    usage: UsageJson,
-    done: bool,
-}
-
-impl EventDecoder for Stream {
-    fn event(&mut self, event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure> {
-        if self.done {
-            return Ok(Vec::new());
-        }
-        let parsed: Event =
-            serde_json::from_str(data).map_err(|e| malformed(Api::Anthropic, data, &e))?;
-        if event_name == "error" || matches!(parsed, Event::Error) {
-            let data = data.as_bytes();
-            return Err(error::stream_failure(error_body(data), data));
-        }
-        Ok(match parsed {
-            Event::MessageStart { message } => {
-                self.usage = message.usage;
-                vec![StreamEvent::Usage(self.usage.usage())]
-            }
-            Event::ContentBlockDelta {
-                delta: BlockDelta::TextDelta { text },
-            } if !text.is_empty() => {
-                vec![StreamEvent::Delta(text)]
-            }
-            Event::MessageDelta { delta, usage } => {
-                let finish = delta
-                    .stop_reason
-                    .map(|r| StreamEvent::Finish(finish_reason(&r)));
-                let usage = usage.map(|u| {
-                    self.usage.assign(u);
-                    StreamEvent::Usage(self.usage.usage())
-                });
-                finish.into_iter().chain(usage).collect()
-            }
-            Event::MessageStop => {
-                self.done = true;
-                vec![StreamEvent::Done]
-            }
-            Event::ContentBlockDelta { .. } | Event::Error | Event::Other => Vec::new(),
-        })
-    }
 }
 
 #[derive(Deserialize)]
@@ -348,7 +262,7 @@ fn is_billing(error: &ErrorJson) -> bool {
     error.kind == "billing_error" || words.iter().any(|w| message.contains(w))
 }
 
-fn error_body(body: &[u8]) -> Option<ErrorBody> {
+pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
     let ErrorEnvelope { error } = serde_json::from_slice(body).ok()?;
     let class = if is_billing(&error) {
         Some(FailureClass::Billing)
@@ -367,5 +281,4 @@ fn error_body(body: &[u8]) -> Option<ErrorBody> {
 }
 
 #[cfg(test)]
-#[path = "anthropic_tests.rs"]
 mod tests;
