@@ -121,6 +121,7 @@ impl RouterBuilder {
             Some(http) => http,
             None => reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?,
         };

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
 
-use crate::wire::classify::{Failure, classify};
-use crate::wire::{self, WireRequest};
+use crate::wire::classify::Failure;
+use crate::wire::{self, WireRequest, error, for_api};
 
 /// How a provider call failed, as far as settlement and retry care.
 #[derive(Debug)]
@@ -79,7 +79,8 @@ fn transport_failure(e: reqwest::Error) -> CallFailure {
     }
 }
 
-/// Sends `request`; a non-success status is read and classified. Returns the open response on
+/// Sends `request`; a non-success status is read and classified. Redirects are never followed
+/// (the client is built so): a 3xx is a server error of that deployment. Returns the open response on
 /// success, its body not yet read. The provider must start answering within `first_answer`, and
 /// the whole exchange (body included) must end within `deadline`.
 pub(crate) async fn send(
@@ -104,8 +105,12 @@ pub(crate) async fn send(
         return Ok(response);
     }
     let headers = response.headers().clone();
+    if status.is_redirection() {
+        let failure = error::redirect_failure(status.as_u16(), &headers);
+        return Err(CallFailure::Provider { failure, headers });
+    }
     let body = response.bytes().await.unwrap_or_default();
-    let failure = classify(api, status.as_u16(), &headers, &body, now);
+    let failure = error::http_failure(for_api(api), status.as_u16(), &headers, &body, now);
     Err(CallFailure::Provider { failure, headers })
 }
 
@@ -121,12 +126,18 @@ pub(crate) async fn read(response: reqwest::Response) -> Result<(HeaderMap, Byte
     Ok((headers, body))
 }
 
-/// Decodes a whole success response.
+/// Decodes a whole success response. A body that is an error object is that error (the
+/// provider refused: [`CallFailure::Provider`]); one we cannot read, or that has no answer in
+/// it, is [`CallFailure::Decode`]. `now` reads HTTP-date and RFC 3339 waits.
 pub(crate) fn decode(
     api: Api,
     headers: HeaderMap,
     body: &[u8],
+    now: SystemTime,
 ) -> Result<(crate::types::Completion, HeaderMap), CallFailure> {
+    if let Some(failure) = error::answer_failure(for_api(api), 200, &headers, body, now) {
+        return Err(CallFailure::Provider { failure, headers });
+    }
     match wire::parse_response(api, body) {
         Ok(completion) => Ok((completion, headers)),
         Err(e) => {
@@ -136,6 +147,112 @@ pub(crate) fn decode(
                 ..e.into()
             };
             Err(CallFailure::Decode { failure, headers })
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::wire::classify::FailureClass;
+    use router_core::retry::FailureKind;
+
+    fn fixture(path: &str) -> Vec<u8> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        std::fs::read(format!("{dir}/{path}")).unwrap()
+    }
+
+    fn retry_after_ms(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after-ms", value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_200_whose_body_is_an_error_object_is_that_error() {
+        let cases = [
+            (
+                Api::OpenAi,
+                "openai/rate_limit_in_200.json",
+                FailureClass::RateLimited,
+            ),
+            (
+                Api::Anthropic,
+                "anthropic/overloaded_in_200.json",
+                FailureClass::Overloaded,
+            ),
+            (
+                Api::Gemini,
+                "gemini/rate_limit_in_200.json",
+                FailureClass::RateLimited,
+            ),
+            (
+                Api::OpenAi,
+                "openai/insufficient_quota_429.json",
+                FailureClass::Billing,
+            ),
+        ];
+        for (api, path, class) in cases {
+            let got = decode(
+                api,
+                retry_after_ms("1500"),
+                &fixture(path),
+                SystemTime::UNIX_EPOCH,
+            );
+            let Err(CallFailure::Provider { failure, .. }) = got else {
+                panic!("{path}: {got:?}");
+            };
+            assert_eq!(failure.class, class, "{path}");
+            assert_eq!(failure.status, Some(200), "{path}");
+            assert_eq!(
+                failure.retry_after,
+                Some(Duration::from_millis(1_500)),
+                "{path}"
+            );
+            assert!(
+                !failure.message.starts_with('{'),
+                "{path}: {}",
+                failure.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_200_without_a_readable_answer_is_a_decode_failure_of_the_deployment() {
+        let html: &[u8] = b"<html><body>Bad gateway</body></html>";
+        let truncated: &[u8] = b"{\"choices\": [{\"ind";
+        for api in Api::ALL {
+            let dir = api.as_str();
+            let empty = match api {
+                Api::OpenAi => "openai/no_choices.json",
+                Api::Anthropic => "anthropic/no_content.json",
+                Api::Gemini => "gemini/no_candidates.json",
+            };
+            let bodies = [
+                html.to_vec(),
+                truncated.to_vec(),
+                fixture(empty),
+                fixture(&format!("{dir}/huge_usage.json")),
+            ];
+            for body in bodies {
+                let got = decode(api, HeaderMap::new(), &body, SystemTime::UNIX_EPOCH);
+                let Err(CallFailure::Decode { failure, .. }) = got else {
+                    panic!("{api:?}: {got:?}");
+                };
+                assert_eq!(
+                    (failure.class, failure.status),
+                    (FailureClass::Decode, Some(200))
+                );
+                assert_eq!(failure.class.kind(), FailureKind::ServerError);
+            }
+            let ok = decode(
+                api,
+                HeaderMap::new(),
+                &fixture(&format!("{dir}/ok.json")),
+                SystemTime::UNIX_EPOCH,
+            );
+            assert!(ok.is_ok(), "{api:?}: {ok:?}");
         }
     }
 }

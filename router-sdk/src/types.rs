@@ -107,9 +107,9 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Prompt plus completion.
+    /// Prompt plus completion, saturating at `u64::MAX`.
     pub fn total_tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 

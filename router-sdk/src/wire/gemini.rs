@@ -7,15 +7,45 @@ use router_core::config::Api;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::classify::{self, ErrorBody, FailureClass};
+use super::classify::{ErrorBody, Failure, FailureClass};
 use super::headers::parse_duration_openai;
-use super::{StreamFailure, malformed, nullable, secret_header};
+use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{ChatRequest, Completion, FinishReason, Role, StreamEvent, Usage};
 
-/// The model path; a `models/` prefix on the configured name is accepted. The key is never in
-/// the URL (HTTP client errors print URLs): it goes in `x-goog-api-key`.
-pub(super) fn url(base: &str, model: &str, stream: bool) -> String {
+/// The Gemini wire format. It sends no rate-limit headers: the trait's defaults read none.
+#[derive(Debug)]
+pub(super) struct Gemini;
+
+impl WireFormat for Gemini {
+    fn url(&self, base: &str, model: &str, stream: bool) -> String {
+        url(base, model, stream)
+    }
+
+    /// The key is never in the URL (HTTP client errors print URLs): it goes in a header.
+    fn auth(&self, key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
+        secret_header("x-goog-api-key", "", key)
+    }
+
+    fn body(&self, _model: &str, req: &ChatRequest, _stream: bool) -> Value {
+        body(req)
+    }
+
+    fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
+        parse_response(body)
+    }
+
+    fn stream_decoder(&self) -> Box<dyn EventDecoder> {
+        Box::<Stream>::default()
+    }
+
+    fn error_body(&self, body: &[u8]) -> Option<ErrorBody> {
+        error_body(body)
+    }
+}
+
+/// The model path; a `models/` prefix on the configured name is accepted.
+fn url(base: &str, model: &str, stream: bool) -> String {
     let model = model.strip_prefix("models/").unwrap_or(model);
     if stream {
         format!("{base}/models/{model}:streamGenerateContent?alt=sse")
@@ -24,11 +54,7 @@ pub(super) fn url(base: &str, model: &str, stream: bool) -> String {
     }
 }
 
-pub(super) fn auth(key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
-    secret_header("x-goog-api-key", "", key)
-}
-
-pub(super) fn body(req: &ChatRequest) -> Value {
+fn body(req: &ChatRequest) -> Value {
     let text = |m: &crate::types::Message| json!({"text": m.content});
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
@@ -115,7 +141,10 @@ impl From<UsageJson> for Usage {
     fn from(u: UsageJson) -> Self {
         Usage {
             prompt_tokens: u.prompt_token_count,
-            completion_tokens: u.candidates_token_count + u.thoughts_token_count,
+            // Saturating: a sum past `u64` is far above the plausibility bound checked next.
+            completion_tokens: u
+                .candidates_token_count
+                .saturating_add(u.thoughts_token_count),
         }
     }
 }
@@ -139,14 +168,15 @@ fn finish_reason(reason: &str) -> FinishReason {
 
 impl Response {
     /// The first candidate's text (thought parts left out) and finish reason; a prompt that was
-    /// blocked before any candidate is a content-filter finish.
-    fn first(&mut self) -> (String, Option<FinishReason>) {
+    /// blocked before any candidate is a content-filter finish. `None`: no candidate and no
+    /// block reason, nothing at all.
+    fn first(&mut self) -> Option<(String, Option<FinishReason>)> {
         let blocked = self
             .prompt_feedback
             .as_ref()
             .and_then(|f| f.block_reason.as_ref());
         let Some(c) = self.candidates.iter_mut().min_by_key(|c| c.index) else {
-            return (String::new(), blocked.map(|_| FinishReason::ContentFilter));
+            return blocked.map(|_| (String::new(), Some(FinishReason::ContentFilter)));
         };
         let parts = std::mem::take(&mut c.content.parts);
         let text = parts
@@ -154,13 +184,16 @@ impl Response {
             .filter(|p| !p.thought)
             .filter_map(|p| p.text)
             .collect();
-        (text, c.finish_reason.as_deref().map(finish_reason))
+        Some((text, c.finish_reason.as_deref().map(finish_reason)))
     }
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
-    let mut response: Response = serde_json::from_slice(body)?;
-    let (content, finish_reason) = response.first();
+/// What an answer with no candidate and no block reason lacks.
+const NO_CANDIDATES: &str = "no candidates (and no promptFeedback.blockReason)";
+
+fn parse_response(body: &[u8]) -> Result<Completion, String> {
+    let mut response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let (content, finish_reason) = response.first().ok_or(NO_CANDIDATES)?;
     Ok(Completion {
         content,
         finish_reason,
@@ -168,27 +201,41 @@ pub(super) fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Erro
     })
 }
 
-/// Stream state: whether a finish reason arrived (then the end of the stream is `Done`).
+/// Stream state: whether text arrived, whether a finish reason arrived (then the end of the
+/// stream is `Done`).
 #[derive(Debug, Default)]
-pub(super) struct Stream {
+struct Stream {
+    delivered: bool,
     finished: bool,
     done: bool,
 }
 
-impl Stream {
-    pub(super) fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>, StreamFailure> {
+impl EventDecoder for Stream {
+    fn event(&mut self, _event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure> {
         let mut chunk: Response =
             serde_json::from_str(data).map_err(|e| malformed(Api::Gemini, data, &e))?;
         if chunk.error.is_some() {
-            return Err(classify::stream_failure(Api::Gemini, data.as_bytes()));
+            let data = data.as_bytes();
+            return Err(error::stream_failure(error_body(data), data));
         }
-        let (text, finish) = chunk.first();
+        // A chunk with no candidate is malformed unless something came before (a trailing
+        // chunk may carry usage alone).
+        let (text, finish) = match chunk.first() {
+            Some(first) => first,
+            None if self.delivered => (String::new(), None),
+            None => {
+                return Err(Failure::decode(format!(
+                    "malformed gemini stream: {NO_CANDIDATES}"
+                )));
+            }
+        };
         let mut events = Vec::new();
         if !text.is_empty() {
+            self.delivered = true;
             events.push(StreamEvent::Delta(text));
         }
         if let Some(reason) = finish {
-            self.finished = true;
+            (self.delivered, self.finished) = (true, true);
             events.push(StreamEvent::Finish(reason));
         }
         if let Some(usage) = chunk.usage_metadata {
@@ -198,7 +245,7 @@ impl Stream {
     }
 
     /// `Done` once, if the stream delivered a finish reason; nothing if it was cut short.
-    pub(super) fn finish(&mut self) -> Vec<StreamEvent> {
+    fn finish(&mut self) -> Vec<StreamEvent> {
         if self.finished && !self.done {
             self.done = true;
             vec![StreamEvent::Done]
@@ -249,7 +296,7 @@ struct Violation {
 
 /// A `PerDay` quota id is billing (it clears at the daily reset, not after `retryDelay`); an
 /// `API_KEY_INVALID` reason is auth (Gemini sends it as 400).
-pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
+fn error_body(body: &[u8]) -> Option<ErrorBody> {
     let error = match serde_json::from_slice::<ErrorShape>(body).ok()? {
         ErrorShape::One(e) | ErrorShape::Many([e]) => e.error,
     };
@@ -282,123 +329,5 @@ pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::wire::test_support::{decode_all, request};
-
-    #[test]
-    fn body_uses_contents_system_instruction_and_generation_config() {
-        let want = json!({
-            "contents": [
-                {"role": "user", "parts": [{"text": "Hi"}]},
-                {"role": "model", "parts": [{"text": "Hello."}]},
-                {"role": "user", "parts": [{"text": "Bye"}]},
-            ],
-            "systemInstruction": {"parts": [{"text": "Be brief."}]},
-            "generationConfig": {"maxOutputTokens": 64, "temperature": 0.5, "stopSequences": ["END"]},
-        });
-        assert_eq!(body(&request()), want);
-        let plain = json!({"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]});
-        assert_eq!(body(&ChatRequest::new("Hi")), plain);
-    }
-
-    #[test]
-    fn urls() {
-        let base = "https://generativelanguage.googleapis.com/v1beta";
-        let plain = format!("{base}/models/gemini-2.5-flash:generateContent");
-        assert_eq!(url(base, "gemini-2.5-flash", false), plain);
-        let stream = format!("{base}/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
-        assert_eq!(url(base, "models/gemini-2.5-flash", true), stream);
-    }
-
-    #[test]
-    fn response_bills_thoughts_as_output() {
-        let got = parse_response(include_bytes!("../../tests/fixtures/gemini/ok.json")).unwrap();
-        assert_eq!(
-            got.content,
-            "AI learns patterns from data to make predictions."
-        );
-        assert_eq!(got.finish_reason, Some(FinishReason::Stop));
-        assert_eq!(
-            got.usage,
-            Some(Usage {
-                prompt_tokens: 8,
-                completion_tokens: 10 + 1024
-            })
-        );
-    }
-
-    #[test]
-    fn thought_parts_and_blocked_prompts() {
-        let body = br#"{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true},
-            {"text":"Yes."}]},"finishReason":"MAX_TOKENS"}]}"#;
-        let got = parse_response(body).unwrap();
-        assert_eq!(
-            (got.content.as_str(), got.finish_reason),
-            ("Yes.", Some(FinishReason::Length))
-        );
-        let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5}}"#;
-        let got = parse_response(blocked).unwrap();
-        assert_eq!(got.finish_reason, Some(FinishReason::ContentFilter));
-        assert_eq!(
-            got.usage,
-            Some(Usage {
-                prompt_tokens: 5,
-                completion_tokens: 0
-            })
-        );
-    }
-
-    #[test]
-    fn stream_takes_the_latest_cumulative_usage_and_ends_with_done() {
-        let sse = include_str!("../../tests/fixtures/gemini/stream.sse");
-        let (events, failure) = decode_all(Api::Gemini, sse);
-        assert_eq!(failure, None);
-        assert_eq!(
-            events,
-            [
-                StreamEvent::Delta("The".into()),
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 0
-                }),
-                StreamEvent::Delta(" sky is".into()),
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 31
-                }),
-                StreamEvent::Delta(" blue.".into()),
-                StreamEvent::Finish(FinishReason::Stop),
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 33
-                }),
-                StreamEvent::Done,
-            ]
-        );
-    }
-
-    #[test]
-    fn a_stream_cut_before_its_finish_reason_has_no_done() {
-        let mut s = Stream::default();
-        let chunk = r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}]}"#;
-        assert_eq!(s.event(chunk).unwrap(), [StreamEvent::Delta("Hi".into())]);
-        assert_eq!(s.finish(), []);
-    }
-
-    #[test]
-    fn finish_reasons() {
-        for (name, want) in [
-            ("STOP", FinishReason::Stop),
-            ("MAX_TOKENS", FinishReason::Length),
-            ("SAFETY", FinishReason::ContentFilter),
-            (
-                "MALFORMED_FUNCTION_CALL",
-                FinishReason::Other("MALFORMED_FUNCTION_CALL".into()),
-            ),
-        ] {
-            assert_eq!(finish_reason(name), want);
-        }
-    }
-}
+#[path = "gemini_tests.rs"]
+mod tests;

@@ -1,7 +1,8 @@
 //! Rate-limit and retry headers, parsed with `now` passed in.
 //!
 //! Every parser returns `None` for a value it does not understand: a provider's garbage header is
-//! ignored, never a panic. Waits in the past are [`Duration::ZERO`]. Decimal numbers are parsed
+//! ignored, never a panic. Waits in the past are [`Duration::ZERO`]; absurdly long ones (numbers
+//! past `u64`, dates thousands of years away) saturate at [`WAIT_CEILING`]. Decimal numbers are parsed
 //! exactly (no floating point), so `2m59.56s` is 179 560 ms.
 
 use std::time::{Duration, SystemTime};
@@ -10,36 +11,15 @@ use reqwest::header::HeaderMap;
 use router_core::config::Api;
 use router_core::ledger::Observation;
 
+use super::for_api;
+
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
-/// `(remaining, reset)` header pairs of OpenAI-compatible servers: requests, then tokens.
-const OPENAI_DIMS: [(&str, &str); 2] = [
-    (
-        "x-ratelimit-remaining-requests",
-        "x-ratelimit-reset-requests",
-    ),
-    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
-];
-
-/// Anthropic's pairs: requests, tokens (the most restrictive token limit), input, output.
-const ANTHROPIC_DIMS: [(&str, &str); 4] = [
-    (
-        "anthropic-ratelimit-requests-remaining",
-        "anthropic-ratelimit-requests-reset",
-    ),
-    (
-        "anthropic-ratelimit-tokens-remaining",
-        "anthropic-ratelimit-tokens-reset",
-    ),
-    (
-        "anthropic-ratelimit-input-tokens-remaining",
-        "anthropic-ratelimit-input-tokens-reset",
-    ),
-    (
-        "anthropic-ratelimit-output-tokens-remaining",
-        "anthropic-ratelimit-output-tokens-reset",
-    ),
-];
+/// The longest wait a header can state: 2^32 seconds (about 136 years). Anything longer, up to
+/// numbers no integer type holds, saturates here, so `now + wait` never overflows (in
+/// milliseconds it stays below 2^53, exact even as a Lua number). The request flow clamps
+/// stated waits far lower (`retry.max_cooldown_secs`); this only makes the parse safe.
+pub(crate) const WAIT_CEILING: Duration = Duration::from_secs(1 << 32);
 
 /// A header's value as trimmed text, if present and visible ASCII.
 pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -47,19 +27,33 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 }
 
 /// A non-negative decimal (`"12"`, `"1.5"`, `".25"`) times `unit_nanos`, as a [`Duration`].
-/// Fraction digits past nanosecond precision are dropped. No sign, no exponent.
+/// Fraction digits past nanosecond precision are dropped. No sign, no exponent. A number too
+/// large for any integer type saturates (callers cap waits at [`WAIT_CEILING`]).
 fn decimal(value: &str, unit_nanos: u128) -> Option<Duration> {
     let (int, frac) = value.split_once('.').unwrap_or((value, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
         return None;
     }
-    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    // Only ASCII digits are left: parsing fails on overflow alone.
+    let int: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().unwrap_or(u128::MAX)
+    };
     let frac9 = format!("{:0<9}", frac.get(..frac.len().min(9))?);
     let frac: u128 = frac9.parse().ok()?;
-    let nanos = int.checked_mul(unit_nanos)? + frac * unit_nanos / NANOS_PER_SEC;
-    let secs = u64::try_from(nanos / NANOS_PER_SEC).ok()?;
-    Some(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
+    let nanos = int
+        .saturating_mul(unit_nanos)
+        .saturating_add(frac * unit_nanos / NANOS_PER_SEC);
+    let secs = u64::try_from(nanos / NANOS_PER_SEC).unwrap_or(u64::MAX);
+    let subsec = u32::try_from(nanos % NANOS_PER_SEC).unwrap_or(0);
+    Some(Duration::new(secs, subsec))
+}
+
+/// A wait, capped at [`WAIT_CEILING`].
+fn capped(wait: Duration) -> Duration {
+    wait.min(WAIT_CEILING)
 }
 
 /// An OpenAI (Go-style) duration: `1s`, `6m0s`, `17ms`, `1.5s`, `2m59.56s`, `23h47m36.648s`.
@@ -86,32 +80,32 @@ pub(crate) fn parse_duration_openai(value: &str) -> Option<Duration> {
             "ns" => 1,
             _ => return None,
         };
-        total = total.checked_add(decimal(number, unit_nanos)?)?;
+        total = total.saturating_add(decimal(number, unit_nanos)?);
         rest = next;
     }
-    Some(total)
+    Some(capped(total))
 }
 
 /// `retry-after`: seconds (possibly fractional) or an HTTP-date, relative to `now`.
 pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if value.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return decimal(value, NANOS_PER_SEC);
+        return decimal(value, NANOS_PER_SEC).map(capped);
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(capped(at.duration_since(now).unwrap_or(Duration::ZERO)))
 }
 
 /// `retry-after-ms`: milliseconds, possibly fractional.
 pub(crate) fn parse_retry_after_ms(value: &str) -> Option<Duration> {
-    decimal(value.trim(), 1_000_000)
+    decimal(value.trim(), 1_000_000).map(capped)
 }
 
 /// An RFC 3339 timestamp (`2024-09-27T17:29:00Z`, fractions and `+hh:mm` offsets allowed) as the
 /// wait from `now`.
 pub(crate) fn parse_rfc3339_reset(value: &str, now: SystemTime) -> Option<Duration> {
     let at = parse_rfc3339(value.trim())?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(capped(at.duration_since(now).unwrap_or(Duration::ZERO)))
 }
 
 fn parse_rfc3339(value: &str) -> Option<SystemTime> {
@@ -144,238 +138,43 @@ fn parse_remaining(value: &str) -> Option<u64> {
     decimal(value, NANOS_PER_SEC).map(|d| d.as_secs())
 }
 
-fn dimension(
-    api: Api,
+/// How a wire format writes a reset header: takes the value and `now`, gives the wait.
+pub(crate) type ResetParser = fn(&str, SystemTime) -> Option<Duration>;
+
+/// One dimension's `(remaining, reset)` from its header pair; both must be present and readable.
+pub(crate) fn dimension(
     headers: &HeaderMap,
     (remaining, reset): (&str, &str),
+    parse_reset: ResetParser,
     now: SystemTime,
 ) -> Option<(u64, Duration)> {
     let remaining = parse_remaining(header_str(headers, remaining)?)?;
-    let reset = header_str(headers, reset)?;
-    let reset = match api {
-        Api::Anthropic => parse_rfc3339_reset(reset, now)?,
-        Api::OpenAi | Api::Gemini => parse_duration_openai(reset)?,
-    };
+    let reset = parse_reset(header_str(headers, reset)?, now)?;
     Some((remaining, reset))
 }
 
-fn dims(api: Api) -> &'static [(&'static str, &'static str)] {
-    match api {
-        Api::OpenAi => &OPENAI_DIMS,
-        Api::Anthropic => &ANTHROPIC_DIMS,
-        Api::Gemini => &[],
-    }
-}
-
-/// What the provider's headers say about its limits. A dimension needs both its remaining count
-/// and its reset; Gemini sends none. Anthropic's tokens come from `anthropic-ratelimit-tokens-*`,
-/// or, when absent, whichever of the input / output token limits has less remaining.
-pub(crate) fn observation(api: Api, headers: &HeaderMap, now: SystemTime) -> Observation {
-    let dim = |pair| dimension(api, headers, pair, now);
-    match api {
-        Api::OpenAi => Observation {
-            requests: dim(OPENAI_DIMS[0]),
-            tokens: dim(OPENAI_DIMS[1]),
-        },
-        Api::Anthropic => Observation {
-            requests: dim(ANTHROPIC_DIMS[0]),
-            tokens: dim(ANTHROPIC_DIMS[1]).or_else(|| {
-                ANTHROPIC_DIMS[2..]
-                    .iter()
-                    .filter_map(|&p| dim(p))
-                    .min_by_key(|&(left, _)| left)
-            }),
-        },
-        Api::Gemini => Observation::default(),
-    }
-}
-
-/// The longest reset among the dimensions the headers report as exhausted (remaining 0): the
-/// wait a 429 implies when it states none itself.
-pub(crate) fn exhausted_reset(api: Api, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    dims(api)
+/// The longest reset among the dimensions of `pairs` the headers report as exhausted (remaining
+/// 0): the wait a 429 implies when it states none itself.
+pub(crate) fn exhausted_reset(
+    headers: &HeaderMap,
+    pairs: &[(&str, &str)],
+    parse_reset: ResetParser,
+    now: SystemTime,
+) -> Option<Duration> {
+    pairs
         .iter()
-        .filter_map(|&pair| dimension(api, headers, pair, now))
+        .filter_map(|&pair| dimension(headers, pair, parse_reset, now))
         .filter(|&(remaining, _)| remaining == 0)
         .map(|(_, reset)| reset)
         .max()
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-pub(crate) mod tests {
-    use super::*;
-    use reqwest::header::{HeaderName, HeaderValue};
-
-    const MS: fn(u64) -> Duration = Duration::from_millis;
-
-    fn now() -> SystemTime {
-        // 2024-09-27T17:28:00Z
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_727_458_080)
-    }
-
-    pub(crate) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            let value = HeaderValue::from_bytes(value.as_bytes()).unwrap();
-            map.insert(HeaderName::from_bytes(name.as_bytes()).unwrap(), value);
-        }
-        map
-    }
-
-    #[test]
-    fn openai_durations() {
-        let table = [
-            ("1s", Some(MS(1_000))),
-            ("6m0s", Some(MS(360_000))),
-            ("17ms", Some(MS(17))),
-            ("1.5s", Some(MS(1_500))),
-            ("2m59.56s", Some(MS(179_560))),
-            ("23h47m36.648s", Some(MS(85_656_648))),
-            ("0s", Some(Duration::ZERO)),
-            (" 7.66s ", Some(MS(7_660))),
-            ("250us", Some(Duration::from_micros(250))),
-            ("1µs", Some(Duration::from_micros(1))),
-            ("3ns", Some(Duration::from_nanos(3))),
-            ("0.0000000001s", Some(Duration::ZERO)),
-            ("", None),
-            ("12", None),
-            ("s", None),
-            ("1.2.3s", None),
-            ("-1s", None),
-            ("1e3s", None),
-            ("1d", None),
-            ("1s garbage", None),
-            ("NaNs", None),
-            ("99999999999999999999999h", None),
-        ];
-        for (input, want) in table {
-            assert_eq!(parse_duration_openai(input), want, "input {input:?}");
-        }
-    }
-
-    #[test]
-    fn retry_after_seconds_dates_and_garbage() {
-        let table = [
-            ("20", Some(MS(20_000))),
-            ("0", Some(Duration::ZERO)),
-            ("1.5", Some(MS(1_500))),
-            (" 3 ", Some(MS(3_000))),
-            ("Fri, 27 Sep 2024 17:28:30 GMT", Some(MS(30_000))),
-            ("Fri, 27 Sep 2024 17:00:00 GMT", Some(Duration::ZERO)),
-            ("-5", None),
-            ("soon", None),
-            ("", None),
-            ("1.5.5", None),
-            ("Fri, 99 Sep 2024 17:28:30 GMT", None),
-            ("18446744073709551616", None),
-        ];
-        for (input, want) in table {
-            assert_eq!(parse_retry_after(input, now()), want, "input {input:?}");
-        }
-        assert_eq!(parse_retry_after_ms("1500"), Some(MS(1_500)));
-        assert_eq!(
-            parse_retry_after_ms("0.5"),
-            Some(Duration::from_micros(500))
-        );
-        assert_eq!(parse_retry_after_ms("x"), None);
-    }
-
-    #[test]
-    fn rfc3339_resets() {
-        let table = [
-            ("2024-09-27T17:29:00Z", Some(MS(60_000))),
-            ("2024-09-27T17:28:00.250Z", Some(MS(250))),
-            ("2024-09-27T19:29:00+02:00", Some(MS(60_000))),
-            ("2024-09-27T12:29:00-05:00", Some(MS(60_000))),
-            ("2024-09-27T17:00:00Z", Some(Duration::ZERO)),
-            ("2024-09-27T17:29:00", None),
-            ("2024-09-27T17:29:00+25:00", None),
-            ("2024-13-27T17:29:00Z", None),
-            ("tomorrow", None),
-            ("", None),
-            ("é€😀😀", None),
-        ];
-        for (input, want) in table {
-            assert_eq!(parse_rfc3339_reset(input, now()), want, "input {input:?}");
-        }
-    }
-
-    #[test]
-    fn openai_observation() {
-        let h = headers(&[
-            ("x-ratelimit-limit-requests", "60"),
-            ("x-ratelimit-remaining-requests", "59"),
-            ("x-ratelimit-reset-requests", "1s"),
-            ("x-ratelimit-remaining-tokens", "149984"),
-            ("x-ratelimit-reset-tokens", "6m0s"),
-        ]);
-        let obs = observation(Api::OpenAi, &h, now());
-        assert_eq!(obs.requests, Some((59, MS(1_000))));
-        assert_eq!(obs.tokens, Some((149_984, MS(360_000))));
-        assert_eq!(exhausted_reset(Api::OpenAi, &h, now()), None);
-    }
-
-    #[test]
-    fn anthropic_observation_and_exhausted_reset() {
-        let h = headers(&[
-            ("anthropic-ratelimit-requests-remaining", "0"),
-            ("anthropic-ratelimit-requests-reset", "2024-09-27T17:28:12Z"),
-            ("anthropic-ratelimit-input-tokens-remaining", "0"),
-            (
-                "anthropic-ratelimit-input-tokens-reset",
-                "2024-09-27T17:28:40Z",
-            ),
-            ("anthropic-ratelimit-output-tokens-remaining", "8000"),
-            (
-                "anthropic-ratelimit-output-tokens-reset",
-                "2024-09-27T17:28:01Z",
-            ),
-        ]);
-        let obs = observation(Api::Anthropic, &h, now());
-        assert_eq!(obs.requests, Some((0, MS(12_000))));
-        assert_eq!(
-            obs.tokens,
-            Some((0, MS(40_000))),
-            "input tokens: less remaining"
-        );
-        assert_eq!(exhausted_reset(Api::Anthropic, &h, now()), Some(MS(40_000)));
-        let h = headers(&[
-            ("anthropic-ratelimit-tokens-remaining", "79000"),
-            ("anthropic-ratelimit-tokens-reset", "2024-09-27T17:28:06Z"),
-        ]);
-        assert_eq!(
-            observation(Api::Anthropic, &h, now()).tokens,
-            Some((79_000, MS(6_000)))
-        );
-    }
-
-    #[test]
-    fn garbage_headers_are_ignored() {
-        let h = headers(&[
-            ("x-ratelimit-remaining-requests", "lots"),
-            ("x-ratelimit-reset-requests", "1s"),
-            ("x-ratelimit-remaining-tokens", "10"),
-            ("x-ratelimit-reset-tokens", "1700000000"),
-            ("anthropic-ratelimit-requests-remaining", "-1"),
-            ("anthropic-ratelimit-requests-reset", "2024-09-27T17:29:00Z"),
-            ("anthropic-ratelimit-tokens-remaining", "0"),
-            ("anthropic-ratelimit-tokens-reset", "in a minute"),
-        ]);
-        for api in Api::ALL {
-            assert_eq!(
-                observation(api, &h, now()),
-                Observation::default(),
-                "{api:?}"
-            );
-            assert_eq!(exhausted_reset(api, &h, now()), None, "{api:?}");
-        }
-        let mut bytes = HeaderMap::new();
-        bytes.insert(
-            "x-ratelimit-remaining-requests",
-            HeaderValue::from_bytes(b"\xff1").unwrap(),
-        );
-        bytes.insert("x-ratelimit-reset-requests", HeaderValue::from_static("1s"));
-        assert_eq!(observation(Api::OpenAi, &bytes, now()).requests, None);
-    }
+/// What the provider's headers say about its limits, read by `api`'s wire format. A dimension
+/// needs both its remaining count and its reset; garbage is ignored.
+pub(crate) fn observation(api: Api, headers: &HeaderMap, now: SystemTime) -> Observation {
+    for_api(api).observation(headers, now)
 }
+
+#[cfg(test)]
+#[path = "headers_tests.rs"]
+pub(crate) mod tests;

@@ -1,21 +1,72 @@
 //! OpenAI-compatible `/chat/completions` (OpenAI, DeepSeek, Groq, Together, vLLM, Ollama, ...).
 
-use reqwest::header::{HeaderName, HeaderValue};
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use router_core::config::Api;
+use router_core::ledger::Observation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::classify::{self, ErrorBody, FailureClass};
-use super::{StreamFailure, malformed, nullable, secret_header};
+use super::classify::{ErrorBody, Failure, FailureClass};
+use super::headers::{self, parse_duration_openai};
+use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{ChatRequest, Completion, FinishReason, Role, StreamEvent, Usage};
 
-pub(super) fn url(base: &str) -> String {
-    format!("{base}/chat/completions")
+/// The OpenAI-compatible wire format.
+#[derive(Debug)]
+pub(super) struct OpenAi;
+
+/// `(remaining, reset)` header pairs: requests, then tokens.
+const DIMS: [(&str, &str); 2] = [
+    (
+        "x-ratelimit-remaining-requests",
+        "x-ratelimit-reset-requests",
+    ),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+];
+
+/// Resets are Go-style durations (`6m0s`, `17ms`).
+fn reset(value: &str, _now: SystemTime) -> Option<Duration> {
+    parse_duration_openai(value)
 }
 
-pub(super) fn auth(key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
-    secret_header("authorization", "Bearer ", key)
+impl WireFormat for OpenAi {
+    fn url(&self, base: &str, _model: &str, _stream: bool) -> String {
+        format!("{base}/chat/completions")
+    }
+
+    fn auth(&self, key: &ApiKey) -> Option<(HeaderName, HeaderValue)> {
+        secret_header("authorization", "Bearer ", key)
+    }
+
+    fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> Value {
+        body(model, req, stream)
+    }
+
+    fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
+        parse_response(body)
+    }
+
+    fn stream_decoder(&self) -> Box<dyn EventDecoder> {
+        Box::<Stream>::default()
+    }
+
+    fn error_body(&self, body: &[u8]) -> Option<ErrorBody> {
+        error_body(body)
+    }
+
+    fn observation(&self, headers: &HeaderMap, now: SystemTime) -> Observation {
+        Observation {
+            requests: headers::dimension(headers, DIMS[0], reset, now),
+            tokens: headers::dimension(headers, DIMS[1], reset, now),
+        }
+    }
+
+    fn exhausted_reset(&self, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+        headers::exhausted_reset(headers, &DIMS, reset, now)
+    }
 }
 
 fn role(role: Role) -> &'static str {
@@ -26,7 +77,7 @@ fn role(role: Role) -> &'static str {
     }
 }
 
-pub(super) fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
     let messages = req.messages.iter().map(|m| {
         let mut msg = Map::new();
         msg.insert("role".into(), role(m.role).into());
@@ -101,16 +152,15 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<Completion, serde_json::Error> {
-    let response: Response = serde_json::from_slice(body)?;
+fn parse_response(body: &[u8]) -> Result<Completion, String> {
+    let response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let choice = response.choices.into_iter().min_by_key(|c| c.index);
-    let (content, finish) = match choice {
-        Some(c) => (c.message.content.unwrap_or_default(), c.finish_reason),
-        None => (String::new(), None),
+    let Some(choice) = choice else {
+        return Err("no choices in the answer".into());
     };
     Ok(Completion {
-        content,
-        finish_reason: finish.as_deref().map(finish_reason),
+        content: choice.message.content.unwrap_or_default(),
+        finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
     })
 }
@@ -134,12 +184,12 @@ struct ChunkChoice {
 
 /// Stream state: only whether `[DONE]` was seen (later events are ignored).
 #[derive(Debug, Default)]
-pub(super) struct Stream {
+struct Stream {
     done: bool,
 }
 
-impl Stream {
-    pub(super) fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>, StreamFailure> {
+impl EventDecoder for Stream {
+    fn event(&mut self, _event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure> {
         if self.done {
             return Ok(Vec::new());
         }
@@ -150,7 +200,8 @@ impl Stream {
         let chunk: Chunk =
             serde_json::from_str(data).map_err(|e| malformed(Api::OpenAi, data, &e))?;
         if chunk.error.is_some() {
-            return Err(classify::stream_failure(Api::OpenAi, data.as_bytes()));
+            let data = data.as_bytes();
+            return Err(error::stream_failure(error_body(data), data));
         }
         let mut events = Vec::new();
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
@@ -191,7 +242,7 @@ struct ErrorJson {
     code: Option<Value>,
 }
 
-pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
+fn error_body(body: &[u8]) -> Option<ErrorBody> {
     let error = match serde_json::from_slice::<ErrorShape>(body).ok()? {
         ErrorShape::Wrapped {
             error: ErrorField::Object(e),
@@ -233,114 +284,5 @@ pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::wire::test_support::{decode_all, request};
-    use serde_json::json;
-
-    #[test]
-    fn body_has_messages_and_only_the_fields_that_are_set() {
-        let plain = body("gpt-4o-mini", &crate::types::ChatRequest::new("Hi"), false);
-        assert_eq!(
-            plain,
-            json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
-        );
-        let full = body("gpt-4o-mini", &request(), true);
-        let want = json!({
-            "model": "gpt-4o-mini",
-            "messages": [
-                {"role": "system", "content": "Be brief."},
-                {"role": "user", "content": "Hi"},
-                {"role": "assistant", "content": "Hello."},
-                {"role": "user", "content": "Bye"},
-            ],
-            "max_tokens": 64,
-            "temperature": 0.5,
-            "stop": ["END"],
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        assert_eq!(full, want);
-    }
-
-    #[test]
-    fn response_with_usage() {
-        let got = parse_response(include_bytes!("../../tests/fixtures/openai/ok.json")).unwrap();
-        assert_eq!(got.content, "Hello! How can I help you today?");
-        assert_eq!(got.finish_reason, Some(FinishReason::Stop));
-        assert_eq!(
-            got.usage,
-            Some(Usage {
-                prompt_tokens: 1117,
-                completion_tokens: 46
-            })
-        );
-    }
-
-    #[test]
-    fn finish_reasons() {
-        for (name, want) in [
-            ("stop", FinishReason::Stop),
-            ("length", FinishReason::Length),
-            ("content_filter", FinishReason::ContentFilter),
-            ("tool_calls", FinishReason::Other("tool_calls".into())),
-        ] {
-            assert_eq!(finish_reason(name), want);
-        }
-    }
-
-    #[test]
-    fn stream_fixture_to_exact_events() {
-        let (events, failure) = decode_all(
-            Api::OpenAi,
-            include_str!("../../tests/fixtures/openai/stream.sse"),
-        );
-        assert_eq!(failure, None);
-        assert_eq!(
-            events,
-            [
-                StreamEvent::Ignore,
-                StreamEvent::Delta("Hel".into()),
-                StreamEvent::Delta("lo!".into()),
-                StreamEvent::Finish(FinishReason::Stop),
-                StreamEvent::Usage(Usage {
-                    prompt_tokens: 9,
-                    completion_tokens: 3
-                }),
-                StreamEvent::Done,
-            ]
-        );
-    }
-
-    #[test]
-    fn error_inside_a_stream_is_a_failure() {
-        let (events, failure) = decode_all(
-            Api::OpenAi,
-            include_str!("../../tests/fixtures/openai/stream_error.sse"),
-        );
-        assert_eq!(events, [StreamEvent::Delta("Par".into())]);
-        let failure = failure.unwrap();
-        assert_eq!(failure.class, FailureClass::RateLimited);
-        assert_eq!(failure.status, None);
-        assert_eq!(
-            failure.message,
-            "The server is overloaded, please retry later."
-        );
-    }
-
-    #[test]
-    fn error_shapes() {
-        let text = error_body(br#"{"error": "model 'x' not found"}"#).unwrap();
-        assert_eq!(text.message, "model 'x' not found");
-        let flat =
-            br#"{"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}"#;
-        let flat = error_body(flat).unwrap();
-        assert_eq!(
-            (flat.code.as_deref(), flat.status),
-            (Some("400"), Some(400))
-        );
-        assert_eq!(error_body(b"<html>502 Bad Gateway</html>"), None);
-        assert_eq!(error_body(br#"{"detail": "nope"}"#), None);
-    }
-}
+#[path = "openai_tests.rs"]
+mod tests;

@@ -8,3 +8,4 @@ mod settlement;
 mod shared_redis;
 mod support;
 mod tenants;
+mod upstreams;

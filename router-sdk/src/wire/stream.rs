@@ -1,0 +1,100 @@
+//! Streamed answers: one [`EventDecoder`] per wire format behind one [`StreamDecoder`].
+
+use std::fmt::Debug;
+
+use router_core::config::Api;
+
+use super::classify::Failure;
+use super::{for_api, plausible};
+use crate::types::StreamEvent;
+
+/// A wire format's decoder for one streamed response.
+pub(crate) trait EventDecoder: Send + Debug {
+    /// Decodes one SSE event with non-blank data. A provider error event, or malformed JSON, is
+    /// an `Err`.
+    fn event(&mut self, event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure>;
+    /// Called when the byte stream ends: what the end itself means (Gemini's `Done`).
+    fn finish(&mut self) -> Vec<StreamEvent> {
+        Vec::new()
+    }
+}
+
+/// Turns one request's SSE events into [`StreamEvent`]s. Feed every event to [`event`]
+/// (`event_name` is the SSE `event:` field, `"message"` or empty when absent), then call
+/// [`finish`] when the byte stream ends.
+///
+/// [`StreamEvent::Done`] means the stream completed: OpenAI's `[DONE]`, Anthropic's
+/// `message_stop`, or for Gemini (which has no end marker) the end of a stream that delivered a
+/// `finishReason`. A stream that ends without `Done` was cut short.
+///
+/// [`event`]: StreamDecoder::event
+/// [`finish`]: StreamDecoder::finish
+#[derive(Debug)]
+pub(crate) struct StreamDecoder {
+    api: Api,
+    format: Box<dyn EventDecoder>,
+    /// Whether text or a finish reason arrived: a stream that completes without either is a
+    /// malformed answer, not an empty success.
+    delivered: bool,
+}
+
+/// An error inside a stream: a provider error event, or an event we could not decode.
+pub(crate) type StreamFailure = Failure;
+
+impl StreamDecoder {
+    /// A decoder for one streamed response of `api`.
+    pub(crate) fn new(api: Api) -> Self {
+        Self {
+            api,
+            format: for_api(api).stream_decoder(),
+            delivered: false,
+        }
+    }
+
+    /// Decodes one SSE event. Every event yields at least one item ([`StreamEvent::Ignore`] when
+    /// it carries nothing for the caller). A provider error event, malformed JSON, implausible
+    /// usage, or the end of a stream that delivered neither text nor a finish reason is an `Err`
+    /// (the last three of class [`Decode`](super::classify::FailureClass::Decode)).
+    pub(crate) fn event(
+        &mut self,
+        event_name: &str,
+        data: &str,
+    ) -> Result<Vec<StreamEvent>, StreamFailure> {
+        if data.trim().is_empty() {
+            return Ok(vec![StreamEvent::Ignore]);
+        }
+        let events = self.format.event(event_name, data)?;
+        self.check(&events)?;
+        Ok(if events.is_empty() {
+            vec![StreamEvent::Ignore]
+        } else {
+            events
+        })
+    }
+
+    /// Call when the byte stream ends: Gemini's [`StreamEvent::Done`] if it finished; nothing
+    /// for the others (their `Done` came from an event).
+    pub(crate) fn finish(&mut self) -> Vec<StreamEvent> {
+        self.format.finish()
+    }
+
+    fn check(&mut self, events: &[StreamEvent]) -> Result<(), StreamFailure> {
+        for event in events {
+            match event {
+                StreamEvent::Delta(_) | StreamEvent::Finish(_) => self.delivered = true,
+                StreamEvent::Usage(usage) => {
+                    plausible(*usage).map_err(|reason| self.malformed(&reason))?;
+                }
+                StreamEvent::Done if !self.delivered => {
+                    return Err(self.malformed("it ended without any choice, candidate or content"));
+                }
+                StreamEvent::Done | StreamEvent::Ignore => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn malformed(&self, reason: &str) -> StreamFailure {
+        Failure::decode(format!("malformed {} stream: {reason}", self.api.as_str()))
+    }
+}

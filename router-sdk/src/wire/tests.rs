@@ -1,0 +1,265 @@
+#![allow(clippy::unwrap_used)]
+
+use super::classify::FailureClass;
+use super::test_support::request;
+use super::*;
+use crate::types::StreamEvent;
+use crate::types::{FinishReason, Usage};
+
+const PLANTED: &str = "sk-planted-7e1d0c4b9a";
+
+#[test]
+fn requests_put_the_key_only_in_a_sensitive_header() {
+    let key = ApiKey::new(PLANTED.to_owned());
+    let table = [
+        (
+            Api::OpenAi,
+            "https://api.openai.com/v1/",
+            "https://api.openai.com/v1/chat/completions",
+            "authorization",
+            format!("Bearer {PLANTED}"),
+        ),
+        (
+            Api::Anthropic,
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/v1/messages",
+            "x-api-key",
+            PLANTED.to_owned(),
+        ),
+        (
+            Api::Gemini,
+            "https://generativelanguage.googleapis.com/v1beta/",
+            "https://generativelanguage.googleapis.com/v1beta/models/m:streamGenerateContent?alt=sse",
+            "x-goog-api-key",
+            PLANTED.to_owned(),
+        ),
+    ];
+    for (api, base, url, auth, value) in table {
+        let wire = build(api, base, "m", &key, &request(), true);
+        assert_eq!(wire.url, url, "{api:?}");
+        assert_eq!(wire.headers["content-type"], "application/json");
+        assert_eq!(wire.headers[auth], value.as_str(), "{api:?}");
+        assert!(wire.headers[auth].is_sensitive(), "{api:?}");
+        let shown = format!("{wire:?}");
+        assert!(!shown.contains(PLANTED), "{api:?} leaked the key: {shown}");
+        assert!(!wire.body.to_string().contains(PLANTED));
+    }
+    let anthropic = build(Api::Anthropic, "http://x", "m", &key, &request(), false);
+    assert_eq!(anthropic.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(anthropic.headers.len(), 3);
+}
+
+#[test]
+fn a_key_that_cannot_be_a_header_is_left_out() {
+    let key = ApiKey::new("sk-bad\nkey".to_owned());
+    let wire = build(Api::OpenAi, "http://x/v1", "m", &key, &request(), false);
+    assert!(wire.headers.get("authorization").is_none());
+    assert!(!format!("{wire:?}").contains("sk-bad"));
+}
+
+#[test]
+fn parse_response_dispatches_and_keeps_an_excerpt_on_decode_errors() {
+    let ok = parse_response(
+        Api::OpenAi,
+        include_bytes!("../../tests/fixtures/openai/ok.json"),
+    );
+    assert_eq!(ok.unwrap().finish_reason, Some(FinishReason::Stop));
+    let long = format!("<html>{}</html>", "é".repeat(1000));
+    for api in Api::ALL {
+        let err = parse_response(api, long.as_bytes()).unwrap_err();
+        assert_eq!(err.api, api.as_str());
+        assert!(err.excerpt.starts_with("<html>éé") && err.excerpt.ends_with('…'));
+        assert_eq!(err.excerpt.chars().count(), EXCERPT_MAX + 1);
+        assert!(err.to_string().starts_with("cannot decode the "), "{err}");
+        assert_eq!(Failure::from(err).class, FailureClass::Decode);
+    }
+}
+
+#[test]
+fn malformed_stream_events_are_decode_failures() {
+    for api in Api::ALL {
+        let mut decoder = StreamDecoder::new(api);
+        assert_eq!(decoder.event("", "  ").unwrap(), [StreamEvent::Ignore]);
+        let failure = decoder.event("message_delta", "{not json").unwrap_err();
+        assert_eq!(
+            (failure.class, failure.status),
+            (FailureClass::Decode, None),
+            "{api:?}"
+        );
+        assert!(
+            failure.message.contains("{not json"),
+            "{api:?}: {}",
+            failure.message
+        );
+    }
+}
+
+#[test]
+fn finish_adds_nothing_once_done_was_seen() {
+    let mut openai = StreamDecoder::new(Api::OpenAi);
+    let text = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
+    assert_eq!(
+        openai.event("", text).unwrap(),
+        [StreamEvent::Delta("Hi".into())]
+    );
+    assert_eq!(openai.event("", "[DONE]").unwrap(), [StreamEvent::Done]);
+    assert_eq!(
+        openai.event("", r#"{"choices":[]}"#).unwrap(),
+        [StreamEvent::Ignore]
+    );
+    assert_eq!(openai.finish(), []);
+    let mut anthropic = StreamDecoder::new(Api::Anthropic);
+    let text = r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#;
+    anthropic.event("content_block_delta", text).unwrap();
+    let stop = r#"{"type":"message_stop"}"#;
+    assert_eq!(
+        anthropic.event("message_stop", stop).unwrap(),
+        [StreamEvent::Done]
+    );
+    assert_eq!(anthropic.finish(), []);
+    let mut gemini = StreamDecoder::new(Api::Gemini);
+    let last = r#"{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3}}"#;
+    let usage = Usage {
+        prompt_tokens: 3,
+        completion_tokens: 0,
+    };
+    let want = [
+        StreamEvent::Finish(FinishReason::Stop),
+        StreamEvent::Usage(usage),
+    ];
+    assert_eq!(gemini.event("", last).unwrap(), want);
+    assert_eq!(gemini.finish(), [StreamEvent::Done]);
+    assert_eq!(gemini.finish(), []);
+}
+
+#[test]
+fn an_unreadable_answer_is_the_deployments_fault() {
+    let err = parse_response(Api::Anthropic, b"<html>502</html>").unwrap_err();
+    assert_eq!(
+        Failure::from(err).class.kind(),
+        router_core::retry::FailureKind::ServerError
+    );
+}
+
+#[test]
+fn answers_with_no_choice_candidate_or_content_are_malformed() {
+    let cases: [(Api, &[u8], &str); 5] = [
+        (
+            Api::OpenAi,
+            br#"{"choices":[],"usage":{"prompt_tokens":3}}"#,
+            "no choices",
+        ),
+        (Api::OpenAi, br#"{"id":"x"}"#, "no choices"),
+        (
+            Api::Gemini,
+            br#"{"candidates":[],"usageMetadata":{}}"#,
+            "no candidates",
+        ),
+        (Api::Gemini, b"{}", "no candidates"),
+        (
+            Api::Anthropic,
+            br#"{"content":[],"stop_reason":null}"#,
+            "no content",
+        ),
+    ];
+    for (api, body, want) in cases {
+        let err = parse_response(api, body).unwrap_err();
+        assert!(err.reason.contains(want), "{api:?}: {err}");
+    }
+    let ended = br#"{"content":[],"stop_reason":"end_turn","usage":{"input_tokens":3}}"#;
+    assert_eq!(
+        parse_response(Api::Anthropic, ended).unwrap().finish_reason,
+        Some(FinishReason::Stop),
+        "an empty answer that says why it stopped is an answer"
+    );
+}
+
+#[test]
+fn streams_that_deliver_nothing_are_malformed() {
+    let cases = [
+        (
+            Api::OpenAi,
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\ndata: [DONE]\n\n",
+        ),
+        (Api::OpenAi, "data: [DONE]\n\n"),
+        (
+            Api::Anthropic,
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n\
+             event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        ),
+        (
+            Api::Gemini,
+            "data: {\"candidates\":[],\"usageMetadata\":{}}\n\n",
+        ),
+    ];
+    for (api, sse) in cases {
+        let (events, failure) = test_support::decode_all(api, sse);
+        let failure = failure.unwrap_or_else(|| panic!("{api:?}: {events:?}"));
+        assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
+        assert!(!events.contains(&StreamEvent::Done), "{api:?}");
+    }
+}
+
+const U64_MAX: &str = "18446744073709551615";
+
+#[test]
+fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
+    let bound = MAX_PLAUSIBLE_TOKENS;
+    let above = bound + 1;
+    let text = r#""choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop"}]"#;
+    let anthropic = r#""content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn""#;
+    let gemini = r#""candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}]"#;
+    let cases = [
+        (
+            Api::OpenAi,
+            format!(r#"{{{text},"usage":{{"prompt_tokens":{above}}}}}"#),
+        ),
+        (
+            Api::OpenAi,
+            format!(r#"{{{text},"usage":{{"completion_tokens":{U64_MAX}}}}}"#),
+        ),
+        (
+            Api::Anthropic,
+            format!(
+                r#"{{{anthropic},"usage":{{"input_tokens":1,"cache_read_input_tokens":{U64_MAX}}}}}"#
+            ),
+        ),
+        (
+            Api::Anthropic,
+            format!(
+                r#"{{{anthropic},"usage":{{"input_tokens":{bound},"cache_creation_input_tokens":1}}}}"#
+            ),
+        ),
+        (
+            Api::Gemini,
+            format!(
+                r#"{{{gemini},"usageMetadata":{{"candidatesTokenCount":{U64_MAX},"thoughtsTokenCount":1}}}}"#
+            ),
+        ),
+    ];
+    for (api, body) in cases {
+        let err = parse_response(api, body.as_bytes()).unwrap_err();
+        assert!(err.reason.contains("100000000 tokens"), "{api:?}: {err}");
+        let mut decoder = StreamDecoder::new(api);
+        let (name, data) = match api {
+            Api::Anthropic => (
+                "message_start",
+                format!(r#"{{"type":"message_start","message":{}}}"#, body),
+            ),
+            _ => ("", body.clone()),
+        };
+        let failure = decoder.event(name, &data).unwrap_err();
+        assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
+    }
+    let at_bound = format!(r#"{{{text},"usage":{{"prompt_tokens":{bound}}}}}"#);
+    assert!(parse_response(Api::OpenAi, at_bound.as_bytes()).is_ok());
+}
+
+#[test]
+fn total_tokens_saturates() {
+    let usage = Usage {
+        prompt_tokens: u64::MAX,
+        completion_tokens: 2,
+    };
+    assert_eq!(usage.total_tokens(), u64::MAX);
+}
