@@ -120,7 +120,10 @@ impl Error {
             Error::NoCapacity { never, .. } => !never,
             Error::Provider { class, .. } => matches!(
                 class,
-                FailureClass::RateLimited | FailureClass::Overloaded | FailureClass::ServerError
+                FailureClass::RateLimited
+                    | FailureClass::Overloaded
+                    | FailureClass::ServerError
+                    | FailureClass::Decode
             ),
             Error::Transport { .. } | Error::Ledger(_) => true,
             _ => false,
