@@ -114,7 +114,7 @@ fn no_capacity_message(never: bool, retry_after: Option<Duration>, detail: &str)
 
 impl Error {
     /// True when trying again later may succeed: no capacity yet, rate limits, overloads,
-    /// server errors and transport failures.
+    /// server errors, malformed answers and transport failures.
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::NoCapacity { never, .. } => !never,
