@@ -3,6 +3,7 @@
 
 mod adapters;
 mod failover;
+mod faults;
 mod secrets;
 mod settlement;
 mod shared_redis;

@@ -135,11 +135,38 @@ impl World {
         Self::build(upstreams, bases, servers, "").await
     }
 
+    /// Like [`World::new`], with the memory ledger wrapped by `wrap` (a ledger that fails).
+    pub async fn with_ledger(
+        upstreams: &[Upstream],
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+    ) -> World {
+        let mut servers = Vec::new();
+        for _ in upstreams {
+            servers.push(MockServer::start().await);
+        }
+        let bases: Vec<_> = upstreams
+            .iter()
+            .zip(&servers)
+            .map(|(u, s)| (u, s.uri()))
+            .collect();
+        Self::build_with(upstreams, &bases, servers, "", wrap).await
+    }
+
     async fn build(
         upstreams: &[Upstream],
         bases: &[(&Upstream, String)],
         servers: Vec<MockServer>,
         extra: &str,
+    ) -> World {
+        Self::build_with(upstreams, bases, servers, extra, |l| l).await
+    }
+
+    async fn build_with(
+        upstreams: &[Upstream],
+        bases: &[(&Upstream, String)],
+        servers: Vec<MockServer>,
+        extra: &str,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
     ) -> World {
         let yaml = format!("{}{extra}", config(bases));
         let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
@@ -154,7 +181,7 @@ impl World {
             k.with(key_var(u.name), planted_key(u.name))
         });
         let router = Router::builder(registry)
-            .ledger(ledger.clone())
+            .ledger(wrap(ledger.clone()))
             .clock(Arc::new(clock.clone()))
             .sleeper(Arc::new(sleeper.clone()))
             .keys(Arc::new(keys))
