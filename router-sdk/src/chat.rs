@@ -7,6 +7,7 @@ use reqwest::header::HeaderMap;
 use router_core::config::{Api, DeploymentId, ProviderId};
 use tracing::Instrument;
 
+use crate::drive::Request;
 use crate::error::Error;
 use crate::router::Router;
 use crate::secret::ApiKey;
@@ -22,6 +23,17 @@ pub(crate) struct CallInput<'a> {
     pub(crate) deadline_ms: u64,
 }
 
+impl<'a> CallInput<'a> {
+    /// What the calls of `request` (planned from `req`) need.
+    pub(crate) fn of(request: &Request, req: &'a ChatRequest) -> Self {
+        CallInput {
+            req,
+            keys: request.planned.keys.clone(),
+            deadline_ms: request.planned.plan.deadline_ms,
+        }
+    }
+}
+
 impl Router {
     /// Sends `req` to the cheapest deployment that has room, failing over and waiting as the
     /// request flow says, and returns the whole answer.
@@ -31,11 +43,7 @@ impl Router {
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, Error> {
         let mut request = self.begin(&req)?;
         let span = request.span.clone();
-        let input = CallInput {
-            req: &req,
-            keys: request.planned.keys.clone(),
-            deadline_ms: request.planned.plan.deadline_ms,
-        };
+        let input = CallInput::of(&request, &req);
         async {
             let (guard, (completion, headers)) = self
                 .until_answer(&mut request, |d| self.call_whole(&input, d))

@@ -63,11 +63,7 @@ impl Router {
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream, Error> {
         let mut request = self.begin(&req)?;
         let span = request.span.clone();
-        let input = CallInput {
-            req: &req,
-            keys: request.planned.keys.clone(),
-            deadline_ms: request.planned.plan.deadline_ms,
-        };
+        let input = CallInput::of(&request, &req);
         let (guard, response) = self
             .until_answer(&mut request, |d| self.open_stream(&input, d))
             .instrument(span.clone())

@@ -14,8 +14,8 @@ use router_core::ledger::{
     Observation, Reservation, TenantSnapshot, TenantSpec,
 };
 use router_sdk::{AttemptOutcome, ChatChunk, ChatRequest};
-use wiremock::matchers::{method, path};
 use wiremock::Mock;
+use wiremock::matchers::{method, path};
 
 use crate::support::*;
 

@@ -115,16 +115,7 @@ impl World {
 
     /// Like [`World::new`], with `extra` YAML (say, `tenants:`) appended to the configuration.
     pub async fn with_extra(upstreams: &[Upstream], extra: &str) -> World {
-        let mut servers = Vec::new();
-        for _ in upstreams {
-            servers.push(MockServer::start().await);
-        }
-        let bases: Vec<_> = upstreams
-            .iter()
-            .zip(&servers)
-            .map(|(u, s)| (u, s.uri()))
-            .collect();
-        Self::build(upstreams, &bases, servers, extra).await
+        Self::started(upstreams, extra, |l| l).await
     }
 
     pub async fn with_bases(
@@ -140,6 +131,15 @@ impl World {
         upstreams: &[Upstream],
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
     ) -> World {
+        Self::started(upstreams, "", wrap).await
+    }
+
+    /// One mock server started per upstream.
+    async fn started(
+        upstreams: &[Upstream],
+        extra: &str,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+    ) -> World {
         let mut servers = Vec::new();
         for _ in upstreams {
             servers.push(MockServer::start().await);
@@ -149,7 +149,7 @@ impl World {
             .zip(&servers)
             .map(|(u, s)| (u, s.uri()))
             .collect();
-        Self::build_with(upstreams, &bases, servers, "", wrap).await
+        Self::build_with(upstreams, &bases, servers, extra, wrap).await
     }
 
     async fn build(
