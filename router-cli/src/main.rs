@@ -62,7 +62,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Quota(args) => runtime()?.block_on(async {
             let loaded = config::load(&cli.global)?;
             let ledger = store::open(&loaded).await?;
-            let state = store::describe(&loaded);
+            let state = loaded.ledger.describe();
             commands::quota::run(args, &loaded.registry, &ledger, &state, &mut out).await
         }),
     }

@@ -76,6 +76,7 @@ mod error;
 mod guard;
 mod router;
 pub mod secret;
+pub mod store;
 mod stream;
 pub mod time;
 mod transport;

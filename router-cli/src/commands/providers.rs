@@ -2,6 +2,8 @@
 
 use std::io::{self, Write};
 
+use router_sdk::store::LedgerChoice;
+
 use crate::cli::{Global, ProvidersArgs};
 use crate::config::{self, key_is_set};
 use crate::failure::Failure;
@@ -16,25 +18,20 @@ pub(crate) fn run(global: &Global, args: &ProvidersArgs) -> Result<(), Failure> 
         serde_json::to_writer_pretty(&mut out, &view).map_err(|e| Failure::output(e.into()))?;
         writeln!(out).map_err(Failure::output)
     } else {
-        write_text(&mut out, &view).map_err(Failure::output)
+        write_text(&mut out, &view, &loaded.ledger).map_err(Failure::output)
     }
 }
 
 /// The human-readable form.
-fn write_text(out: &mut impl Write, view: &ConfigView) -> io::Result<()> {
-    let state = match (&view.state, view.state_from) {
-        (Some(url), Some(from)) => format!("{url} (from {from})"),
-        (Some(url), None) => url.clone(),
-        _ => match crate::store::embedded_path() {
-            Ok(path) => format!(
-                "embedded store {} (shared by llmroute processes on this machine; set `state`, REDIS_URL or --state to share limits across machines)",
-                path.display()
-            ),
-            Err(_) => format!(
-                "embedded store (set {} or `state`)",
-                crate::store::STATE_DIR_ENV
-            ),
-        },
+fn write_text(out: &mut impl Write, view: &ConfigView, ledger: &LedgerChoice) -> io::Result<()> {
+    let state = match (&view.state, &view.state_from, ledger) {
+        (Some(url), Some(from), _) => format!("{url} (from {from})"),
+        (Some(url), None, _) => url.clone(),
+        (None, _, LedgerChoice::Embedded { path, .. }) => format!(
+            "embedded store {} (shared by llmroute processes on this machine; set `state`, REDIS_URL or --state to share limits across machines)",
+            path.display()
+        ),
+        (None, _, _) => ledger.describe(),
     };
     let d = &view.defaults;
     writeln!(out, "config:     {}", view.config)?;
