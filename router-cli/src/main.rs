@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod config;
 mod failure;
+mod logging;
 mod store;
 mod table;
 mod view;
@@ -24,6 +25,9 @@ use crate::failure::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(failure) = logging::init(cli.global.verbose, cli.global.log_format) {
+        return failure.report();
+    }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(),
@@ -57,7 +61,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 .build()
                 .await
                 .map_err(Failure::router)?;
-            commands::chat::run(args, &router, &mut out).await
+            commands::chat::run(args, cli.global.verbose > 0, &router, &mut out).await
         }),
         Command::Quota(args) => runtime()?.block_on(async {
             let loaded = config::load(&cli.global)?;

@@ -13,6 +13,7 @@ use router_sdk::{
 use serde::Serialize;
 
 use crate::failure::Failure;
+use crate::logging::report;
 
 /// Options of `llmroute chat`.
 #[derive(Debug, Args)]
@@ -48,9 +49,6 @@ pub(crate) struct ChatArgs {
     /// Print one JSON object: provider, model, content, usage, cost_usd, attempts
     #[arg(long)]
     json: bool,
-    /// Report the routing on stderr: candidates, the choice and why, retries and waits
-    #[arg(short, long)]
-    verbose: bool,
 }
 
 /// `--priority`.
@@ -112,22 +110,23 @@ fn read_prompt(path: &PathBuf) -> Result<String, Failure> {
     Ok(text)
 }
 
-/// Runs the command.
+/// Runs the command; `verbose` (the global `-v`): report the routing on stderr.
 pub(crate) async fn run(
     args: &ChatArgs,
+    verbose: bool,
     router: &Router,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let req = args.request()?;
-    if args.verbose {
+    if verbose {
         report_candidates(router, &req)?;
     }
     if args.json || args.no_stream {
         let answer = router
             .chat(req)
             .await
-            .map_err(|e| routing_failed(args.verbose, e))?;
-        if args.verbose {
+            .map_err(|e| routing_failed(verbose, e))?;
+        if verbose {
             report_attempts(&answer.attempts, answer.waited);
         }
         if args.json {
@@ -139,8 +138,8 @@ pub(crate) async fn run(
         }
         return Ok(());
     }
-    let summary = stream(router, req, out, args.verbose).await?;
-    if args.verbose {
+    let summary = stream(router, req, out, verbose).await?;
+    if verbose {
         report_attempts(&summary.attempts, summary.waited);
     }
     Ok(())
@@ -201,12 +200,12 @@ fn routing_failed(verbose: bool, e: router_sdk::Error) -> Failure {
 
 fn report_candidates(router: &Router, req: &ChatRequest) -> Result<(), Failure> {
     let preview = router.preview(req).map_err(Failure::router)?;
-    eprintln!(
-        "llmroute: estimate {} prompt + {} completion tokens; candidates, cheapest first:",
+    report(format_args!(
+        "estimate {} prompt + {} completion tokens; candidates, cheapest first:",
         preview.prompt_tokens, preview.completion_tokens
-    );
+    ));
     for (provider, model, cost) in &preview.candidates {
-        eprintln!("llmroute:   {provider}/{model}  ~${cost:.6}");
+        report(format_args!("  {provider}/{model}  ~${cost:.6}"));
     }
     Ok(())
 }
@@ -214,12 +213,12 @@ fn report_candidates(router: &Router, req: &ChatRequest) -> Result<(), Failure> 
 fn report_attempts(attempts: &[router_sdk::Attempt], waited: Duration) {
     for (i, a) in attempts.iter().enumerate() {
         match &a.outcome {
-            AttemptOutcome::Ok => eprintln!(
-                "llmroute: attempt {}: {}/{} answered",
+            AttemptOutcome::Ok => report(format_args!(
+                "attempt {}: {}/{} answered",
                 i + 1,
                 a.provider,
                 a.model
-            ),
+            )),
             AttemptOutcome::Failed {
                 kind,
                 status,
@@ -230,17 +229,20 @@ fn report_attempts(attempts: &[router_sdk::Attempt], waited: Duration) {
                 let cooldown = cooldown
                     .map(|c| format!("; cooling it down {:.1}s", c.as_secs_f64()))
                     .unwrap_or_default();
-                eprintln!(
-                    "llmroute: attempt {}: {}/{} {kind}{status}: {message}{cooldown}",
+                report(format_args!(
+                    "attempt {}: {}/{} {kind}{status}: {message}{cooldown}",
                     i + 1,
                     a.provider,
                     a.model
-                );
+                ));
             }
         }
     }
     if !waited.is_zero() {
-        eprintln!("llmroute: waited {:.1}s for capacity", waited.as_secs_f64());
+        report(format_args!(
+            "waited {:.1}s for capacity",
+            waited.as_secs_f64()
+        ));
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod chat;
 mod errors;
+mod logging;
 mod providers;
 mod quota;
 mod support;
