@@ -9,7 +9,9 @@ mod cli;
 mod commands;
 mod config;
 mod failure;
+mod interrupt;
 mod logging;
+mod pending;
 mod store;
 mod table;
 mod view;
@@ -55,13 +57,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Chat(args) => runtime()?.block_on(async {
             let loaded = config::load(&cli.global)?;
-            let ledger = store::open(&loaded).await?;
+            let (ledger, pending) = pending::Tracked::wrap(store::open(&loaded).await?);
             let router = Router::builder(loaded.registry)
                 .ledger(ledger)
                 .build()
                 .await
                 .map_err(Failure::router)?;
-            commands::chat::run(args, cli.global.verbose > 0, &router, &mut out).await
+            let verbose = cli.global.verbose > 0;
+            commands::chat::run_until_signal(args, verbose, &router, &pending, &mut out).await
         }),
         Command::Quota(args) => runtime()?.block_on(async {
             let loaded = config::load(&cli.global)?;

@@ -13,7 +13,9 @@ use router_sdk::{
 use serde::Serialize;
 
 use crate::failure::Failure;
+use crate::interrupt::{Signals, stopped_by, until_signal};
 use crate::logging::report;
+use crate::pending::Pending;
 
 /// Options of `llmroute chat`.
 #[derive(Debug, Args)]
@@ -108,6 +110,49 @@ fn read_prompt(path: &PathBuf) -> Result<String, Failure> {
         )));
     }
     Ok(text)
+}
+
+/// Runs the command until it ends or SIGINT / SIGTERM stops it. A signal drops the request
+/// mid-way (its guard settles the estimate and frees the slot), waits for what the router still
+/// has to settle ([`settle_pending`]), and ends with exit status 130 / 143.
+pub(crate) async fn run_until_signal(
+    args: &ChatArgs,
+    verbose: bool,
+    router: &Router,
+    pending: &Pending,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
+    let signal = match until_signal(run(args, verbose, router, out), &mut signals).await {
+        Ok(result) => return result,
+        Err(signal) => signal,
+    };
+    if until_signal(settle_pending(router, pending), &mut signals)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a second signal: exiting without waiting for pending settlements");
+    }
+    Err(stopped_by(signal, "chat"))
+}
+
+/// How long a stopped chat waits for its settlements before it exits anyway.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (up to [`SETTLE_WAIT`]) for the settlements `router` handed to the background when a
+/// request was dropped mid-way, so exiting does not cut them short. This is the place for
+/// `router.drain().await`; until the router drains its own, the CLI's [`Pending`] count of
+/// running settle / release calls stands in for it.
+async fn settle_pending(_router: &Router, pending: &Pending) {
+    if tokio::time::timeout(SETTLE_WAIT, pending.settled())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "gave up waiting for settlements after {}s: their slots expire after the slot TTL",
+            SETTLE_WAIT.as_secs()
+        );
+    }
 }
 
 /// Runs the command; `verbose` (the global `-v`): report the routing on stderr.

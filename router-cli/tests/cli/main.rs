@@ -7,4 +7,5 @@ mod errors;
 mod logging;
 mod providers;
 mod quota;
+mod signals;
 mod support;
