@@ -7,5 +7,6 @@ mod errors;
 mod logging;
 mod providers;
 mod quota;
+mod secrets;
 mod signals;
 mod support;

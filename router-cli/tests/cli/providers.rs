@@ -58,9 +58,22 @@ fn providers_json_is_one_object_with_every_provider() {
 #[test]
 fn a_planted_api_key_is_never_printed_but_reported_as_set() {
     let secret = "sk-planted-secret-123";
-    for json in [false, true] {
+    let logging: [(&[&str], Option<&str>); 4] = [
+        (&[], None),
+        (&["-vv"], None),
+        (&["-vvv"], Some("trace")),
+        (&["--log-format", "json"], Some("trace")),
+    ];
+    for (json, (flags, rust_log)) in [false, true]
+        .into_iter()
+        .flat_map(|j| logging.map(|l| (j, l)))
+    {
         let mut cmd = llmroute();
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
         cmd.env("DEEPSEEK_API_KEY", secret)
+            .args(flags)
             .arg("--config")
             .arg(example())
             .arg("providers");
