@@ -4,26 +4,30 @@ use std::io::{self, Write};
 
 use router_sdk::store::LedgerChoice;
 
-use crate::cli::{Global, ProvidersArgs};
-use crate::config::{self, key_is_set};
+use crate::cli::ProvidersArgs;
+use crate::config::key_is_set;
+use crate::context::Context;
 use crate::failure::Failure;
 use crate::view::{ConfigView, LimitsView, ProviderView};
 
-/// Load and validate the configuration, then print it to stdout.
-pub(crate) fn run(global: &Global, args: &ProvidersArgs) -> Result<(), Failure> {
-    let loaded = config::load(global)?;
+/// Load and validate the configuration, then print it on `out`.
+pub(crate) async fn run(
+    ctx: &Context<'_>,
+    args: &ProvidersArgs,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
     let view = ConfigView::new(&loaded, key_is_set);
-    let mut out = io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &view).map_err(|e| Failure::output(e.into()))?;
+        serde_json::to_writer_pretty(&mut *out, &view).map_err(|e| Failure::output(e.into()))?;
         writeln!(out).map_err(Failure::output)
     } else {
-        write_text(&mut out, &view, &loaded.ledger).map_err(Failure::output)
+        write_text(out, &view, &loaded.ledger).map_err(Failure::output)
     }
 }
 
 /// The human-readable form.
-fn write_text(out: &mut impl Write, view: &ConfigView, ledger: &LedgerChoice) -> io::Result<()> {
+fn write_text(out: &mut dyn Write, view: &ConfigView, ledger: &LedgerChoice) -> io::Result<()> {
     let state = match (&view.state, &view.state_from, ledger) {
         (Some(url), Some(from), _) => format!("{url} (from {from})"),
         (Some(url), None, _) => url.clone(),
@@ -50,7 +54,7 @@ fn write_text(out: &mut impl Write, view: &ConfigView, ledger: &LedgerChoice) ->
     Ok(())
 }
 
-fn write_provider(out: &mut impl Write, p: &ProviderView) -> io::Result<()> {
+fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
     writeln!(out, "provider {}", p.name)?;
     writeln!(out, "  api:       {}", p.api)?;
     writeln!(out, "  base_url:  {}", p.base_url)?;
@@ -89,7 +93,7 @@ fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
 }
 
 /// Rows with columns padded to a common width, indented by two spaces.
-fn write_table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
+fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
     crate::table::write(out, rows, "  ", usize::MAX)
 }
 

@@ -9,6 +9,7 @@ use router_core::config::Registry;
 use router_core::ledger::{DeploymentSnapshot, Ledger, ScopeUsage, TenantSpec};
 use serde::Serialize;
 
+use crate::context::Context;
 use crate::failure::Failure;
 
 /// Options of `llmroute quota`.
@@ -152,12 +153,13 @@ fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
 
 /// Runs the command.
 pub(crate) async fn run(
+    ctx: &Context<'_>,
     args: &QuotaArgs,
-    registry: &Registry,
-    ledger: &Arc<dyn Ledger>,
-    state: &str,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
+    let ledger = ctx.open_ledger(&loaded).await?;
+    let (registry, state) = (&loaded.registry, &loaded.ledger.describe());
     let every = match args.watch {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => {
@@ -171,7 +173,7 @@ pub(crate) async fn run(
     loop {
         let snaps = ledger.snapshot(&all).await.map_err(Failure::state)?;
         let tenant = match &args.tenant {
-            Some(name) => Some(tenant_view(registry, ledger, name).await?),
+            Some(name) => Some(tenant_view(registry, &ledger, name).await?),
             None => None,
         };
         let deployments = snaps.iter().map(|s| row(registry, s)).collect();
