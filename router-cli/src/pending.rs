@@ -117,3 +117,61 @@ impl Ledger for Tracked {
         self.inner.tenant_snapshot(tenant)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use futures_util::FutureExt;
+    use router_core::config::Registry;
+    use router_core::ledger::{Admission, MemoryStore};
+
+    use super::*;
+
+    const YAML: &str = "providers:\n  - name: oa\n    api: openai\n    base_url: https://api.openai.com/v1\n    api_key_env: OA_KEY\n    models:\n      - { name: m, price: { input: 1, output: 2 } }\n";
+
+    async fn reserve(ledger: &dyn Ledger, registry: &Registry) -> Reservation {
+        let all: Vec<_> = registry.deployment_ids().collect();
+        let need = Need::new(10, Duration::from_secs(60));
+        match ledger.admit(&need, &all).await.unwrap() {
+            Admission::Granted(r) => r,
+            Admission::Denied(d) => panic!("{d:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn settled_waits_for_running_calls_and_not_for_dropped_ones() {
+        let registry = Registry::from_yaml_str(YAML, "test.yaml").unwrap();
+        let (ledger, pending) = Tracked::wrap(Arc::new(MemoryStore::new(&registry)));
+        assert!(
+            pending.settled().now_or_never().is_some(),
+            "nothing started"
+        );
+
+        let r = reserve(&*ledger, &registry).await;
+        let settle = ledger.settle(&r, ActualUsage::default());
+        assert!(
+            pending.settled().now_or_never().is_none(),
+            "a settle is running"
+        );
+        assert!(settle.await.unwrap());
+        assert!(
+            pending.settled().now_or_never().is_some(),
+            "the settle ended"
+        );
+
+        let r = reserve(&*ledger, &registry).await;
+        let release = ledger.release(&r);
+        assert!(
+            pending.settled().now_or_never().is_none(),
+            "a release is running"
+        );
+        drop(release);
+        assert!(
+            pending.settled().now_or_never().is_some(),
+            "a dropped call is over"
+        );
+    }
+}
