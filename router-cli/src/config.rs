@@ -44,7 +44,11 @@ pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
         LocalStore::Embedded,
         &Environment::process(),
     )
-    .map_err(Failure::usage)?;
+    .map_err(|e| match e {
+        // A bad environment value: its message already names it ("REDIS_URL: ...").
+        router_sdk::Error::InvalidRequest(message) => Failure::usage(anyhow!(message)),
+        other => Failure::usage(other),
+    })?;
     Ok(Loaded {
         path,
         registry,

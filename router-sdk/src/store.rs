@@ -28,7 +28,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -159,10 +159,13 @@ impl Environment {
     }
 
     /// Exactly `vars` (every other variable unset) and `user_state_dir` (`None`: there is none).
-    pub fn fixed(vars: &[(&str, &str)], user_state_dir: Option<PathBuf>) -> Environment {
+    pub fn fixed<V: AsRef<OsStr>>(
+        vars: &[(&str, V)],
+        user_state_dir: Option<PathBuf>,
+    ) -> Environment {
         let vars = vars
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .map(|(k, v)| ((*k).to_owned(), v.as_ref().to_owned()))
             .collect();
         Environment {
             vars: Some(vars),
@@ -199,8 +202,11 @@ impl LedgerChoice {
             );
         }
         if let Some(url) = env.var(REDIS_URL_ENV) {
-            // Not UTF-8: checked lossily, so the error names REDIS_URL and shows what it holds.
-            let url = url.to_string_lossy();
+            let url = url.into_string().map_err(|_| {
+                Error::InvalidRequest(format!(
+                    "{REDIS_URL_ENV}: is not valid UTF-8; fix it or unset it"
+                ))
+            })?;
             return redis(
                 registry,
                 &url,

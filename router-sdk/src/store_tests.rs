@@ -153,9 +153,24 @@ fn a_bad_override_names_its_origin_and_hides_the_password() {
     assert!(err.contains("--state: is empty"), "{err}");
 }
 
+#[cfg(unix)]
+#[test]
+fn a_redis_url_that_is_not_utf8_is_an_error_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let url = std::ffi::OsStr::from_bytes(b"redis://h\xffx:6379/0");
+    let env = Environment::fixed(&[(REDIS_URL_ENV, url)], home());
+    let err = LedgerChoice::resolve(&registry(None), None, LocalStore::Embedded, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("REDIS_URL: is not valid UTF-8; fix it or unset it"),
+        "{err}"
+    );
+}
+
 #[test]
 fn no_state_directory_says_which_variable_to_set() {
-    let env = Environment::fixed(&[], None);
+    let env = Environment::fixed::<&str>(&[], None);
     let err = LedgerChoice::resolve(&registry(None), None, LocalStore::Embedded, &env)
         .unwrap_err()
         .to_string();

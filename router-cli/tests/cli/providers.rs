@@ -213,3 +213,22 @@ fn usage_errors_exit_2() {
     run(llmroute().arg("no-such-command"), 2);
     run(llmroute().args(["providers", "--no-such-flag"]), 2);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_redis_url_that_is_not_utf8_exits_2_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let url = std::ffi::OsStr::from_bytes(b"redis://h\xffx:6379/0");
+    let (_, err) = run(
+        llmroute()
+            .env("REDIS_URL", url)
+            .arg("--config")
+            .arg(example())
+            .arg("providers"),
+        2,
+    );
+    assert_eq!(
+        err,
+        "llmroute: REDIS_URL: is not valid UTF-8; fix it or unset it\n"
+    );
+}
