@@ -1,4 +1,4 @@
-//! What `quota` shows, as data: serialized for `--json`, drawn by [`super::table`] otherwise.
+//! What `quota` shows, as data: serialized for `--json`, drawn by [`mod@super::table`] otherwise.
 
 use std::sync::Arc;
 
