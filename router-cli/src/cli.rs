@@ -4,11 +4,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::logging::LogFormat;
+
 /// Send each LLM request to the cheapest provider with room for it, within every limit.
 ///
 /// Limits are shared by every llmroute process: through Redis (--state, REDIS_URL or `state`)
 /// across machines, else through an embedded store on this machine ($LLMROUTE_STATE_DIR, or the
 /// user's state directory).
+///
+/// Logs go to stderr: warnings by default; -v adds info (and `chat`'s routing report), -vv debug,
+/// -vvv trace; RUST_LOG, when set, chooses instead (e.g. RUST_LOG=router_sdk=debug);
+/// --log-format json writes one JSON object per line.
 ///
 /// Exit status: 0 success; 2 usage or configuration (bad flags or YAML, unknown model, no key
 /// set, unreadable prompt); 3 no capacity before the deadline; 4 provider error (error answer,
@@ -36,6 +42,16 @@ pub(crate) struct Global {
     /// configuration file; none of them: the embedded store on this machine
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) state: Option<String>,
+
+    /// More on stderr: -v logs at info level and reports `chat`'s routing (candidates, the
+    /// choice, retries, waits); -vv logs at debug, -vvv at trace. RUST_LOG, when set, chooses
+    /// the log levels instead
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+
+    /// Format of the log lines on stderr: `text`, or `json` (one JSON object per line)
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
 }
 
 /// The commands.

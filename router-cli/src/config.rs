@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use router_core::config::{ConfigError, Registry};
+use router_sdk::store::{Environment, LedgerChoice, LocalStore, StateOverride};
 
 use crate::cli::Global;
 use crate::failure::Failure;
@@ -11,41 +12,20 @@ use crate::failure::Failure;
 /// The configuration file when neither --config nor $LLMROUTE_CONFIG names one.
 const DEFAULT_CONFIG: &str = "providers.yaml";
 
-/// Where the Redis URL in effect came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StateFrom {
-    /// `state` in the configuration file.
-    File,
-    /// The `REDIS_URL` environment variable.
-    Env,
-    /// The `--state` option.
-    Option,
-}
-
-impl StateFrom {
-    /// How output names it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            StateFrom::File => "config",
-            StateFrom::Env => "REDIS_URL",
-            StateFrom::Option => "--state",
-        }
-    }
-}
-
-/// A validated configuration and where its parts came from.
+/// A validated configuration, where it came from, and the ledger it selects.
 #[derive(Debug)]
 pub(crate) struct Loaded {
     /// The file that was read.
     pub(crate) path: PathBuf,
-    /// The validated configuration, overrides applied.
+    /// The validated configuration, as the file has it.
     pub(crate) registry: Registry,
-    /// Where `registry.state` came from; `None` when it is the embedded store.
-    pub(crate) state_from: Option<StateFrom>,
+    /// The ledger in effect: `--state`, else $REDIS_URL, else `state` of the file, else the
+    /// embedded store (decided by [`LedgerChoice::resolve`]).
+    pub(crate) ledger: LedgerChoice,
 }
 
-/// Load the configuration: the file from --config / $LLMROUTE_CONFIG / ./providers.yaml, then
-/// `state` replaced by --state or else $REDIS_URL (an empty $REDIS_URL counts as unset).
+/// Load the configuration from --config / $LLMROUTE_CONFIG / ./providers.yaml, and choose its
+/// ledger (an unusable --state or $REDIS_URL is an error naming it).
 pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
     let path = global.config.clone().unwrap_or_else(default_path);
     let registry = Registry::from_path(&path).map_err(|e| match e {
@@ -54,41 +34,26 @@ pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
         )),
         other => Failure::usage(other),
     })?;
-    let from_file = registry.state.is_some().then_some(StateFrom::File);
-    let (registry, state_from) = match (&global.state, redis_url_env()?) {
-        (Some(url), _) => (
-            override_state(registry, url, "--state")?,
-            Some(StateFrom::Option),
-        ),
-        (None, Some(url)) => (
-            override_state(registry, &url, "REDIS_URL")?,
-            Some(StateFrom::Env),
-        ),
-        (None, None) => (registry, from_file),
-    };
+    let state_override = global.state.as_ref().map(|url| StateOverride {
+        url: url.clone(),
+        origin: "--state".to_owned(),
+    });
+    let ledger = LedgerChoice::resolve(
+        &registry,
+        state_override.as_ref(),
+        LocalStore::Embedded,
+        &Environment::process(),
+    )
+    .map_err(|e| match e {
+        // A bad environment value: its message already names it ("REDIS_URL: ...").
+        router_sdk::Error::InvalidRequest(message) => Failure::usage(anyhow!(message)),
+        other => Failure::usage(other),
+    })?;
     Ok(Loaded {
         path,
         registry,
-        state_from,
+        ledger,
     })
-}
-
-fn override_state(registry: Registry, url: &str, origin: &str) -> Result<Registry, Failure> {
-    registry
-        .with_state_override(url, origin)
-        .map_err(Failure::usage)
-}
-
-/// `$REDIS_URL`, `None` when unset or empty.
-fn redis_url_env() -> Result<Option<String>, Failure> {
-    match std::env::var("REDIS_URL") {
-        Ok(url) if url.is_empty() => Ok(None),
-        Ok(url) => Ok(Some(url)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(Failure::usage(anyhow!(
-            "REDIS_URL: is not valid UTF-8; fix it or unset it"
-        ))),
-    }
 }
 
 /// `./providers.yaml`, else `providers.yaml` in the user's config directory if it exists there.

@@ -7,6 +7,7 @@
 //! | 3 | no capacity (or budget) before the deadline |
 //! | 4 | the provider failed (error answer, timeout, connection) |
 //! | 5 | the state store (Redis, the embedded store) is unavailable |
+//! | 130, 143 | stopped by SIGINT (Ctrl-C), SIGTERM |
 
 use std::process::ExitCode;
 
@@ -39,6 +40,11 @@ impl Failure {
             code: Self::STATE,
             error: error.into(),
         }
+    }
+
+    /// Stopped by a signal: `code` is 128 + the signal number (130 SIGINT, 143 SIGTERM).
+    pub(crate) fn signalled(code: u8, error: anyhow::Error) -> Failure {
+        Failure { code, error }
     }
 
     /// A router error, with the status its kind documents.

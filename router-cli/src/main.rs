@@ -1,29 +1,36 @@
 //! `llmroute`: the command-line interface to the llmroute router.
 //!
-//! A thin layer: parse arguments ([`cli`]), load the configuration ([`config`]), open the shared
-//! ledger ([`store`]), run a command ([`commands`]), print, and map failures to exit codes
-//! ([`failure`]).
+//! A thin layer: parse arguments ([`cli`]), set up logging ([`logging`]), run a command
+//! ([`commands`]) with its [`context`] (which loads the configuration and opens the ledger the
+//! SDK chooses), print, and map failures to exit codes ([`failure`]).
 #![forbid(unsafe_code)]
 
 mod cli;
 mod commands;
 mod config;
+mod context;
 mod failure;
+mod interrupt;
+mod logging;
 mod store;
 mod table;
 mod view;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Parser;
-use router_sdk::Router;
 
 use crate::cli::{Cli, Command};
+use crate::context::Context;
 use crate::failure::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(failure) = logging::init(cli.global.verbose, cli.global.log_format) {
+        return failure.report();
+    }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(),
@@ -31,41 +38,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    let ctx = Context::new(&cli.global);
     let mut out = std::io::stdout().lock();
-    match &cli.command {
-        Command::Providers(args) => commands::providers::run(&cli.global, args),
-        Command::Simulate(args) => {
-            let loaded = config::load(&cli.global)?;
-            commands::simulate::run(args, &loaded.registry, &mut out).map_err(|e| {
-                match e.downcast_ref::<std::io::Error>() {
-                    Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
-                        Failure::output(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-                    }
-                    _ => Failure::usage(e),
-                }
-            })
+    let out: &mut dyn Write = &mut out;
+    runtime()?.block_on(async {
+        match &cli.command {
+            Command::Providers(args) => commands::providers::run(&ctx, args, out).await,
+            Command::Chat(args) => commands::chat::run(&ctx, args, out).await,
+            Command::Quota(args) => commands::quota::run(&ctx, args, out).await,
+            Command::Simulate(args) => commands::simulate::run(&ctx, args, out).await,
+            Command::Completions(args) => commands::completions::run(&ctx, args, out).await,
         }
-        Command::Completions(args) => {
-            commands::completions::run(args, &mut out);
-            Ok(())
-        }
-        Command::Chat(args) => runtime()?.block_on(async {
-            let loaded = config::load(&cli.global)?;
-            let ledger = store::open(&loaded).await?;
-            let router = Router::builder(loaded.registry)
-                .ledger(ledger)
-                .build()
-                .await
-                .map_err(Failure::router)?;
-            commands::chat::run(args, &router, &mut out).await
-        }),
-        Command::Quota(args) => runtime()?.block_on(async {
-            let loaded = config::load(&cli.global)?;
-            let ledger = store::open(&loaded).await?;
-            let state = store::describe(&loaded);
-            commands::quota::run(args, &loaded.registry, &ledger, &state, &mut out).await
-        }),
-    }
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

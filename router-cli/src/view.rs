@@ -4,6 +4,7 @@
 //! redacted, and an API key is represented only by whether its variable is set.
 
 use router_core::config::{Limits, Price, Registry, redact_url};
+use router_sdk::store::LedgerChoice;
 use serde::Serialize;
 
 use crate::config::Loaded;
@@ -16,7 +17,7 @@ pub(crate) struct ConfigView {
     /// Redis URL with any password as `***`; `None`: embedded store.
     pub(crate) state: Option<String>,
     /// Where `state` came from: `config`, `REDIS_URL` or `--state`.
-    pub(crate) state_from: Option<&'static str>,
+    pub(crate) state_from: Option<String>,
     /// Redis key namespace.
     pub(crate) namespace: String,
     /// Request defaults.
@@ -76,8 +77,11 @@ impl ConfigView {
         let registry = &loaded.registry;
         ConfigView {
             config: crate::config::shown(&loaded.path),
-            state: registry.state_redacted(),
-            state_from: loaded.state_from.map(|s| s.as_str()),
+            state: loaded.ledger.redis_url_redacted(),
+            state_from: match &loaded.ledger {
+                LedgerChoice::Redis { from, .. } => Some(from.as_str().to_owned()),
+                _ => None,
+            },
             namespace: registry.namespace.clone(),
             defaults: DefaultsView {
                 model: registry.defaults.model.clone(),

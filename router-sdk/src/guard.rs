@@ -135,6 +135,8 @@ pub(crate) struct Guard {
     estimate: ActualUsage,
     /// `None` once settled or released.
     reservation: Option<Reservation>,
+    /// Whether the reservation is being handed back rather than settled.
+    releasing: bool,
 }
 
 pub(crate) use router_core::ledger::usd_to_micros as micros;
@@ -157,6 +159,7 @@ impl Guard {
             slot_ttl,
             estimate,
             reservation: Some(reservation),
+            releasing: false,
         }
     }
 
@@ -190,24 +193,30 @@ impl Guard {
     }
 
     async fn finish(mut self, actual: ActualUsage) {
-        if let Some(r) = self.reservation.take() {
+        // Should the caller drop this future mid-way, `Drop` settles with what is known now.
+        self.estimate = actual;
+        if let Some(r) = self.reservation.clone() {
             self.settler
                 .pay(Owed::Settle(r, actual), self.slot_ttl)
                 .await;
+            self.reservation = None;
         }
     }
 
     /// Hands the reservation back: the request never reached the provider.
     pub(crate) async fn release(mut self) {
-        if let Some(r) = self.reservation.take() {
+        self.releasing = true;
+        if let Some(r) = self.reservation.clone() {
             self.settler.pay(Owed::Release(r), self.slot_ttl).await;
+            self.reservation = None;
         }
     }
 }
 
 impl Drop for Guard {
     /// The caller dropped the request mid-way: whether the provider saw it is unknown, so the
-    /// estimate stands and the slot is freed. Stores that answer at once (memory, SQLite) settle
+    /// estimate stands (or, when a settlement or release was under way, that one is completed)
+    /// and the slot is freed. Stores that answer at once (memory, SQLite) settle
     /// right here; others finish in the background, where [`Settler::drain`] can wait for them
     /// (settling is idempotent, so a settle cut short by the drop and completed by the task is
     /// still counted once).
@@ -215,7 +224,11 @@ impl Drop for Guard {
         let Some(r) = self.reservation.take() else {
             return;
         };
-        let owed = Owed::Settle(r, self.estimate);
+        let owed = if self.releasing {
+            Owed::Release(r)
+        } else {
+            Owed::Settle(r, self.estimate)
+        };
         let ledger = self.settler.ledger.clone();
         let now = {
             let owed = owed.clone();

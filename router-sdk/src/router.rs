@@ -9,14 +9,13 @@ use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry};
 use router_core::estimate::{self, OutputEstimator};
 use router_core::flow::{self, Ask, Reports};
-use router_core::ledger::{
-    Denial, Ledger, MemoryStore, RedisStore, RedisStoreOptions, Scope, TenantSpec, Verdict,
-};
+use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
 use router_core::retry::RetryPolicy;
 
 use crate::error::Error;
 use crate::guard::Settler;
 use crate::secret::{ApiKey, EnvKeys, KeySource};
+use crate::store::{self, Environment, LedgerChoice, LocalStore};
 use crate::time::{Sleeper, TokioSleeper};
 use crate::types::ChatRequest;
 
@@ -106,16 +105,15 @@ impl RouterBuilder {
     pub async fn build(self) -> Result<Router, Error> {
         let registry = Arc::new(self.registry);
         let deployments = registry.deployments.len();
-        let ledger: Arc<dyn Ledger> = match (self.ledger, &registry.state) {
-            (Some(ledger), _) => ledger,
-            (None, Some(url)) => {
-                let options = RedisStoreOptions {
-                    namespace: registry.namespace.clone(),
-                    ..RedisStoreOptions::default()
-                };
-                Arc::new(RedisStore::connect(url, &registry, options).await?)
+        let ledger: Arc<dyn Ledger> = match self.ledger {
+            Some(ledger) => ledger,
+            None => {
+                // The configuration's `state`, else memory: the environment is the caller's to
+                // consult (`Router::from_path` does).
+                let quiet = Environment::fixed::<&str>(&[], None);
+                let choice = LedgerChoice::resolve(&registry, None, LocalStore::Memory, &quiet)?;
+                store::open_with_clock(&choice, &registry, self.clock.clone()).await?
             }
-            (None, None) => Arc::new(MemoryStore::with_clock(&registry, self.clock.clone())),
         };
         let http = match self.http {
             Some(http) => http,
@@ -192,12 +190,14 @@ impl Router {
         Self::builder(registry).build().await
     }
 
-    /// A router over the configuration file at `path`; `REDIS_URL`, when set, overrides its
-    /// `state`.
+    /// A router over the configuration file at `path`, its ledger chosen as
+    /// [`LedgerChoice::resolve`] says: `REDIS_URL` when set, else the file's `state`, else memory.
     pub async fn from_path(path: impl AsRef<Path>) -> Result<Router, Error> {
-        let redis_url = std::env::var("REDIS_URL").ok();
-        let registry = Registry::load(path.as_ref(), redis_url.as_deref())?;
-        Self::from_config(registry).await
+        let registry = Registry::from_path(path.as_ref())?;
+        let env = Environment::process();
+        let choice = LedgerChoice::resolve(&registry, None, LocalStore::Memory, &env)?;
+        let ledger = store::open(&choice, &registry).await?;
+        Self::builder(registry).ledger(ledger).build().await
     }
 
     /// The configuration.

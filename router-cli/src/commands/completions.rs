@@ -6,6 +6,8 @@ use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
 use crate::cli::Cli;
+use crate::context::Context;
+use crate::failure::Failure;
 
 /// Options of `llmroute completions`.
 #[derive(Debug, Args)]
@@ -15,6 +17,11 @@ pub(crate) struct CompletionsArgs {
 }
 
 /// Writes the completion script.
-pub(crate) fn run(args: &CompletionsArgs, out: &mut dyn Write) {
+pub(crate) async fn run(
+    _ctx: &Context<'_>,
+    args: &CompletionsArgs,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     clap_complete::generate(args.shell, &mut Cli::command(), "llmroute", out);
+    Ok(())
 }

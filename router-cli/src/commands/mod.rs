@@ -1,4 +1,6 @@
-//! One module per subcommand: each takes its arguments, does the work, prints.
+//! One module per subcommand, each with the same entry point:
+//! `async fn run(ctx: &Context<'_>, args: &XArgs, out: &mut dyn Write) -> Result<(), Failure>`:
+//! it takes the global context and its own arguments, does the work, and prints on `out`.
 
 pub(crate) mod chat;
 pub(crate) mod completions;

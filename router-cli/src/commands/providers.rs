@@ -2,39 +2,40 @@
 
 use std::io::{self, Write};
 
-use crate::cli::{Global, ProvidersArgs};
-use crate::config::{self, key_is_set};
+use router_sdk::store::LedgerChoice;
+
+use crate::cli::ProvidersArgs;
+use crate::config::key_is_set;
+use crate::context::Context;
 use crate::failure::Failure;
 use crate::view::{ConfigView, LimitsView, ProviderView};
 
-/// Load and validate the configuration, then print it to stdout.
-pub(crate) fn run(global: &Global, args: &ProvidersArgs) -> Result<(), Failure> {
-    let loaded = config::load(global)?;
+/// Load and validate the configuration, then print it on `out`.
+pub(crate) async fn run(
+    ctx: &Context<'_>,
+    args: &ProvidersArgs,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
     let view = ConfigView::new(&loaded, key_is_set);
-    let mut out = io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &view).map_err(|e| Failure::output(e.into()))?;
+        serde_json::to_writer_pretty(&mut *out, &view).map_err(|e| Failure::output(e.into()))?;
         writeln!(out).map_err(Failure::output)
     } else {
-        write_text(&mut out, &view).map_err(Failure::output)
+        write_text(out, &view, &loaded.ledger).map_err(Failure::output)
     }
 }
 
 /// The human-readable form.
-fn write_text(out: &mut impl Write, view: &ConfigView) -> io::Result<()> {
-    let state = match (&view.state, view.state_from) {
-        (Some(url), Some(from)) => format!("{url} (from {from})"),
-        (Some(url), None) => url.clone(),
-        _ => match crate::store::embedded_path() {
-            Ok(path) => format!(
-                "embedded store {} (shared by llmroute processes on this machine; set `state`, REDIS_URL or --state to share limits across machines)",
-                path.display()
-            ),
-            Err(_) => format!(
-                "embedded store (set {} or `state`)",
-                crate::store::STATE_DIR_ENV
-            ),
-        },
+fn write_text(out: &mut dyn Write, view: &ConfigView, ledger: &LedgerChoice) -> io::Result<()> {
+    let state = match (&view.state, &view.state_from, ledger) {
+        (Some(url), Some(from), _) => format!("{url} (from {from})"),
+        (Some(url), None, _) => url.clone(),
+        (None, _, LedgerChoice::Embedded { path, .. }) => format!(
+            "embedded store {} (shared by llmroute processes on this machine; set `state`, REDIS_URL or --state to share limits across machines)",
+            path.display()
+        ),
+        (None, _, _) => ledger.describe(),
     };
     let d = &view.defaults;
     writeln!(out, "config:     {}", view.config)?;
@@ -53,7 +54,7 @@ fn write_text(out: &mut impl Write, view: &ConfigView) -> io::Result<()> {
     Ok(())
 }
 
-fn write_provider(out: &mut impl Write, p: &ProviderView) -> io::Result<()> {
+fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
     writeln!(out, "provider {}", p.name)?;
     writeln!(out, "  api:       {}", p.api)?;
     writeln!(out, "  base_url:  {}", p.base_url)?;
@@ -92,7 +93,7 @@ fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
 }
 
 /// Rows with columns padded to a common width, indented by two spaces.
-fn write_table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
+fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
     crate::table::write(out, rows, "  ", usize::MAX)
 }
 

@@ -6,11 +6,14 @@
 
 use std::io::Write;
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context as _, anyhow};
 use clap::Args;
 use router_core::config::Registry;
 use router_sim::{self as sim, DeploymentReport, Latency, Profile, SimReport, TokenSize};
 use serde::Serialize;
+
+use crate::context::Context;
+use crate::failure::Failure;
 
 const TITLE: &str = "llmroute simulate — SIMULATION: no requests were sent";
 const FOOTER: &str = "SIMULATION: virtual clock, simulated providers; no network, no keys. \
@@ -129,11 +132,22 @@ struct Labelled<'a> {
 
 /// Runs the simulation over `registry` and prints the report to `out`. A failed write is an
 /// `std::io::Error` (reachable with `downcast_ref`) under the context "cannot write output".
-pub(crate) fn run(
+pub(crate) async fn run(
+    ctx: &Context<'_>,
     args: &SimulateArgs,
-    registry: &Registry,
     out: &mut dyn Write,
-) -> anyhow::Result<()> {
+) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
+    simulate(args, &loaded.registry, out).map_err(|e| match e.downcast_ref::<std::io::Error>() {
+        Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
+            Failure::output(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+        _ => Failure::usage(e),
+    })
+}
+
+/// Simulates `args` over `registry` and prints the report.
+fn simulate(args: &SimulateArgs, registry: &Registry, out: &mut dyn Write) -> anyhow::Result<()> {
     let report = sim::run(registry, &args.profile()).map_err(|e| anyhow!(e))?;
     if args.json {
         let labelled = Labelled {
@@ -345,7 +359,7 @@ providers:
         let cli = Cli::try_parse_from(std::iter::once("simulate").chain(flags.iter().copied()))
             .expect("valid flags");
         let mut out = Vec::new();
-        run(&cli.args, &registry(), &mut out).expect("the simulation runs");
+        simulate(&cli.args, &registry(), &mut out).expect("the simulation runs");
         String::from_utf8(out).expect("utf-8 output")
     }
 

@@ -4,6 +4,9 @@
 
 mod chat;
 mod errors;
+mod logging;
 mod providers;
 mod quota;
+mod secrets;
+mod signals;
 mod support;

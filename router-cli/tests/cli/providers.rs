@@ -58,9 +58,22 @@ fn providers_json_is_one_object_with_every_provider() {
 #[test]
 fn a_planted_api_key_is_never_printed_but_reported_as_set() {
     let secret = "sk-planted-secret-123";
-    for json in [false, true] {
+    let logging: [(&[&str], Option<&str>); 4] = [
+        (&[], None),
+        (&["-vv"], None),
+        (&["-vvv"], Some("trace")),
+        (&["--log-format", "json"], Some("trace")),
+    ];
+    for (json, (flags, rust_log)) in [false, true]
+        .into_iter()
+        .flat_map(|j| logging.map(|l| (j, l)))
+    {
         let mut cmd = llmroute();
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
         cmd.env("DEEPSEEK_API_KEY", secret)
+            .args(flags)
             .arg("--config")
             .arg(example())
             .arg("providers");
@@ -199,4 +212,23 @@ fn a_bad_state_override_exits_2_naming_its_origin_without_the_password() {
 fn usage_errors_exit_2() {
     run(llmroute().arg("no-such-command"), 2);
     run(llmroute().args(["providers", "--no-such-flag"]), 2);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_redis_url_that_is_not_utf8_exits_2_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let url = std::ffi::OsStr::from_bytes(b"redis://h\xffx:6379/0");
+    let (_, err) = run(
+        llmroute()
+            .env("REDIS_URL", url)
+            .arg("--config")
+            .arg(example())
+            .arg("providers"),
+        2,
+    );
+    assert_eq!(
+        err,
+        "llmroute: REDIS_URL: is not valid UTF-8; fix it or unset it\n"
+    );
 }

@@ -19,6 +19,7 @@ pub fn llmroute() -> assert_cmd::Command {
         "DEEPSEEK_API_KEY",
         "OPENAI_API_KEY",
         "LLMROUTE_STATE_DIR",
+        "RUST_LOG",
     ] {
         cmd.env_remove(var);
     }

@@ -1,0 +1,158 @@
+//! `llmroute chat`: one prompt to the cheapest provider with room; the answer on stdout.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+use router_sdk::{ChatRequest, Message, Priority, Router};
+
+use crate::context::Context;
+use crate::failure::Failure;
+use crate::interrupt::{Signals, stopped_by, until_signal};
+
+mod answer;
+mod report;
+
+/// Options of `llmroute chat`.
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// File holding the prompt, or `-` to read it from standard input
+    #[arg(short = 'p', long = "prompt", value_name = "FILE")]
+    prompt: PathBuf,
+    /// System message to send before the prompt
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+    /// Model name or alias (default: `defaults.model` of the configuration)
+    #[arg(short = 'm', long)]
+    model: Option<String>,
+    /// Upper bound on completion tokens
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Sampling temperature
+    #[arg(long, value_name = "T")]
+    temperature: Option<f64>,
+    /// Tenant to account the request to (its tier's limits and budget apply)
+    #[arg(long, value_name = "NAME")]
+    tenant: Option<String>,
+    /// `batch` requests may use only `priorities.batch_share` of each deployment's capacity and
+    /// wait behind interactive ones
+    #[arg(long, value_enum, default_value_t = PriorityArg::Interactive)]
+    priority: PriorityArg,
+    /// Give up after this many seconds, waits and retries included (default: `retry.deadline_secs`)
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Wait for the whole answer instead of streaming it
+    #[arg(long)]
+    no_stream: bool,
+    /// Print one JSON object: provider, model, content, usage, cost_usd, attempts
+    #[arg(long)]
+    json: bool,
+}
+
+/// `--priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PriorityArg {
+    Interactive,
+    Batch,
+}
+
+impl ChatArgs {
+    fn request(&self) -> Result<ChatRequest, Failure> {
+        let prompt = read_prompt(&self.prompt)?;
+        let deadline = match self.timeout {
+            Some(secs) if secs.is_finite() && secs > 0.0 => Some(Duration::from_secs_f64(secs)),
+            Some(secs) => {
+                return Err(Failure::usage(anyhow!(
+                    "--timeout: must be a positive number of seconds, got {secs}"
+                )));
+            }
+            None => None,
+        };
+        let mut messages: Vec<Message> = self.system.iter().map(Message::system).collect();
+        messages.push(Message::user(prompt));
+        Ok(ChatRequest {
+            model: self.model.clone(),
+            messages,
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            stop: Vec::new(),
+            tenant: self.tenant.clone(),
+            deadline,
+            priority: match self.priority {
+                PriorityArg::Interactive => Priority::Interactive,
+                PriorityArg::Batch => Priority::Batch,
+            },
+        })
+    }
+}
+
+fn read_prompt(path: &PathBuf) -> Result<String, Failure> {
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map(drop)
+    } else {
+        std::fs::read_to_string(path).map(|t| text = t)
+    };
+    read.map_err(|e| {
+        Failure::usage(anyhow!(
+            "cannot read prompt file {}: {e}; pass an existing file, or - for standard input",
+            path.display()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(Failure::usage(anyhow!(
+            "the prompt in {} is empty",
+            path.display()
+        )));
+    }
+    Ok(text)
+}
+
+/// Runs the command until it ends or SIGINT / SIGTERM stops it. A signal drops the request
+/// mid-way (its guard settles the estimate and frees the slot), waits for what the router still
+/// has to settle ([`settle_pending`]), and ends with exit status 130 / 143.
+pub(crate) async fn run(
+    ctx: &Context<'_>,
+    args: &ChatArgs,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
+    let ledger = ctx.open_ledger(&loaded).await?;
+    let router = Router::builder(loaded.registry)
+        .ledger(ledger)
+        .build()
+        .await
+        .map_err(Failure::router)?;
+    let mut signals = Signals::install()?;
+    let sent = answer::answer(args, ctx.verbose(), &router, out);
+    let signal = match until_signal(sent, &mut signals).await {
+        Ok(result) => return result,
+        Err(signal) => signal,
+    };
+    if until_signal(settle_pending(&router), &mut signals)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a second signal: exiting without waiting for pending settlements");
+    }
+    Err(stopped_by(signal, "chat"))
+}
+
+/// How long a stopped chat waits for its settlements before it exits anyway.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (up to [`SETTLE_WAIT`]) for the settlements `router` handed to the background when a
+/// request was dropped mid-way ([`Router::drain`]), so exiting does not cut them short.
+async fn settle_pending(router: &Router) {
+    if tokio::time::timeout(SETTLE_WAIT, router.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "gave up waiting for settlements after {}s: their slots expire after the slot TTL",
+            SETTLE_WAIT.as_secs()
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! `llmroute quota`: what the shared ledger holds now, per deployment.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::context::Context;
+use crate::failure::Failure;
+
+mod table;
+mod view;
+
+use table::table;
+use view::{Quota, row, tenant_view};
+
+/// Options of `llmroute quota`.
+#[derive(Debug, Args)]
+pub(crate) struct QuotaArgs {
+    /// Also show this tenant's tier, use against its limits, and spend today and this month
+    /// against its budget with a projection to the end of the month
+    #[arg(long, value_name = "NAME")]
+    tenant: Option<String>,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Refresh every SECS seconds (default 2) until interrupted
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    watch: Option<f64>,
+}
+
+/// Runs the command.
+pub(crate) async fn run(
+    ctx: &Context<'_>,
+    args: &QuotaArgs,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let loaded = ctx.load()?;
+    let ledger = ctx.open_ledger(&loaded).await?;
+    let (registry, state) = (&loaded.registry, &loaded.ledger.describe());
+    let every = match args.watch {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--watch: must be a positive number of seconds, got {s}"
+            )));
+        }
+        None => None,
+    };
+    let all: Vec<_> = registry.deployment_ids().collect();
+    loop {
+        let snaps = ledger.snapshot(&all).await.map_err(Failure::state)?;
+        let tenant = match &args.tenant {
+            Some(name) => Some(tenant_view(registry, &ledger, name).await?),
+            None => None,
+        };
+        let deployments = snaps.iter().map(|s| row(registry, s)).collect();
+        let quota = Quota {
+            state,
+            tenant,
+            deployments,
+        };
+        if args.json {
+            serde_json::to_writer(&mut *out, &quota).map_err(|e| Failure::output(e.into()))?;
+            writeln!(out).map_err(Failure::output)?;
+        } else {
+            table(&quota, out).map_err(Failure::output)?;
+        }
+        out.flush().map_err(Failure::output)?;
+        let Some(every) = every else { return Ok(()) };
+        tokio::time::sleep(every).await;
+    }
+}

@@ -1,0 +1,38 @@
+//! What every command gets besides its own arguments: the global options, and the ways to load
+//! the configuration and open the ledger they select.
+
+use std::sync::Arc;
+
+use router_core::ledger::Ledger;
+
+use crate::cli::Global;
+use crate::config::{self, Loaded};
+use crate::failure::Failure;
+
+/// The context of one command run.
+#[derive(Debug)]
+pub(crate) struct Context<'a> {
+    global: &'a Global,
+}
+
+impl<'a> Context<'a> {
+    /// The context of the global options `global`.
+    pub(crate) fn new(global: &'a Global) -> Self {
+        Context { global }
+    }
+
+    /// Whether `-v` was given: commands report what they decide on stderr.
+    pub(crate) fn verbose(&self) -> bool {
+        self.global.verbose > 0
+    }
+
+    /// Loads the configuration and chooses its ledger (exit status 2 when either is unusable).
+    pub(crate) fn load(&self) -> Result<Loaded, Failure> {
+        config::load(self.global)
+    }
+
+    /// Opens the ledger `loaded` selects (exit status 5 when it is unavailable).
+    pub(crate) async fn open_ledger(&self, loaded: &Loaded) -> Result<Arc<dyn Ledger>, Failure> {
+        crate::store::open(loaded).await
+    }
+}

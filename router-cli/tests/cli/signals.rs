@@ -1,0 +1,123 @@
+//! SIGINT / SIGTERM during `llmroute chat`: the request's slot and estimate are given back, and
+//! the exit status says which signal stopped it.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::support::*;
+
+/// An upstream that never answers: each request's arrival (its headers read) is sent on the
+/// returned channel, then the connection is held open.
+async fn silent_upstream() -> (String, mpsc::UnboundedReceiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (seen, arrivals) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (mut head, mut buf) = (Vec::new(), [0u8; 4096]);
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let _ = seen.send(());
+                        break;
+                    }
+                }
+                // Hold the connection until the client goes away.
+                while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (base, arrivals)
+}
+
+/// `llmroute chat` of `scene`, spawned with piped output.
+fn spawn_chat(s: &Scene, extra: &[&str]) -> Child {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(&s.config)
+        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
+        .env("OA_KEY", "sk-planted-oa-S3CRET")
+        .arg("chat")
+        .args(extra)
+        .arg("-p")
+        .arg(s.prompt("Hi"));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// What `quota --json` shows in flight on the only deployment.
+async fn in_flight(s: &Scene) -> u64 {
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    v["deployments"][0]["concurrency"]["in_flight"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn a_signal_during_chat_frees_the_slot(signal: &str, status: i32, extra: &[&str]) {
+    let (base, mut arrivals) = silent_upstream().await;
+    let s = scene(&[(
+        "oa",
+        "openai",
+        base,
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100, concurrency: 2",
+    )]);
+    let child = spawn_chat(&s, extra);
+    let arrived = tokio::time::timeout(Duration::from_secs(60), arrivals.recv()).await;
+    assert!(
+        matches!(arrived, Ok(Some(()))),
+        "the upstream saw no request"
+    );
+    assert_eq!(
+        in_flight(&s).await,
+        1,
+        "the chat holds its slot while it waits"
+    );
+    let killed = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(status), "stderr: {stderr}");
+    assert_eq!(
+        stderr,
+        format!("llmroute: chat stopped by SIG{signal}\n"),
+        "one line on stderr"
+    );
+    assert_eq!(
+        in_flight(&s).await,
+        0,
+        "the slot is free right after the exit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigint_during_a_streamed_chat_exits_130_and_frees_the_slot() {
+    a_signal_during_chat_frees_the_slot("INT", 130, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_during_a_whole_answer_chat_exits_143_and_frees_the_slot() {
+    a_signal_during_chat_frees_the_slot("TERM", 143, &["--no-stream"]).await;
+}
