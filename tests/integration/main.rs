@@ -18,7 +18,9 @@ macro_rules! every_store {
 
 mod conformance;
 mod contention;
+mod lifecycle;
 mod redis_keys;
+mod redis_retry;
 mod sqlite;
 mod support;
 mod tenants;
