@@ -119,6 +119,8 @@ impl<'a> Engine<'a> {
     /// Reserves on the first candidate that fits, under the need's id; otherwise works out why
     /// each refused. A need whose id already holds a live slot on a candidate gets that
     /// reservation back, and nothing is counted again.
+    ///
+    /// Twin: `lua/admit.lua` (keep both in step; the differential test compares them).
     pub(crate) fn admit(
         &self,
         cells: &mut impl Cells,
@@ -300,6 +302,8 @@ impl<'a> Engine<'a> {
     /// not remembered (settled or released already, or expired more than
     /// [`SETTLE_GRACE_MS`](super::window::SETTLE_GRACE_MS) ago). A slot that expired within the
     /// grace is still settled: its bucket (if live) and its tenant's spend are corrected, once.
+    ///
+    /// Twin: `lua/settle.lua` (keep both in step; the differential test compares them).
     pub(crate) fn finish(
         &self,
         cells: &mut impl Cells,
@@ -347,6 +351,8 @@ impl<'a> Engine<'a> {
 
     /// Moves a live reservation's slot expiry to `ttl` from now (capped at [`MAX_SLOT_TTL`]) in
     /// every scope holding it; false when the slot is gone (settled, released or expired).
+    ///
+    /// Twin: `lua/renew.lua` (keep both in step; the differential test compares them).
     pub(crate) fn renew(
         &self,
         cells: &mut impl Cells,
@@ -372,6 +378,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Use, spend and budget of one tenant.
+    ///
+    /// Twin: `lua/tenant_snapshot.lua` (keep both in step; the differential test compares them).
     pub(crate) fn tenant_snapshot(
         &self,
         cells: &mut impl Cells,
@@ -396,6 +404,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Extends `d`'s cooldown to at least `dur` from now; returns the cooldown in force.
+    ///
+    /// Twin: `lua/cooldown.lua` (keep both in step; the differential test compares them).
     pub(crate) fn cooldown(
         &self,
         cells: &mut impl Cells,
@@ -409,6 +419,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Follows a provider that reports less remaining than the ledger believes.
+    ///
+    /// Twin: `lua/observe.lua` (keep both in step; the differential test compares them).
     pub(crate) fn observe(
         &self,
         cells: &mut impl Cells,
@@ -464,6 +476,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Usage, limits, in-flight and cooldown of each deployment and its provider.
+    ///
+    /// Twin: `lua/snapshot.lua` (keep both in step; the differential test compares them).
     pub(crate) fn snapshot(
         &self,
         cells: &mut impl Cells,
@@ -571,7 +585,8 @@ fn blocked(
 }
 
 /// How soon to ask again when only concurrency is full: slots are freed when requests settle,
-/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait.
+/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait. Twin:
+/// `CONCURRENCY_POLL_MS` in the Lua prelude, written from this constant.
 pub(crate) const CONCURRENCY_POLL_MS: u64 = 1_000;
 
 /// When a full limit of one scope would take `tokens` more (ms).

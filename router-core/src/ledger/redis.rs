@@ -63,6 +63,8 @@ static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
 
 mod reply;
+#[cfg(test)]
+mod twins;
 
 /// How to reach Redis and how to name keys.
 #[derive(Debug, Clone)]

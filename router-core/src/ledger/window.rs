@@ -1,16 +1,18 @@
 //! A sliding 60 s window of 1 s buckets with running totals, and concurrency slots.
 //!
-//! This is the in-process twin of the bucket logic in `lua/common.lua`; both must agree, and the
-//! conformance suite checks that they do.
+//! This is the in-process twin of the bucket logic in `lua/common.lua` (`expire`, `adjust`,
+//! `fits_at`, the slots zset); both must agree: the conformance suite and the differential test
+//! check that they do, and the constants below are written into the Lua prelude at load time.
 //!
 //! Bucket `k` holds what was admitted in `[k * BUCKET_MS, (k + 1) * BUCKET_MS)`. At time `now`, in
 //! bucket `nb`, the live buckets are `nb - 60 ..= nb`: the oldest is partly outside the exact
 //! window and is counted in full, so the count is never below the exact sliding-window count.
 //! Bucket `k` leaves the window at `(k + 61) * BUCKET_MS`.
 
-/// Width of one window bucket, in milliseconds.
+/// Width of one window bucket, in milliseconds (Lua: `BUCKET_MS`, written from this one).
 pub const BUCKET_MS: u64 = 1_000;
-/// Number of whole buckets in the 60 s window (one more, partly outside, is kept live).
+/// Number of whole buckets in the 60 s window (one more, partly outside, is kept live). Lua:
+/// `SPAN`, written from this one.
 pub const WINDOW_BUCKETS: u64 = 60;
 const LIVE: usize = WINDOW_BUCKETS as usize + 1;
 
