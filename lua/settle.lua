@@ -23,6 +23,13 @@ local score = redis.call('ZSCORE', KEYS[2], id)
 if not score then
   return {0}
 end
+if tonumber(score) + SETTLE_GRACE_MS <= now then
+  -- Forgotten (whether or not reaped yet): other scopes are left alone, their slot of this id
+  -- may be a newer admission's.
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+  return {0}
+end
 local scopes = tonumber(ARGV[6])
 local tenant = ARGV[7] == '1'
 -- Window hash and slots zset of each scope holding the slot.
@@ -38,9 +45,6 @@ for _, k in ipairs(pairs_) do
   redis.call('ZREM', k[2], id)
 end
 redis.call('HDEL', KEYS[3], id)
-if tonumber(score) + SETTLE_GRACE_MS <= now then
-  return {0}
-end
 local bucket, dt, dr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if dt ~= 0 or dr ~= 0 then
   for _, k in ipairs(pairs_) do

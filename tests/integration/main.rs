@@ -18,6 +18,7 @@ macro_rules! every_store {
 
 mod conformance;
 mod contention;
+mod differential;
 mod lifecycle;
 mod redis_keys;
 mod redis_retry;

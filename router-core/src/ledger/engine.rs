@@ -317,12 +317,8 @@ impl<'a> Engine<'a> {
             return Ok(false);
         };
         if !slot.is_remembered(self.now) {
-            for &s in &scopes[1..] {
-                cells.scope(s).slots.free(r.id);
-            }
-            if let Some(h) = &r.tenant {
-                cells.tenant(&h.name).scope.slots.free(r.id);
-            }
+            // Forgotten, whether or not it was reaped yet: the same answer either way, and the
+            // other scopes are left alone (their slot of this id may be a newer admission's).
             return Ok(false);
         }
         let delta = signed_diff(actual.tokens, r.tokens);
