@@ -1,48 +1,85 @@
--- admit (contract v1): reserve one request on the first candidate whose cooldown, deployment
--- limits and provider limits all fit, atomically across all candidates.
+-- admit (contract v2): reserve one request on the first candidate whose cooldown, deployment
+-- limits and provider limits all fit, atomically across all candidates; or, when the reservation
+-- id already holds a live slot on a candidate (an admission repeated after a lost reply), answer
+-- that reservation again without counting anything.
 --
 -- KEYS: with a tenant, first its window hash, slots zset and spend hash
---   (llmroute:{ns}:v1:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the
---   caller's (cost) order, per scope (the deployment, then its provider when the provider has
---   provider-wide limits): the window hash and the slots zset (llmroute:{ns}:v1:w:<scope>,
---   llmroute:{ns}:v1:s:<scope>). The deployment's window hash also holds its cooldown.
--- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] tokens needed,
---   [4] slot ttl ms (at most one hour), [5] number of candidates n, [6] 1 with a tenant, else 0;
---   with a tenant: [7..9] its rpm, tpm, concurrency, [10..11] its daily and monthly budget in
---   micro-USD (0 = unlimited), then the request's estimated cost on each candidate (n values);
---   then per candidate: its number of scopes s (1 or 2), then per scope rpm, tpm, concurrency
---   (already scaled to the request's priority share). Every rpm, tpm and concurrency limit is a
---   decimal integer, and exactly '0' means unlimited.
--- Slots zset: member = reservation id, score = slot expiry ms. Slots with score <= now are dead:
---   not counted, and removed once per bucket. TTL: outlives the longest slot.
--- Reply: granted {1, now, rank (0-based candidate index), bucket, day, month}
+--   (llmroute:{ns}:v2:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the
+--   caller's (cost) order: the deployment's window hash, slots zset and slot info hash
+--   (llmroute:{ns}:v2:w:<scope>, ...:s:<scope>, ...:i:<scope>), then, when its provider has
+--   provider-wide limits, the provider's window hash and slots zset. The deployment's window
+--   hash also holds its cooldown.
+-- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] slot ttl ms (at
+--   most one hour), [4] number of candidates n, [5] 1 with a tenant, else 0; with a tenant:
+--   [6..8] its rpm, tpm, concurrency, [9..10] its daily and monthly budget in micro-USD
+--   (0 = unlimited), then the request's estimated cost on each candidate (n values); then per
+--   candidate: the tokens to reserve there, its number of scopes s (1 or 2), then per scope rpm,
+--   tpm, concurrency (already scaled to the request's priority share). Every rpm, tpm and
+--   concurrency limit is a decimal integer, and exactly '0' means unlimited.
+-- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL.
+-- Reply: granted {1, now, rank (0-based candidate index), bucket, day, month} (for a repeated
+--          admission: the first one's rank and bucket, and the day and month of that bucket)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
 --                 5 daily budget, 6 monthly budget), scope (1 deployment, 2 provider,
 --                 3 tenant), at ms (when it would fit; 0 for never)}
--- The reply is decoded by `AdmitReply` in router-core/src/ledger/redis.rs.
+-- The reply is decoded by `reply::admit` in router-core/src/ledger/redis/reply.rs.
+-- Twin: `Engine::admit` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
-local id, need, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local id, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- The tokens to reserve on the candidate being looked at (set per candidate).
+local need = 0
 -- Worked out once per call: in Redis's Lua, number-to-string conversions, tables and calls
 -- cost more than the reads themselves.
 local nb = math.floor(now / BUCKET_MS)
 local oldest_live = nb - SPAN
-local slot_end = fmt('%d', now + ttl)
+local slot_end = fmt('%d', after(now, ttl))
 local rb, tb, after_now = fmt('r%d', nb), fmt('t%d', nb), fmt('(%d', now)
 local tenant = nil
-local ai0, ki0 = 7, 1
-if ARGV[6] == '1' then
-  -- Its rpm, tpm and concurrency stay strings (ARGV[7..9]) for `fits`.
-  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], tpm = tonumber(ARGV[8]),
-    daily = tonumber(ARGV[10]), monthly = tonumber(ARGV[11]), costs = {}}
+local ai0, ki0 = 6, 1
+if ARGV[5] == '1' then
+  -- Its rpm, tpm and concurrency stay strings (ARGV[6..8]) for `fits`.
+  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], tpm = tonumber(ARGV[7]),
+    daily = tonumber(ARGV[9]), monthly = tonumber(ARGV[10]), costs = {}}
   for c = 1, n do
-    tenant.costs[c] = tonumber(ARGV[11 + c])
+    tenant.costs[c] = tonumber(ARGV[10 + c])
   end
-  ai0, ki0 = 12 + n, 4
+  ai0, ki0 = 11 + n, 4
 end
 -- Budget periods, worked out only for requests with a tenant.
 local p = tenant and periods(now)
+
+-- Per candidate c, its first KEYS and ARGV index (candidate blocks differ in length).
+local kis, ais = {}, {}
+do
+  local ki, ai = ki0, ai0
+  for c = 1, n do
+    kis[c], ais[c] = ki, ai
+    local own = tonumber(ARGV[ai + 1])
+    ki = ki + 1 + 2 * own
+    ai = ai + 2 + 3 * own
+  end
+end
+
+-- Scope s (1 deployment, 2 provider) of candidate c: its window hash, slots zset, and its rpm,
+-- tpm and concurrency as passed.
+local function scope_of(c, s)
+  local k, a = kis[c] + 3 * (s - 1), ais[c] + 3 * s - 1
+  return KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2]
+end
+
+-- An admission repeated with an id that holds a live slot on a candidate gets it back.
+for c = 1, n do
+  local score = redis.call('ZSCORE', KEYS[kis[c] + 1], id)
+  if score and tonumber(score) > now then
+    local b = tonumber(redis.call('HGET', KEYS[kis[c] + 2], id))
+    if b then
+      local hp = tenant and periods(b * BUCKET_MS)
+      return {1, now, c - 1, b, hp and hp.day or 0, hp and hp.month or 0}
+    end
+  end
+end
 
 -- Whether the tenant's budget refuses candidate c: a reply row, or nil.
 local function over_budget(c)
@@ -154,8 +191,8 @@ local function verdict(reasons)
   return worst
 end
 
--- Reserves one request in scope st (checked by `fits`).
-local function take(st)
+-- Reserves one request in scope st (checked by `fits`); `info`: the deployment's slot info hash.
+local function take(st, info)
   local b = st.bk
   local rk, tk = rb, tb
   if b ~= nb then
@@ -168,18 +205,17 @@ local function take(st)
     redis.call('HSET', st.w, 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
   end
   if st.cr == 0 and st.ct == 0 then
-    -- First admission in this bucket: reap dead slots; the hash must outlive the bucket, and
-    -- the slots zset every slot admitted during it.
-    redis.call('ZREMRANGEBYSCORE', st.z, '-inf', now)
-    redis.call('ZADD', st.z, slot_end, id)
+    -- First admission in this bucket: forget long-dead slots; the hash must outlive the bucket.
+    forget_slots(st.z, info, now)
     redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
-    redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
-  else
-    redis.call('ZADD', st.z, slot_end, id)
-    if st.live == nil or st.live == 0 then
-      -- The zset may have just been created (it disappears when its last slot is freed).
-      redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
-    end
+  end
+  -- Every admission refreshes the zset's TTL: a bucket pre-filled by a provider's report has
+  -- counters before its first admission, so "first in the bucket" cannot be relied on.
+  redis.call('ZADD', st.z, slot_end, id)
+  redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
+  if info then
+    redis.call('HSET', info, id, fmt('%d', st.bk))
+    redis.call('PEXPIRE', info, SLOTS_TTL_MS)
   end
 end
 
@@ -187,23 +223,26 @@ end
 -- per scope position (deployment, provider) and for the tenant.
 local held = {{}, {}}
 local held_tenant = {}
-local ki, ai = ki0, ai0
 for c = 1, n do
-  local own = tonumber(ARGV[ai])
+  local own = tonumber(ARGV[ais[c] + 1])
+  need = tonumber(ARGV[ais[c]])
   local ok = not (tenant and over_budget(c))
   for s = 1, own do
     if not ok then
       break
     end
-    local a = ai + 3 * s
-    ok = fits(held[s], KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, ARGV[a - 2], ARGV[a - 1],
-      ARGV[a])
+    local w, z, rpm, tpm, conc = scope_of(c, s)
+    ok = fits(held[s], w, z, s, rpm, tpm, conc)
   end
   if ok and tenant then
-    ok = fits(held_tenant, tenant.w, tenant.z, 3, ARGV[7], ARGV[8], ARGV[9])
-    if not ok then
-      -- The tenant's own limits refuse every candidate alike.
-      break
+    -- The tenant's own limits refuse every candidate needing as many tokens or more alike.
+    if tenant.refused_at and need >= tenant.refused_at then
+      ok = false
+    else
+      ok = fits(held_tenant, tenant.w, tenant.z, 3, ARGV[6], ARGV[7], ARGV[8])
+      if not ok then
+        tenant.refused_at = need
+      end
     end
   end
   if ok then
@@ -215,24 +254,23 @@ for c = 1, n do
       take(held_tenant)
     end
     for s = 1, own do
-      take(held[s])
+      take(held[s], s == 1 and KEYS[kis[c] + 2] or nil)
     end
     return {1, now, c - 1, held[1].bk, p and p.day or 0, p and p.month or 0}
   end
-  ki = ki + 2 * own
-  ai = ai + 1 + 3 * own
 end
 
 -- Every candidate refused: work out why, and when each could take the request. A limit the
 -- request can never fit under comes first, then the budget, then the limit that frees last.
 local out = {0, now}
 local scratch = {}
-ki, ai = ki0, ai0
 for c = 1, n do
-  local own = tonumber(ARGV[ai])
+  local own = tonumber(ARGV[ais[c] + 1])
+  need = tonumber(ARGV[ais[c]])
   local row = nil
   for s = 1, own do
-    local tpm = tonumber(ARGV[ai + 3 * s - 1])
+    local _, _, _, tpm = scope_of(c, s)
+    tpm = tonumber(tpm)
     if row == nil and tpm > 0 and need > tpm then
       row = {1, 3, s, 0}
     end
@@ -246,19 +284,16 @@ for c = 1, n do
   if row == nil then
     local reasons = {}
     for s = 1, own do
-      local a = ai + 3 * s
-      fits(scratch, KEYS[ki + 2 * s - 2], KEYS[ki + 2 * s - 1], s, ARGV[a - 2], ARGV[a - 1],
-        ARGV[a], reasons)
+      local w, z, rpm, tpm, conc = scope_of(c, s)
+      fits(scratch, w, z, s, rpm, tpm, conc, reasons)
     end
     if tenant then
-      fits(scratch, tenant.w, tenant.z, 3, ARGV[7], ARGV[8], ARGV[9], reasons)
+      fits(scratch, tenant.w, tenant.z, 3, ARGV[6], ARGV[7], ARGV[8], reasons)
     end
     row = verdict(reasons)
   end
   for _, x in ipairs(row) do
     out[#out + 1] = x
   end
-  ki = ki + 2 * own
-  ai = ai + 1 + 3 * own
 end
 return out

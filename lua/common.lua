@@ -1,9 +1,13 @@
--- llmroute ledger: prelude shared by every script (contract v1).
+-- llmroute ledger: prelude shared by every script (contract v2).
+--
+-- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS, SETTLE_GRACE_MS,
+-- TIME_CAP_MS and DAY_MS are not defined here: router-core/src/ledger/redis.rs (`lua_constants`)
+-- writes them above this file from their Rust twins, so the two sides cannot drift.
 --
 -- Time: ARGV[1] is the time in ms since the Unix epoch, or '' to use the server clock (TIME), so
 -- instances with skewed clocks agree. Milliseconds fit exactly in Lua's doubles.
 --
--- Window hash (one per limited scope, key llmroute:{ns}:v1:w:<scope>), TTL set to 62 s by the
+-- Window hash (one per limited scope, key llmroute:{ns}:v2:w:<scope>), TTL set to 62 s by the
 -- first write into each bucket, so it outlives every live bucket:
 --   R, T      running totals of requests and tokens in the live buckets
 --   o         oldest bucket that may hold anything; every stored bucket is in o .. o+60
@@ -16,20 +20,13 @@
 --             (measured: 4 us instead of 1 us for the admission read).
 -- At bucket nb the live buckets are nb-60 .. nb; the oldest is partly outside the exact 60 s
 -- window and is counted in full (the safe side). Bucket k leaves the window at (k+61)*1000 ms.
--- This mirrors router-core/src/ledger/window.rs; the conformance suite checks they agree.
+-- Twin: router-core/src/ledger/window.rs (Window) and engine.rs; the conformance suite and the
+-- differential test (tests/integration/differential.rs) check they agree.
 
-local BUCKET_MS = 1000
 -- string.format('%d') turns an integer into a string for a fraction of what `..` on a number or
 -- a numeric redis.call argument costs (both go through '%.17g'-style float formatting).
 local fmt = string.format
 local LAYOUT_NOTE = 'llmroute window hash; kept a hash table (this value is over 64 bytes)'
-local SPAN = 60
-local WINDOW_TTL_MS = 62000
--- How soon to ask again when only concurrency is full (router-core CONCURRENCY_POLL_MS).
-local CONCURRENCY_POLL_MS = 1000
--- Slots zset TTL: outlives the longest slot (the store caps slot TTLs at one hour) admitted in
--- the same second.
-local SLOTS_TTL_MS = 3600000 + 2 * BUCKET_MS
 
 local function now_ms()
   if ARGV[1] ~= '' then
@@ -37,6 +34,32 @@ local function now_ms()
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Slots zset (one per limited scope, llmroute:{ns}:v2:s:<scope>): member = reservation id,
+-- score = slot expiry ms. A slot is live (counted against concurrency) while its score > now;
+-- an expired slot is remembered for SETTLE_GRACE_MS more, so that a late settle still corrects
+-- the counts once (twin: window.rs `Slots`). TTL SLOTS_TTL_MS, refreshed by every admission
+-- and renewal: it outlives the longest slot and its grace.
+-- Slot info hash (deployment scopes only, llmroute:{ns}:v2:i:<deployment>): field reservation
+-- id = the bucket its tokens were reserved in, for an admission repeated with the same id.
+-- Same TTL as the slots zset; a field goes when its slot is settled, released or forgotten.
+
+-- Time `ms` after now, saturated at TIME_CAP_MS (never past what a double holds exactly).
+local function after(now, ms)
+  return math.min(now + ms, TIME_CAP_MS)
+end
+
+-- Forgets the slots of zset `z` that expired SETTLE_GRACE_MS or more before now (at most 1000
+-- per call), and their fields of info hash `info` when given.
+local function forget_slots(z, info, now)
+  local dead = redis.call('ZRANGEBYSCORE', z, '-inf', now - SETTLE_GRACE_MS, 'LIMIT', 0, 1000)
+  if #dead > 0 then
+    redis.call('ZREM', z, unpack(dead))
+    if info then
+      redis.call('HDEL', info, unpack(dead))
+    end
+  end
 end
 
 -- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it.
@@ -138,9 +161,8 @@ local function extend_cooldown(key, now, cur, untl)
   end
   return untl
 end
--- UTC budget periods of `now` (mirrors router-core/src/ledger/period.rs): day and month
+-- UTC budget periods of `now` (twin: router-core/src/ledger/period.rs): day and month
 -- indices, and when they end. Month index = year * 12 + month - 1.
-local DAY_MS = 86400000
 
 local function days_from_civil(y, m)
   if m <= 2 then
@@ -172,7 +194,7 @@ local function periods(now)
     month_end = days_from_civil(ny, nm) * DAY_MS, month_start = days_from_civil(y, m) * DAY_MS}
 end
 
--- A tenant's spend hash (llmroute:{ns}:v1:b:t:<tenant>: d, dm = day index and micro-USD spent
+-- A tenant's spend hash (llmroute:{ns}:v2:b:t:<tenant>: d, dm = day index and micro-USD spent
 -- in it; m, mm = the same for the month). Returns what was spent in the periods of p (a stored
 -- period that has ended counts as nothing).
 local function spent(key, p)

@@ -1,4 +1,4 @@
--- observe (contract v1): follow a provider that reports less remaining than the ledger believes.
+-- observe (contract v2): follow a provider that reports less remaining than the ledger believes.
 --
 -- KEYS: [1] the deployment's window hash.
 -- ARGV: [1] now ms or '', [2] rpm limit, [3] tpm limit (0 = unlimited),
@@ -8,7 +8,9 @@
 --   live bucket that leaves the window first at or after the reset. Nothing remaining in a
 --   dimension we do not limit: cooldown until the reset.
 -- Also stores the report itself in the hash (qr, qt, qa) for snapshots.
+-- Resets saturate at TIME_CAP_MS.
 -- Reply: {1}.
+-- Twin: `Engine::observe` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
 local nb = math.floor(now / BUCKET_MS)
@@ -24,7 +26,7 @@ local function follow(remaining, reset_ms, limit, used, prefix, total)
   if remaining < 0 then
     return
   end
-  local reset_at = now + reset_ms
+  local reset_at = after(now, reset_ms)
   if limit <= 0 then
     -- A dimension we do not limit: only "nothing left" is actionable.
     if remaining == 0 then

@@ -1,4 +1,4 @@
--- snapshot (contract v1): usage of several deployments and their providers, in one call.
+-- snapshot (contract v2): usage of several deployments and their providers, in one call.
 --
 -- KEYS, per deployment, per scope (deployment, then provider when it has provider-wide limits):
 --   window hash and slots zset.
@@ -6,7 +6,8 @@
 --   scopes (1 or 2).
 -- Reply: {now, then per deployment: cooldown end ms (0 if none), the provider's last report
 --   (requests and tokens remaining, -1 if not reported; when, ms, 0 if never), then per scope
---   R, T, in flight}.
+--   R, T, in flight (live slots)}.
+-- Twin: `Engine::snapshot` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
 local out = {now}
@@ -21,10 +22,9 @@ for d = 1, tonumber(ARGV[2]) do
       out[#out + 1] = tonumber(q[2]) or -1
       out[#out + 1] = tonumber(q[3]) or 0
     end
-    redis.call('ZREMRANGEBYSCORE', KEYS[ki + 1], '-inf', now)
     out[#out + 1] = w.R
     out[#out + 1] = w.T
-    out[#out + 1] = redis.call('ZCARD', KEYS[ki + 1])
+    out[#out + 1] = redis.call('ZCOUNT', KEYS[ki + 1], fmt('(%d', now), '+inf')
     ki = ki + 2
   end
 end

@@ -39,7 +39,10 @@ providers:
         limits: { rpm: 1000000000, tpm: 1000000000000, concurrency: 100000 }
 "#;
 
-const NEED: Need = Need::new(700, Duration::from_secs(600));
+/// A request of 700 tokens, under an id of its own (a repeated id answers the same reservation).
+fn need() -> Need {
+    Need::new(700, Duration::from_secs(600))
+}
 
 /// Candidate lists: `[roomy]`, and the four full ones followed by `roomy`.
 fn candidates(r: &Registry) -> (Vec<DeploymentId>, Vec<DeploymentId>) {
@@ -51,12 +54,12 @@ fn candidates(r: &Registry) -> (Vec<DeploymentId>, Vec<DeploymentId>) {
 
 async fn fill(ledger: &dyn Ledger, five: &[DeploymentId]) {
     for &d in &five[..4] {
-        let _kept = ledger.admit(&NEED, &[d]).await.unwrap();
+        let _kept = ledger.admit(&need(), &[d]).await.unwrap();
     }
 }
 
 async fn decide(ledger: &dyn Ledger, cands: &[DeploymentId]) {
-    match ledger.admit(&NEED, cands).await.unwrap() {
+    match ledger.admit(&need(), cands).await.unwrap() {
         Admission::Granted(r) => {
             assert_eq!(r.rank, cands.len() - 1);
             ledger.settle(&r, ActualUsage::tokens(650)).await.unwrap();
@@ -125,7 +128,7 @@ fn redis(c: &mut Criterion) {
                     let mut timed = Duration::ZERO;
                     for _ in 0..iters {
                         let start = Instant::now();
-                        let admission = store.admit(&NEED, cands).await.unwrap();
+                        let admission = store.admit(&need(), cands).await.unwrap();
                         timed += start.elapsed();
                         if let Admission::Granted(r) = admission {
                             store.settle(&r, ActualUsage::tokens(650)).await.unwrap();
@@ -168,7 +171,7 @@ async fn side_by_side(
         times[0].push(start.elapsed().as_secs_f64() * 1e6);
         for (t, cands) in times[1..].iter_mut().zip([one, five]) {
             let start = Instant::now();
-            let admission = store.admit(&NEED, cands).await.unwrap();
+            let admission = store.admit(&need(), cands).await.unwrap();
             t.push(start.elapsed().as_secs_f64() * 1e6);
             if let Admission::Granted(r) = admission {
                 store.settle(&r, ActualUsage::tokens(650)).await.unwrap();
@@ -197,7 +200,7 @@ async fn side_by_side(
                 None => {
                     let _: i64 = trivial.prepare_invoke().invoke_async(conn).await.unwrap();
                 }
-                Some(c) => match store.admit(&NEED, c).await.unwrap() {
+                Some(c) => match store.admit(&need(), c).await.unwrap() {
                     Admission::Granted(r) => held.push(r),
                     Admission::Denied(d) => panic!("bench deployment refused: {d:?}"),
                 },

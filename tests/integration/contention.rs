@@ -31,6 +31,7 @@ async fn hammer_with(instances: Vec<Arc<dyn Ledger>>, d: DeploymentId, need: Nee
             tasks.push(tokio::spawn(async move {
                 let mut granted = 0;
                 for _ in 0..ATTEMPTS_PER_TASK {
+                    let need = need.clone().with_new_id();
                     match ledger.admit(&need, &[d]).await.expect("store answers") {
                         Admission::Granted(_held) => granted += 1,
                         Admission::Denied(_) => {}
@@ -174,6 +175,7 @@ providers:
         .await
         .expect("resetstat");
     for _ in 0..5 {
+        let need = need.clone().with_new_id();
         let _ = store.admit(&need, &candidates).await.expect("admit");
     }
     let stats: String = redis::cmd("INFO")

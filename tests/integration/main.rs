@@ -18,7 +18,10 @@ macro_rules! every_store {
 
 mod conformance;
 mod contention;
+mod differential;
+mod lifecycle;
 mod redis_keys;
+mod redis_retry;
 mod sqlite;
 mod support;
 mod tenants;

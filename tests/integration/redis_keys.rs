@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use llmroute_tests::redis_server;
 use router_core::config::Registry;
-use router_core::ledger::{ActualUsage, Admission, Ledger, Need, Observation};
+use router_core::ledger::{
+    ActualUsage, Admission, Ledger, MAX_SLOT_TTL, Need, Observation, SETTLE_GRACE_MS,
+};
 
 use crate::support::connect;
 
@@ -30,7 +32,10 @@ providers:
         let Admission::Granted(r) = store.admit(&need, &[d]).await.expect("admit") else {
             panic!("a fresh deployment refused");
         };
-        let _held = store.admit(&need, &[d]).await.expect("admit");
+        let _held = store
+            .admit(&need.clone().with_new_id(), &[d])
+            .await
+            .expect("admit");
         store
             .settle(&r, ActualUsage::tokens(40))
             .await
@@ -58,8 +63,9 @@ providers:
         .query_async(&mut conn)
         .await
         .expect("keys");
-    // A window hash (holding the cooldown, for deployments) and a slots zset per scope: m, n, p.
-    assert_eq!(keys.len(), 6, "{keys:?}");
+    // A window hash (holding the cooldown, for deployments) and a slots zset per scope: m, n, p;
+    // a slot info hash per deployment holding a slot: m, n.
+    assert_eq!(keys.len(), 8, "{keys:?}");
     for key in &keys {
         let ttl: i64 = redis::cmd("PTTL")
             .arg(key)
@@ -67,7 +73,9 @@ providers:
             .await
             .expect("pttl");
         assert!(ttl > 0, "{key} has no TTL ({ttl})");
-        assert!(ttl <= 3_602_000, "{key} lives too long ({ttl} ms)");
+        // At most the longest slot, its settle grace and two buckets.
+        let longest = MAX_SLOT_TTL.as_millis() as i64 + SETTLE_GRACE_MS as i64 + 2_000;
+        assert!(ttl <= longest, "{key} lives too long ({ttl} ms)");
     }
     // Window hashes stay hash tables: as listpacks, every field access scans ~125 fields.
     for key in keys.iter().filter(|k| k.contains(":w:")) {

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use router_core::clock::ManualClock;
 use router_core::config::Registry;
-use router_core::ledger::{ActualUsage, Admission, Ledger, LedgerError, Need, SqliteStore};
+use router_core::ledger::{
+    ActualUsage, Admission, Ledger, LedgerError, Need, SETTLE_GRACE_MS, SqliteStore,
+};
 
 use crate::support::{T0, one_model, open_sqlite, temp_dir};
 
@@ -105,11 +107,11 @@ async fn separate_processes_admit_exactly_the_concurrency_limit_and_their_slots_
 fn rows(db: &Path) -> Vec<(String, i64, i64, i64)> {
     let conn = rusqlite::Connection::open(db).expect("open");
     let sql = "SELECT s.scope,
-        (SELECT COUNT(*) FROM llmroute_v2_scopes x WHERE x.ns = s.ns AND x.scope = s.scope),
-        (SELECT COUNT(*) FROM llmroute_v2_buckets b WHERE b.ns = s.ns AND b.scope = s.scope),
-        (SELECT COUNT(*) FROM llmroute_v2_slots l WHERE l.ns = s.ns AND l.scope = s.scope)
-        FROM (SELECT ns, scope FROM llmroute_v2_scopes UNION SELECT ns, scope FROM
-        llmroute_v2_buckets UNION SELECT ns, scope FROM llmroute_v2_slots) s ORDER BY s.scope";
+        (SELECT COUNT(*) FROM llmroute_v3_scopes x WHERE x.ns = s.ns AND x.scope = s.scope),
+        (SELECT COUNT(*) FROM llmroute_v3_buckets b WHERE b.ns = s.ns AND b.scope = s.scope),
+        (SELECT COUNT(*) FROM llmroute_v3_slots l WHERE l.ns = s.ns AND l.scope = s.scope)
+        FROM (SELECT ns, scope FROM llmroute_v3_scopes UNION SELECT ns, scope FROM
+        llmroute_v3_buckets UNION SELECT ns, scope FROM llmroute_v3_slots) s ORDER BY s.scope";
     let mut stmt = conn.prepare(sql).expect("prepare");
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .expect("query")
@@ -140,6 +142,7 @@ providers:
     // 150 s of traffic, 4 admissions a second: 600 requests. Every third is never settled (a
     // crashed holder); the others are settled two seconds later.
     for step in 0..600u64 {
+        let need = need.clone().with_new_id();
         let Admission::Granted(r) = store.admit(&need, &[m]).await.expect("admit") else {
             panic!("a roomy deployment refused at step {step}");
         };
@@ -166,24 +169,28 @@ providers:
     }
     let snap = store.snapshot(&[m]).await.expect("snapshot")[0];
     let provider = snap.provider.expect("provider-wide limits");
-    // Now is 150 s: the live buckets are 90 ..= 150, and 90 ..= 149 saw traffic.
-    let want = [
-        ("d:p/m".to_owned(), 1, 60, snap.usage.in_flight as i64),
-        ("p:p".to_owned(), 1, 60, provider.in_flight as i64),
-    ];
-    assert_eq!(rows(&db), want);
     // Settled slots are gone, ghosts younger than their 30 s TTL remain: in flight is what is
     // held, and no more.
     let ghosts = (0..600u64)
         .filter(|s| s % 3 == 0 && s * 250 + 30_000 > 150_000)
         .count();
     assert_eq!(snap.usage.in_flight, (held.len() + ghosts) as u64);
+    assert_eq!(provider.in_flight, snap.usage.in_flight);
+    // Now is 150 s: the live buckets are 90 ..= 150, and 90 ..= 149 saw traffic. Every ghost
+    // (200) is remembered for the settle grace, which a late settle still corrects.
+    let slot_rows = (held.len() + 200) as i64;
+    let want = [
+        ("d:p/m".to_owned(), 1, 60, slot_rows),
+        ("p:p".to_owned(), 1, 60, slot_rows),
+    ];
+    assert_eq!(rows(&db), want);
 
-    // Traffic stops: after the slot TTL and the window, one operation on each scope drains them.
+    // Traffic stops: after the slot TTL, its grace and the window, one operation on each scope
+    // drains them.
     for (_, r) in held.drain(..) {
         assert!(store.release(&r).await.expect("release"));
     }
-    clock.advance_ms(61_000);
+    clock.advance_ms(SETTLE_GRACE_MS + 61_000);
     let snap = store.snapshot(&[m]).await.expect("snapshot")[0];
     assert_eq!((snap.usage.requests, snap.usage.in_flight), (0, 0));
     let drained = [("d:p/m".to_owned(), 1, 0, 0), ("p:p".to_owned(), 1, 0, 0)];

@@ -122,12 +122,22 @@ pub async fn connect(
     registry: &Registry,
     clock: Option<ManualClock>,
 ) -> RedisStore {
+    connect_to(&server.url, &server.namespace, registry, clock).await
+}
+
+/// A store on the Redis at `url` (a proxy, say), in `namespace`.
+pub async fn connect_to(
+    url: &str,
+    namespace: &str,
+    registry: &Registry,
+    clock: Option<ManualClock>,
+) -> RedisStore {
     let options = RedisStoreOptions {
-        namespace: server.namespace.clone(),
+        namespace: namespace.to_owned(),
         clock: clock.map(|c| Arc::new(c) as _),
         ..RedisStoreOptions::default()
     };
-    RedisStore::connect(&server.url, registry, options)
+    RedisStore::connect(url, registry, options)
         .await
         .unwrap_or_else(|e| panic!("cannot reach the test Redis: {e}"))
 }

@@ -58,9 +58,10 @@ pub fn need(tokens: u64, spec: &TenantSpec, costs: &[u64]) -> Need {
     need
 }
 
+/// Admits `need` as a new request (under an id of its own).
 async fn admit(w: &World, need: &Need, candidates: &[DeploymentId]) -> Admission {
     w.ledger
-        .admit(need, candidates)
+        .admit(&need.clone().with_new_id(), candidates)
         .await
         .expect("store answers")
 }
@@ -274,7 +275,12 @@ async fn batch_requests_use_only_their_share_of_a_deployment(store: Store) {
     let mut batch = Need::new(1, Duration::from_secs(600));
     batch.share_percent = 80;
     let mut granted = 0;
-    while let Admission::Granted(_) = w.ledger.admit(&batch, &[cheap]).await.unwrap() {
+    while let Admission::Granted(_) = w
+        .ledger
+        .admit(&batch.clone().with_new_id(), &[cheap])
+        .await
+        .unwrap()
+    {
         granted += 1;
     }
     assert_eq!(granted, 8);

@@ -13,7 +13,9 @@ use super::LedgerError;
 use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
-use super::window::{Dim, Slots, Window, bucket_of, phantom_bucket};
+use super::window::{
+    BUCKET_MS, Dim, Slot, Slots, Window, after, bucket_of, millis, phantom_bucket,
+};
 use crate::config::{DeploymentId, Limits};
 
 /// Everything the ledger holds for one limited scope.
@@ -67,9 +69,9 @@ impl Spend {
         let (day, month) = self.current(p);
         *self = Spend {
             day: p.day,
-            day_micros: day + micros,
+            day_micros: day.saturating_add(micros),
             month: p.month,
-            month_micros: month + micros,
+            month_micros: month.saturating_add(micros),
         };
     }
 
@@ -114,47 +116,43 @@ impl<'a> Engine<'a> {
         self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
     }
 
-    /// Reserves on the first candidate that fits, with the id `mint` makes; otherwise works out
-    /// why each refused.
+    /// Reserves on the first candidate that fits, under the need's id; otherwise works out why
+    /// each refused. A need whose id already holds a live slot on a candidate gets that
+    /// reservation back, and nothing is counted again.
+    ///
+    /// Twin: `lua/admit.lua` (keep both in step; the differential test compares them).
     pub(crate) fn admit(
         &self,
         cells: &mut impl Cells,
         need: &Need,
         candidates: &[DeploymentId],
-        mint: impl FnOnce() -> u64,
     ) -> Result<Admission, LedgerError> {
+        if let Some(r) = self.admitted_before(cells, need, candidates)? {
+            return Ok(Admission::Granted(r));
+        }
         let nb = bucket_of(self.now);
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
             if self.check(cells, need, rank, d, scopes, false).is_some() {
                 continue;
             }
-            let id = mint();
-            let expiry = self.now + need.slot_ttl_ms();
+            let tokens = need.tokens_on(rank);
             let bucket = cells.scope(scopes[0]).window.expire(nb);
-            for &s in scopes {
-                take(cells.scope(s), nb, id, expiry, need.tokens);
-            }
-            let tenant = need.tenant.as_ref().map(|t| {
-                let st = cells.tenant(&t.spec.name);
-                take(&mut st.scope, nb, id, expiry, need.tokens);
-                let p = periods(self.now);
-                st.spend.add(&p, need.cost(rank));
-                TenantHold {
-                    name: t.spec.name.clone(),
-                    cost_micros: need.cost(rank),
-                    day: p.day,
-                    month: p.month,
-                }
-            });
-            return Ok(Admission::Granted(Reservation {
-                id,
-                deployment: d,
+            let slot = Slot {
+                id: need.id,
+                expiry: after(self.now, need.slot_ttl_ms()),
                 bucket,
-                tokens: need.tokens,
-                rank,
-                tenant,
-            }));
+            };
+            for &s in scopes {
+                take(cells.scope(s), nb, slot, tokens);
+            }
+            let p = periods(self.now);
+            if let Some(t) = &need.tenant {
+                let st = cells.tenant(&t.spec.name);
+                take(&mut st.scope, nb, slot, tokens);
+                st.spend.add(&p, need.cost(rank));
+            }
+            return Ok(Admission::Granted(reservation(need, rank, d, bucket, &p)));
         }
         // Every candidate refused: now work out when each could take it (the costly part).
         let refusals = candidates
@@ -167,6 +165,25 @@ impl<'a> Engine<'a> {
             })
             .collect::<Result<_, LedgerError>>()?;
         Ok(Admission::Denied(Denial { refusals }))
+    }
+
+    /// The reservation `need`'s id holds a live slot for on one of `candidates`, if any. Its
+    /// tenant hold's periods are those of its bucket (the admission's, unless the clock went
+    /// back; the Lua twin in `admit.lua` does the same).
+    fn admitted_before(
+        &self,
+        cells: &mut impl Cells,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<Option<Reservation>, LedgerError> {
+        for (rank, &d) in candidates.iter().enumerate() {
+            let scopes = self.scopes(d)?;
+            if let Some(slot) = cells.scope(scopes[0]).slots.live(need.id, self.now) {
+                let p = periods(slot.bucket.saturating_mul(BUCKET_MS));
+                return Ok(Some(reservation(need, rank, d, slot.bucket, &p)));
+            }
+        }
+        Ok(None)
     }
 
     /// `None` when every limit of `d` fits; otherwise why not. Without `detail`, the first
@@ -188,6 +205,7 @@ impl<'a> Engine<'a> {
             scope,
             verdict,
         };
+        let tokens = need.tokens_on(rank);
         let tenant_limits = need.tenant.as_ref().map(|t| t.spec.limits);
         let own = scopes
             .iter()
@@ -196,7 +214,7 @@ impl<'a> Engine<'a> {
             .zip(SCOPE_ORDER)
             .chain(tenant_limits.map(|l| (l, Scope::Tenant)))
         {
-            if limits.tpm.is_some_and(|tpm| need.tokens > tpm.get()) {
+            if limits.tpm.is_some_and(|tpm| tokens > tpm.get()) {
                 return Some(refusal(LimitKind::Tokens, scope, Verdict::Never));
             }
         }
@@ -226,12 +244,12 @@ impl<'a> Engine<'a> {
             };
             st.window.expire(nb);
             st.slots.reap(now);
-            for kind in blocked(&st.window, &st.slots, limits, need.tokens) {
+            for kind in blocked(&st.window, &st.slots, limits, tokens, now) {
                 if !detail {
                     return Some(refusal(kind, scope, Verdict::Never));
                 }
                 raise(
-                    free_at(kind, &st.window, &st.slots, limits, need.tokens, now),
+                    free_at(kind, &st.window, &st.slots, limits, tokens, now),
                     kind,
                     scope,
                 );
@@ -281,7 +299,11 @@ impl<'a> Engine<'a> {
     }
 
     /// Settles (`refund_request` false) or releases (true) a reservation: false when its slot is
-    /// no longer held.
+    /// not remembered (settled or released already, or expired more than
+    /// [`SETTLE_GRACE_MS`](super::window::SETTLE_GRACE_MS) ago). A slot that expired within the
+    /// grace is still settled: its bucket (if live) and its tenant's spend are corrected, once.
+    ///
+    /// Twin: `lua/settle.lua` (keep both in step; the differential test compares them).
     pub(crate) fn finish(
         &self,
         cells: &mut impl Cells,
@@ -291,10 +313,15 @@ impl<'a> Engine<'a> {
     ) -> Result<bool, LedgerError> {
         let nb = bucket_of(self.now);
         let scopes = self.scopes(r.deployment)?;
-        if !cells.scope(scopes[0]).slots.free(r.id) {
+        let Some(slot) = cells.scope(scopes[0]).slots.free(r.id) else {
+            return Ok(false);
+        };
+        if !slot.is_remembered(self.now) {
+            // Forgotten, whether or not it was reaped yet: the same answer either way, and the
+            // other scopes are left alone (their slot of this id may be a newer admission's).
             return Ok(false);
         }
-        let delta = actual.tokens as i64 - r.tokens as i64;
+        let delta = signed_diff(actual.tokens, r.tokens);
         let correct = |st: &mut ScopeState| {
             st.slots.free(r.id);
             st.window.expire(nb);
@@ -312,13 +339,43 @@ impl<'a> Engine<'a> {
             st.spend.adjust(
                 h.day,
                 h.month,
-                actual.cost_micros as i64 - h.cost_micros as i64,
+                signed_diff(actual.cost_micros, h.cost_micros),
             );
         }
         Ok(true)
     }
 
+    /// Moves a live reservation's slot expiry to `ttl` from now (capped at [`MAX_SLOT_TTL`]) in
+    /// every scope holding it; false when the slot is gone (settled, released or expired).
+    ///
+    /// Twin: `lua/renew.lua` (keep both in step; the differential test compares them).
+    pub(crate) fn renew(
+        &self,
+        cells: &mut impl Cells,
+        r: &Reservation,
+        ttl: Duration,
+    ) -> Result<bool, LedgerError> {
+        let scopes = self.scopes(r.deployment)?;
+        let expiry = after(self.now, slot_ttl_ms(ttl));
+        if !cells.scope(scopes[0]).slots.renew(r.id, self.now, expiry) {
+            return Ok(false);
+        }
+        for &s in &scopes[1..] {
+            cells.scope(s).slots.renew(r.id, self.now, expiry);
+        }
+        if let Some(h) = &r.tenant {
+            cells
+                .tenant(&h.name)
+                .scope
+                .slots
+                .renew(r.id, self.now, expiry);
+        }
+        Ok(true)
+    }
+
     /// Use, spend and budget of one tenant.
+    ///
+    /// Twin: `lua/tenant_snapshot.lua` (keep both in step; the differential test compares them).
     pub(crate) fn tenant_snapshot(
         &self,
         cells: &mut impl Cells,
@@ -332,7 +389,7 @@ impl<'a> Engine<'a> {
         let (requests, tokens) = st.scope.window.totals();
         let (day, month) = st.spend.current(&p);
         TenantSnapshot {
-            usage: scope_usage(spec.limits, requests, tokens, st.scope.slots.len()),
+            usage: scope_usage(spec.limits, requests, tokens, st.scope.slots.len(now)),
             spent_today_micros: day,
             spent_month_micros: month,
             budget: spec.budget,
@@ -343,6 +400,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Extends `d`'s cooldown to at least `dur` from now; returns the cooldown in force.
+    ///
+    /// Twin: `lua/cooldown.lua` (keep both in step; the differential test compares them).
     pub(crate) fn cooldown(
         &self,
         cells: &mut impl Cells,
@@ -351,11 +410,13 @@ impl<'a> Engine<'a> {
     ) -> Result<Duration, LedgerError> {
         self.scopes(d)?;
         let until = &mut cells.scope(d.0).cooldown;
-        *until = (*until).max(self.now + dur.as_millis() as u64);
+        *until = (*until).max(after(self.now, millis(dur)));
         Ok(Duration::from_millis(*until - self.now))
     }
 
     /// Follows a provider that reports less remaining than the ledger believes.
+    ///
+    /// Twin: `lua/observe.lua` (keep both in step; the differential test compares them).
     pub(crate) fn observe(
         &self,
         cells: &mut impl Cells,
@@ -381,7 +442,7 @@ impl<'a> Engine<'a> {
             let Some((remaining, reset)) = reported else {
                 continue;
             };
-            let reset_at = now + reset.as_millis() as u64;
+            let reset_at = after(now, millis(reset));
             let st = cells.scope(s);
             let Some(limit) = limit else {
                 // A dimension we do not limit: only "nothing left" is actionable.
@@ -411,6 +472,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Usage, limits, in-flight and cooldown of each deployment and its provider.
+    ///
+    /// Twin: `lua/snapshot.lua` (keep both in step; the differential test compares them).
     pub(crate) fn snapshot(
         &self,
         cells: &mut impl Cells,
@@ -425,7 +488,12 @@ impl<'a> Engine<'a> {
                     st.window.expire(nb);
                     st.slots.reap(now);
                     let (requests, tokens) = st.window.totals();
-                    scope_usage(self.table.def(s).limits, requests, tokens, st.slots.len())
+                    scope_usage(
+                        self.table.def(s).limits,
+                        requests,
+                        tokens,
+                        st.slots.len(now),
+                    )
                 };
                 let own = usage(scopes[0]);
                 let provider = scopes.get(1).map(|&s| usage(s));
@@ -450,11 +518,37 @@ impl<'a> Engine<'a> {
     }
 }
 
+/// The reservation of `need` on candidate `rank` (`d`), in `bucket`, in periods `p`.
+fn reservation(need: &Need, rank: usize, d: DeploymentId, bucket: u64, p: &Periods) -> Reservation {
+    Reservation {
+        id: need.id,
+        deployment: d,
+        bucket,
+        tokens: need.tokens_on(rank),
+        rank,
+        tenant: need.tenant.as_ref().map(|t| TenantHold {
+            name: t.spec.name.clone(),
+            cost_micros: need.cost(rank),
+            day: p.day,
+            month: p.month,
+        }),
+    }
+}
+
+/// `a - b` as a signed correction, saturating.
+pub(crate) fn signed_diff(a: u64, b: u64) -> i64 {
+    if a >= b {
+        i64::try_from(a - b).unwrap_or(i64::MAX)
+    } else {
+        i64::try_from(b - a).map_or(i64::MIN, |v| -v)
+    }
+}
+
 /// Counts one admission of `tokens` in a scope and takes its slot.
-fn take(st: &mut ScopeState, nb: u64, id: u64, expiry: u64, tokens: u64) {
+fn take(st: &mut ScopeState, nb: u64, slot: Slot, tokens: u64) {
     let b = st.window.expire(nb);
     st.window.add(b, 1, tokens);
-    st.slots.take(id, expiry);
+    st.slots.take(slot);
 }
 
 /// The limits of one scope that `tokens` more would break.
@@ -463,6 +557,7 @@ fn blocked(
     slots: &Slots,
     limits: Limits,
     tokens: u64,
+    now: u64,
 ) -> impl Iterator<Item = LimitKind> {
     let (req, tok) = w.totals();
     [
@@ -476,7 +571,9 @@ fn blocked(
         ),
         (
             LimitKind::Concurrency,
-            limits.concurrency.is_some_and(|l| slots.len() >= l.get()),
+            limits
+                .concurrency
+                .is_some_and(|l| slots.len(now) >= l.get()),
         ),
     ]
     .into_iter()
@@ -484,7 +581,8 @@ fn blocked(
 }
 
 /// How soon to ask again when only concurrency is full: slots are freed when requests settle,
-/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait.
+/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait. Twin:
+/// `CONCURRENCY_POLL_MS` in the Lua prelude, written from this constant.
 pub(crate) const CONCURRENCY_POLL_MS: u64 = 1_000;
 
 /// When a full limit of one scope would take `tokens` more (ms).
@@ -503,7 +601,7 @@ fn free_at(
         | LimitKind::Cooldown
         | LimitKind::DailyBudget
         | LimitKind::MonthlyBudget => slots
-            .earliest_expiry()
+            .earliest_expiry(now)
             .unwrap_or(now)
             .min(now + CONCURRENCY_POLL_MS),
     }

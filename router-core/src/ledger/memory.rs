@@ -2,7 +2,6 @@
 //! one machine share limits through [`SqliteStore`](super::SqliteStore), several machines through
 //! [`RedisStore`](super::RedisStore).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -36,7 +35,6 @@ impl Cells for State {
 pub struct MemoryStore {
     table: ScopeTable,
     clock: Arc<dyn Clock>,
-    next_id: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -54,7 +52,6 @@ impl MemoryStore {
         Self {
             table,
             clock,
-            next_id: AtomicU64::new(1),
             state: Mutex::new(state),
         }
     }
@@ -70,10 +67,6 @@ impl MemoryStore {
         let mut state: MutexGuard<'_, State> = self.state.lock().unwrap_or_else(|e| e.into_inner());
         op(&engine, &mut state)
     }
-
-    fn mint(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
 }
 
 impl Ledger for MemoryStore {
@@ -82,7 +75,7 @@ impl Ledger for MemoryStore {
         need: &'a Need,
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
-        let out = self.run(|e, s| e.admit(s, need, candidates, || self.mint()));
+        let out = self.run(|e, s| e.admit(s, need, candidates));
         std::future::ready(out).boxed()
     }
 
@@ -92,6 +85,10 @@ impl Ledger for MemoryStore {
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
         std::future::ready(self.run(|e, s| e.finish(s, r, ActualUsage::default(), true))).boxed()
+    }
+
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        std::future::ready(self.run(|e, s| e.renew(s, r, ttl))).boxed()
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {

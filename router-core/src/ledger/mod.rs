@@ -26,7 +26,12 @@
 //! [`Ledger::settle`] replaces the estimate with what the provider reported, in the bucket where
 //! the tokens were reserved (if it is still in the window), and frees the slot. [`Ledger::release`]
 //! is for a request that never reached the provider: its request and tokens are handed back.
-//! Settling or releasing twice is a no-op.
+//! Settling or releasing twice is a no-op. A request that outlives its slot TTL keeps its slot
+//! with [`Ledger::renew`] (a heartbeat); a settle that arrives after the slot expired still
+//! corrects the counts, once, within [`SETTLE_GRACE_MS`].
+//!
+//! The caller picks each reservation's id ([`Need::id`]): admitting the same id again while its
+//! slot is live answers the same reservation, so a lost reply can be retried safely.
 //!
 //! # Stores
 //!
@@ -56,7 +61,7 @@ pub use types::{
     Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,
     TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
 };
-pub use window::{BUCKET_MS, WINDOW_BUCKETS};
+pub use window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS};
 
 use crate::config::DeploymentId;
 
@@ -119,9 +124,12 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission>;
 
-    /// Replaces the reservation's token estimate with `actual` and frees its slot. Returns
-    /// `false` when it had already been settled or released, or its slot had expired (then nothing
-    /// changes).
+    /// Replaces the reservation's token estimate with `actual` and frees its slot: the
+    /// difference goes to the bucket the tokens were reserved in (if it is still in the window)
+    /// and the tenant's spend in the day and month of the reservation. A slot that expired less
+    /// than [`SETTLE_GRACE_MS`] ago is still settled (a late settle corrects the counts once).
+    /// Returns `false`, changing nothing, when it had already been settled or released, or its
+    /// slot expired longer ago than that.
     fn settle<'a>(
         &'a self,
         reservation: &'a Reservation,
@@ -129,8 +137,18 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     ) -> LedgerFuture<'a, bool>;
 
     /// Gives back a reservation whose request never reached the provider: its request count,
-    /// tokens and slot. Returns `false` when it had already been settled or released.
+    /// tokens and slot (late, like `settle`). Returns `false` when it had already been settled
+    /// or released.
     fn release<'a>(&'a self, reservation: &'a Reservation) -> LedgerFuture<'a, bool>;
+
+    /// Keeps a live reservation's slot held: its expiry becomes `ttl` from now (capped at
+    /// [`MAX_SLOT_TTL`]); a heartbeat for requests that outlive their slot TTL. Returns `false`
+    /// when the slot is gone (settled, released or expired).
+    fn renew<'a>(
+        &'a self,
+        reservation: &'a Reservation,
+        ttl: std::time::Duration,
+    ) -> LedgerFuture<'a, bool>;
 
     /// Puts `deployment` in cooldown until `for_how_long` from now (the store's clock). Only ever
     /// extends an existing cooldown. Returns the cooldown now in force.

@@ -3,7 +3,8 @@
 //! `lua/common.lua` has the same arithmetic (days to civil date, after Howard Hinnant's
 //! `civil_from_days`); the conformance suite checks that both reset at the same boundaries.
 
-const DAY_MS: u64 = 86_400_000;
+/// One UTC day in ms (Lua: `DAY_MS`, written from this one).
+pub(crate) const DAY_MS: u64 = 86_400_000;
 
 /// The budget periods `now` falls in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

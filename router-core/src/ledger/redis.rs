@@ -8,18 +8,23 @@ use futures_util::FutureExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
-use super::engine::scope_usage;
+use super::engine::{CONCURRENCY_POLL_MS, scope_usage, signed_diff};
+use super::period::DAY_MS;
 use super::scopes::ScopeTable;
 use super::types::*;
+use super::window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS, millis};
 use super::{Ledger, LedgerError, LedgerFuture};
 use crate::clock::Clock;
 use crate::config::redact_url;
 use crate::config::{DeploymentId, Limits, Registry};
 
+/// Every script is the constants (from Rust), the shared prelude, then its own body.
 macro_rules! script {
     ($name:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            Script::new(&format!(
+                "{}{}{}",
+                lua_constants(),
                 include_str!("../../../lua/common.lua"),
                 include_str!(concat!("../../../lua/", $name, ".lua"))
             ))
@@ -27,19 +32,44 @@ macro_rules! script {
     };
 }
 
+/// The constants the Lua scripts share with the Rust stores, written from the Rust ones so the
+/// twins cannot drift (`lua/common.lua` says which it expects; a test checks no script defines
+/// them itself).
+pub(crate) fn lua_constants() -> String {
+    let slots_ttl = MAX_SLOT_TTL.as_millis() as u64 + SETTLE_GRACE_MS + 2 * BUCKET_MS;
+    [
+        ("BUCKET_MS", BUCKET_MS),
+        ("SPAN", WINDOW_BUCKETS),
+        // A window hash outlives its live buckets (61) by one bucket.
+        ("WINDOW_TTL_MS", (WINDOW_BUCKETS + 2) * BUCKET_MS),
+        ("CONCURRENCY_POLL_MS", CONCURRENCY_POLL_MS),
+        // A slots zset outlives the longest slot admitted or renewed now, and its grace.
+        ("SLOTS_TTL_MS", slots_ttl),
+        ("SETTLE_GRACE_MS", SETTLE_GRACE_MS),
+        ("TIME_CAP_MS", TIME_CAP_MS),
+        ("DAY_MS", DAY_MS),
+    ]
+    .iter()
+    .map(|(name, value)| format!("local {name} = {value}\n"))
+    .collect()
+}
+
 static ADMIT: LazyLock<Script> = script!("admit");
 static SETTLE: LazyLock<Script> = script!("settle");
+static RENEW: LazyLock<Script> = script!("renew");
 static COOLDOWN: LazyLock<Script> = script!("cooldown");
 static OBSERVE: LazyLock<Script> = script!("observe");
 static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
 
 mod reply;
+#[cfg(test)]
+mod twins;
 
 /// How to reach Redis and how to name keys.
 #[derive(Debug, Clone)]
 pub struct RedisStoreOptions {
-    /// Key namespace: every key is `llmroute:{namespace}:v1:...` (one hash tag per namespace).
+    /// Key namespace: every key is `llmroute:{namespace}:v2:...` (one hash tag per namespace).
     pub namespace: String,
     /// `None`: scripts read the Redis server's clock (production). `Some`: time is passed in
     /// (tests move a [`ManualClock`](crate::clock::ManualClock)).
@@ -66,6 +96,8 @@ impl Default for RedisStoreOptions {
 struct ScopeKeys {
     window: String,
     slots: String,
+    /// The slot info hash (used for deployment scopes only).
+    info: String,
 }
 
 /// The Redis-backed ledger.
@@ -75,7 +107,7 @@ pub struct RedisStore {
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
-    /// `llmroute:{namespace}:v1`
+    /// `llmroute:{namespace}:v2`
     prefix: Arc<str>,
     clock: Option<Arc<dyn Clock>>,
 }
@@ -109,11 +141,12 @@ impl RedisStore {
             .await
             .map_err(err)?;
         let table = ScopeTable::new(registry);
-        let prefix = format!("llmroute:{{{}}}:v1", options.namespace);
+        let prefix = format!("llmroute:{{{}}}:v2", options.namespace);
         let scope_keys = (0..table.len())
             .map(|s| ScopeKeys {
                 window: format!("{prefix}:w:{}", table.def(s).name),
                 slots: format!("{prefix}:s:{}", table.def(s).name),
+                info: format!("{prefix}:i:{}", table.def(s).name),
             })
             .collect();
         Ok(Self {
@@ -169,7 +202,20 @@ impl RedisStore {
         }
     }
 
+    /// Per scope its window hash and slots zset, and the deployment's slot info hash after its
+    /// own two.
     fn push_scope_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
+        for (i, &s) in scopes.iter().enumerate() {
+            inv.key(&self.scope_keys[s].window)
+                .key(&self.scope_keys[s].slots);
+            if i == 0 {
+                inv.key(&self.scope_keys[s].info);
+            }
+        }
+    }
+
+    /// Window hash and slots zset of each scope, no info hash (for snapshots).
+    fn push_window_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
         for &s in scopes {
             inv.key(&self.scope_keys[s].window)
                 .key(&self.scope_keys[s].slots);
@@ -181,11 +227,9 @@ impl RedisStore {
         need: &Need,
         candidates: &[DeploymentId],
     ) -> Result<Admission, LedgerError> {
-        let id = fastrand::u64(..);
         let mut inv = ADMIT.prepare_invoke();
         inv.arg(self.now_arg())
-            .arg(id.to_string())
-            .arg(need.tokens)
+            .arg(need.id.to_string())
             .arg(need.slot_ttl_ms())
             .arg(candidates.len());
         match &need.tenant {
@@ -203,16 +247,16 @@ impl RedisStore {
                 inv.arg(0);
             }
         }
-        for &d in candidates {
+        for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
             self.push_scope_keys(&mut inv, scopes);
-            inv.arg(scopes.len());
+            inv.arg(need.tokens_on(rank)).arg(scopes.len());
             for &s in scopes {
                 push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
         }
         let reply = self.run(&inv).await?;
-        reply::admit(&reply, id, need, candidates).ok_or_else(|| self.protocol("admit.lua", &reply))
+        reply::admit(&reply, need, candidates).ok_or_else(|| self.protocol("admit.lua", &reply))
     }
 
     async fn finish(
@@ -227,14 +271,14 @@ impl RedisStore {
         inv.arg(self.now_arg())
             .arg(r.id.to_string())
             .arg(r.bucket)
-            .arg(actual.tokens as i64 - r.tokens as i64)
+            .arg(signed_diff(actual.tokens, r.tokens))
             .arg(request_delta)
             .arg(scopes.len());
         match &r.tenant {
             Some(h) => {
                 self.push_tenant_keys(&mut inv, &h.name);
                 inv.arg(1)
-                    .arg(actual.cost_micros as i64 - h.cost_micros as i64)
+                    .arg(signed_diff(actual.cost_micros, h.cost_micros))
                     .arg(h.day)
                     .arg(h.month);
             }
@@ -249,6 +293,26 @@ impl RedisStore {
         }
     }
 
+    async fn renew_inner(&self, r: &Reservation, ttl: Duration) -> Result<bool, LedgerError> {
+        let scopes = self.scopes(r.deployment)?;
+        let mut inv = RENEW.prepare_invoke();
+        inv.key(&self.scope_keys[scopes[0]].info);
+        for &s in scopes {
+            inv.key(&self.scope_keys[s].slots);
+        }
+        if let Some(h) = &r.tenant {
+            inv.key(format!("{}:s:t:{}", self.prefix, h.name));
+        }
+        inv.arg(self.now_arg())
+            .arg(r.id.to_string())
+            .arg(slot_ttl_ms(ttl));
+        let reply = self.run(&inv).await?;
+        match reply.as_slice() {
+            [n] => Ok(*n == 1),
+            _ => Err(self.protocol("renew.lua", &reply)),
+        }
+    }
+
     async fn cooldown_inner(
         &self,
         d: DeploymentId,
@@ -258,7 +322,7 @@ impl RedisStore {
         let mut inv = COOLDOWN.prepare_invoke();
         inv.key(&self.scope_keys[s].window)
             .arg(self.now_arg())
-            .arg(dur.as_millis() as u64);
+            .arg(millis(dur));
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
             &[now, until] => Ok(Duration::from_millis(
@@ -278,7 +342,9 @@ impl RedisStore {
             .arg(limits.tpm.map_or(0, |v| v.get()));
         for reported in [obs.requests, obs.tokens] {
             match reported {
-                Some((remaining, reset)) => inv.arg(remaining as i64).arg(reset.as_millis() as u64),
+                Some((remaining, reset)) => inv
+                    .arg(i64::try_from(remaining).unwrap_or(i64::MAX))
+                    .arg(millis(reset)),
                 None => inv.arg(-1i64).arg(0u64),
             };
         }
@@ -295,7 +361,7 @@ impl RedisStore {
         for &d in ds {
             let sc = self.scopes(d)?;
             inv.arg(sc.len());
-            self.push_scope_keys(&mut inv, sc);
+            self.push_window_keys(&mut inv, sc);
             scopes.push(sc);
         }
         let reply = self.run(&inv).await?;
@@ -358,6 +424,10 @@ impl Ledger for RedisStore {
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
         self.finish(r, ActualUsage::default(), -1).boxed()
+    }
+
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        self.renew_inner(r, ttl).boxed()
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {

@@ -22,13 +22,13 @@
 //!   [`LedgerError::Sqlite`] rather than hanging the request.
 //! - **Crashes.** A process that dies holding reservations never settles them: their concurrency
 //!   slots expire after the request's slot TTL (and are deleted by the next operation on that
-//!   scope), their tokens stay counted until their bucket leaves the window. Nothing else is
-//!   held on behalf of a process: a process killed in the middle of an operation leaves nothing
-//!   half-written (SQLite discards the unfinished transaction) and the operating system drops
-//!   its lock on the file.
+//!   scope once the settle grace has passed too), their tokens stay counted until their bucket
+//!   leaves the window. Nothing else is held on behalf of a process: a process killed in the
+//!   middle of an operation leaves nothing half-written (SQLite discards the unfinished
+//!   transaction) and the operating system drops its lock on the file.
 //! - **Bounded state.** Per scope (a tenant's limits are one more scope), one row, at most 61
-//!   bucket rows and one row per request in flight; per tenant, one spend row; never one per
-//!   request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
+//!   bucket rows and one row per request in flight or expired within the settle grace; per
+//!   tenant, one spend row; never one per request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
 //! - **Time.** Every process on one machine shares its wall clock: production passes
 //!   [`SystemClock`](crate::clock::SystemClock), tests a [`ManualClock`](crate::clock::ManualClock).
 //!
@@ -233,8 +233,7 @@ impl Ledger for SqliteStore {
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
         let (need, candidates) = (need.clone(), candidates.to_vec());
-        // Ids are random: several processes mint them, and a slot row is keyed by its id.
-        self.run(move |e, c| e.admit(c, &need, &candidates, || fastrand::u64(..)))
+        self.run(move |e, c| e.admit(c, &need, &candidates))
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
@@ -245,6 +244,11 @@ impl Ledger for SqliteStore {
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
         let r = r.clone();
         self.run(move |e, c| e.finish(c, &r, ActualUsage::default(), true))
+    }
+
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        let r = r.clone();
+        self.run(move |e, c| e.renew(c, &r, ttl))
     }
 
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {

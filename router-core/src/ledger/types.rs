@@ -62,8 +62,17 @@ pub struct TenantNeed {
 /// What one request asks of the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
-    /// Estimated tokens (prompt + completion) to reserve against TPM.
+    /// The reservation id, chosen by the caller (nonzero; [`Need::new`] draws a random one).
+    /// Admitting a need whose id already holds a live slot on one of the candidates returns that
+    /// reservation again and counts nothing twice, so a store may retry an admission whose reply
+    /// was lost. Give each attempt that must be counted anew its own id.
+    pub id: u64,
+    /// Estimated tokens (prompt + completion) to reserve against TPM, on every candidate that
+    /// has no estimate of its own in `candidate_tokens`.
     pub tokens: u64,
+    /// Per candidate (in the candidates' order), the tokens to reserve there when they differ
+    /// (providers tokenize differently). Empty: `tokens` everywhere. See [`Need::tokens_on`].
+    pub candidate_tokens: Vec<u64>,
     /// How long the concurrency slot lives if it is never settled (its holder crashed); at most
     /// [`MAX_SLOT_TTL`].
     pub slot_ttl: Duration,
@@ -76,14 +85,42 @@ pub struct Need {
 }
 
 impl Need {
-    /// A request of `tokens`, no tenant, full share.
-    pub const fn new(tokens: u64, slot_ttl: Duration) -> Self {
+    /// A request of `tokens`, no tenant, full share, with a fresh random reservation id.
+    pub fn new(tokens: u64, slot_ttl: Duration) -> Self {
         Self {
+            id: fastrand::u64(1..),
             tokens,
+            candidate_tokens: Vec::new(),
             slot_ttl,
             tenant: None,
             share_percent: 100,
         }
+    }
+
+    /// The same need under a fresh random id: an attempt that must be counted anew (a repeated
+    /// id while its slot is live answers the earlier reservation).
+    pub fn with_new_id(self) -> Self {
+        Self {
+            id: fastrand::u64(1..),
+            ..self
+        }
+    }
+
+    /// The same need with its own token estimate per candidate (in the candidates' order).
+    pub fn with_candidate_tokens(self, tokens: Vec<u64>) -> Self {
+        Self {
+            candidate_tokens: tokens,
+            ..self
+        }
+    }
+
+    /// The tokens to reserve on candidate `rank`: its own estimate, or `tokens` when it has
+    /// none.
+    pub fn tokens_on(&self, rank: usize) -> u64 {
+        self.candidate_tokens
+            .get(rank)
+            .copied()
+            .unwrap_or(self.tokens)
     }
 
     /// `limits` scaled to this request's share.
@@ -114,8 +151,13 @@ impl Need {
 
     /// The slot TTL in milliseconds, capped at [`MAX_SLOT_TTL`] (at least 1 ms).
     pub(crate) fn slot_ttl_ms(&self) -> u64 {
-        self.slot_ttl.min(MAX_SLOT_TTL).as_millis().max(1) as u64
+        slot_ttl_ms(self.slot_ttl)
     }
+}
+
+/// A slot TTL in milliseconds, capped at [`MAX_SLOT_TTL`] (at least 1 ms).
+pub(crate) fn slot_ttl_ms(ttl: Duration) -> u64 {
+    ttl.min(MAX_SLOT_TTL).as_millis().max(1) as u64
 }
 
 /// A granted admission. Settle or release it exactly once; settling again is a no-op.
@@ -131,7 +173,7 @@ pub struct Reservation {
     pub deployment: DeploymentId,
     /// Index of the window bucket the tokens were reserved in (ms / bucket size).
     pub bucket: u64,
-    /// Tokens reserved.
+    /// Tokens reserved (the need's estimate for this candidate, [`Need::tokens_on`]).
     pub tokens: u64,
     /// The 0-based position of the chosen deployment in the candidate list given to `admit`.
     pub rank: usize,

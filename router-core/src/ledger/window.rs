@@ -1,18 +1,37 @@
 //! A sliding 60 s window of 1 s buckets with running totals, and concurrency slots.
 //!
-//! This is the in-process twin of the bucket logic in `lua/common.lua`; both must agree, and the
-//! conformance suite checks that they do.
+//! This is the in-process twin of the bucket logic in `lua/common.lua` (`expire`, `adjust`,
+//! `fits_at`, the slots zset); both must agree: the conformance suite and the differential test
+//! check that they do, and the constants below are written into the Lua prelude at load time.
 //!
 //! Bucket `k` holds what was admitted in `[k * BUCKET_MS, (k + 1) * BUCKET_MS)`. At time `now`, in
 //! bucket `nb`, the live buckets are `nb - 60 ..= nb`: the oldest is partly outside the exact
 //! window and is counted in full, so the count is never below the exact sliding-window count.
 //! Bucket `k` leaves the window at `(k + 61) * BUCKET_MS`.
 
-/// Width of one window bucket, in milliseconds.
+/// Width of one window bucket, in milliseconds (Lua: `BUCKET_MS`, written from this one).
 pub const BUCKET_MS: u64 = 1_000;
-/// Number of whole buckets in the 60 s window (one more, partly outside, is kept live).
+/// Number of whole buckets in the 60 s window (one more, partly outside, is kept live). Lua:
+/// `SPAN`, written from this one.
 pub const WINDOW_BUCKETS: u64 = 60;
 const LIVE: usize = WINDOW_BUCKETS as usize + 1;
+
+/// The latest time the ledger stores, ms (2^53 - 1, the last integer Lua's doubles hold
+/// exactly; about 285 000 years from the epoch): later deadlines saturate here, never wrap.
+/// Twin of `TIME_CAP_MS` in the Lua prelude (generated from this constant, see `redis.rs`).
+pub const TIME_CAP_MS: u64 = (1 << 53) - 1;
+
+/// `d` in ms, saturated at [`TIME_CAP_MS`].
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(TIME_CAP_MS)
+}
+
+/// `ms` after `now`, saturated at [`TIME_CAP_MS`].
+pub(crate) fn after(now: u64, ms: u64) -> u64 {
+    now.saturating_add(ms).min(TIME_CAP_MS)
+}
 
 /// The bucket index of a time in ms.
 pub(crate) fn bucket_of(now_ms: u64) -> u64 {
@@ -178,61 +197,121 @@ impl Window {
     }
 }
 
-/// Concurrency slots of one scope: (reservation id, expiry ms).
+/// How long a slot is remembered after it expired: a settle (or release) arriving that late
+/// still corrects its window bucket (if live) and its tenant's spend, once. Twin of
+/// `SETTLE_GRACE_MS` in the Lua prelude (generated from this constant, see `redis.rs`).
+pub const SETTLE_GRACE_MS: u64 = 3_600_000;
+
+/// One concurrency slot: its reservation id, expiry (ms) and the bucket its tokens were
+/// reserved in (so that an admission repeated with the same id answers the same reservation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) id: u64,
+    pub(crate) expiry: u64,
+    pub(crate) bucket: u64,
+}
+
+impl Slot {
+    /// Held: counts against concurrency.
+    pub(crate) fn is_live(&self, now: u64) -> bool {
+        self.expiry > now
+    }
+
+    /// Still remembered (live, or expired less than [`SETTLE_GRACE_MS`] ago).
+    pub(crate) fn is_remembered(&self, now: u64) -> bool {
+        self.expiry.saturating_add(SETTLE_GRACE_MS) > now
+    }
+}
+
+/// Concurrency slots of one scope, live ones and those expired within [`SETTLE_GRACE_MS`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Slots {
-    held: Vec<(u64, u64)>,
-    next_expiry: u64,
+    held: Vec<Slot>,
+    /// The earliest moment a slot may be forgotten (expiry + grace of the oldest).
+    next_forget: u64,
 }
 
 impl Slots {
-    /// Slots rebuilt from stored `(reservation id, expiry ms)` rows.
-    pub(crate) fn from_held(held: Vec<(u64, u64)>) -> Self {
-        let next_expiry = held.iter().map(|&(_, e)| e).min().unwrap_or(0);
-        Self { held, next_expiry }
+    /// Slots rebuilt from stored rows.
+    pub(crate) fn from_held(held: Vec<Slot>) -> Self {
+        let mut s = Self {
+            held,
+            next_forget: 0,
+        };
+        s.next_forget = s.earliest_forget();
+        s
     }
 
-    /// The slots held, as `(reservation id, expiry ms)`.
-    pub(crate) fn held(&self) -> &[(u64, u64)] {
+    fn earliest_forget(&self) -> u64 {
+        self.held
+            .iter()
+            .map(|s| s.expiry.saturating_add(SETTLE_GRACE_MS))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The slots remembered.
+    pub(crate) fn held(&self) -> &[Slot] {
         &self.held
     }
 
-    /// Drops slots whose expiry is at or before `now`.
+    /// Forgets slots that expired [`SETTLE_GRACE_MS`] or more before `now`.
     pub(crate) fn reap(&mut self, now: u64) {
-        if self.held.is_empty() || now < self.next_expiry {
+        if self.held.is_empty() || now < self.next_forget {
             return;
         }
-        self.held.retain(|&(_, exp)| exp > now);
-        self.next_expiry = self.held.iter().map(|&(_, e)| e).min().unwrap_or(0);
+        self.held.retain(|s| s.is_remembered(now));
+        self.next_forget = self.earliest_forget();
     }
 
-    /// Number of slots held.
-    pub(crate) fn len(&self) -> u64 {
-        self.held.len() as u64
+    /// Number of slots held (live) at `now`.
+    pub(crate) fn len(&self, now: u64) -> u64 {
+        self.held.iter().filter(|s| s.is_live(now)).count() as u64
     }
 
-    /// When the oldest slot expires, if any is held.
-    pub(crate) fn earliest_expiry(&self) -> Option<u64> {
-        self.held.iter().map(|&(_, e)| e).min()
+    /// When the oldest live slot expires, if any is held at `now`.
+    pub(crate) fn earliest_expiry(&self, now: u64) -> Option<u64> {
+        self.held
+            .iter()
+            .filter(|s| s.is_live(now))
+            .map(|s| s.expiry)
+            .min()
     }
 
-    /// Takes a slot.
-    pub(crate) fn take(&mut self, id: u64, expiry: u64) {
-        if self.held.is_empty() || expiry < self.next_expiry {
-            self.next_expiry = expiry;
+    /// The live slot of reservation `id`, if any.
+    pub(crate) fn live(&self, id: u64, now: u64) -> Option<Slot> {
+        self.held
+            .iter()
+            .find(|s| s.id == id && s.is_live(now))
+            .copied()
+    }
+
+    /// Takes a slot (replacing a remembered one of the same id).
+    pub(crate) fn take(&mut self, slot: Slot) {
+        self.free(slot.id);
+        let forget = slot.expiry.saturating_add(SETTLE_GRACE_MS);
+        if self.held.is_empty() || forget < self.next_forget {
+            self.next_forget = forget;
         }
-        self.held.push((id, expiry));
+        self.held.push(slot);
     }
 
-    /// Frees a slot; false if it was not held.
-    pub(crate) fn free(&mut self, id: u64) -> bool {
-        match self.held.iter().position(|&(h, _)| h == id) {
-            Some(i) => {
-                self.held.swap_remove(i);
+    /// Moves the expiry of reservation `id`'s slot, if it is live at `now`; false otherwise.
+    pub(crate) fn renew(&mut self, id: u64, now: u64, expiry: u64) -> bool {
+        match self.held.iter_mut().find(|s| s.id == id && s.is_live(now)) {
+            Some(s) => {
+                s.expiry = expiry;
+                self.next_forget = self.earliest_forget();
                 true
             }
             None => false,
         }
+    }
+
+    /// Forgets reservation `id`'s slot; the slot, if it was remembered.
+    pub(crate) fn free(&mut self, id: u64) -> Option<Slot> {
+        let i = self.held.iter().position(|s| s.id == id)?;
+        Some(self.held.swap_remove(i))
     }
 }
 
@@ -302,16 +381,38 @@ mod tests {
         assert_eq!(Window::from_parts(None, []), Window::default());
     }
 
+    fn slot(id: u64, expiry: u64) -> Slot {
+        Slot {
+            id,
+            expiry,
+            bucket: 0,
+        }
+    }
+
     #[test]
-    fn slots_expire_at_their_deadline() {
+    fn slots_expire_at_their_deadline_and_are_forgotten_after_the_grace() {
         let mut s = Slots::default();
-        s.take(1, 100);
-        s.take(2, 200);
+        s.take(slot(1, 100));
+        s.take(slot(2, 200));
         s.reap(99);
-        assert_eq!(s.len(), 2);
+        assert_eq!(s.len(99), 2);
         s.reap(100);
-        assert_eq!(s.len(), 1);
-        assert!(s.free(2));
-        assert!(!s.free(2));
+        assert_eq!(s.len(100), 1);
+        assert!(s.live(1, 100).is_none());
+        assert_eq!(s.held().len(), 2, "an expired slot is remembered");
+        s.reap(100 + SETTLE_GRACE_MS);
+        assert_eq!(s.held().len(), 1);
+        assert!(s.free(2).is_some());
+        assert!(s.free(2).is_none());
+    }
+
+    #[test]
+    fn only_a_live_slot_is_renewed() {
+        let mut s = Slots::default();
+        s.take(slot(1, 100));
+        assert!(s.renew(1, 50, 500));
+        assert_eq!(s.earliest_expiry(50), Some(500));
+        assert!(!s.renew(1, 500, 900));
+        assert!(!s.renew(2, 50, 900));
     }
 }

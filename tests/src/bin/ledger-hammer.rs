@@ -56,6 +56,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let granted = runtime.block_on(async {
         let mut granted = 0usize;
         for _ in 0..attempts {
+            let need = need.clone().with_new_id();
             if let Admission::Granted(_kept) = store.admit(&need, &candidates).await? {
                 granted += 1;
             }

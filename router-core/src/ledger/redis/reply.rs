@@ -12,12 +12,7 @@ fn ms(from: i64, to: i64) -> Duration {
 }
 
 /// The reply of `lua/admit.lua`.
-pub(super) fn admit(
-    reply: &[i64],
-    id: u64,
-    need: &Need,
-    candidates: &[DeploymentId],
-) -> Option<Admission> {
+pub(super) fn admit(reply: &[i64], need: &Need, candidates: &[DeploymentId]) -> Option<Admission> {
     match reply {
         [1, _now, rank, bucket, day, month] => {
             let rank = usize::try_from(*rank).ok()?;
@@ -28,10 +23,10 @@ pub(super) fn admit(
                 month: *month as u64,
             });
             Some(Admission::Granted(Reservation {
-                id,
+                id: need.id,
                 deployment: *candidates.get(rank)?,
                 bucket: u64::try_from(*bucket).ok()?,
-                tokens: need.tokens,
+                tokens: need.tokens_on(rank),
                 rank,
                 tenant,
             }))

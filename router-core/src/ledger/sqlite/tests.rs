@@ -14,7 +14,7 @@ use crate::config::{DeploymentId, Limits, Registry};
 use crate::ledger::engine::{Cells, Spend};
 use crate::ledger::scopes::ScopeTable;
 use crate::ledger::types::*;
-use crate::ledger::window::bucket_of;
+use crate::ledger::window::{Slot, bucket_of};
 use crate::ledger::{Ledger, LedgerError};
 
 /// 2026-11-29T08:41:54Z.
@@ -155,13 +155,13 @@ async fn tenants_and_deployments_keep_apart_in_the_file() -> Result<(), LedgerEr
 
     let conn = Connection::open(&path).expect("the file opens");
     let scopes: Vec<String> = conn
-        .prepare("SELECT scope FROM llmroute_v2_slots WHERE id = ?1 ORDER BY scope")
+        .prepare("SELECT scope FROM llmroute_v3_slots WHERE id = ?1 ORDER BY scope")
         .and_then(|mut s| s.query_map([r.id as i64], |row| row.get(0))?.collect())
         .expect("slot rows");
     assert_eq!(scopes, ["d:p/m", "t:acme"]);
     let spend: (String, String, i64, i64) = conn
         .query_row(
-            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v2_spend",
+            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v3_spend",
             [],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
@@ -187,7 +187,12 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
     let st = cells.tenant("acme");
     let b = st.scope.window.expire(nb);
     st.scope.window.add(b, 2, 30);
-    st.scope.slots.take(7, T0 + 1_000);
+    let slot = Slot {
+        id: 7,
+        expiry: T0 + 1_000,
+        bucket: b,
+    };
+    st.scope.slots.take(slot);
     st.spend = spend;
     cells.write_back()?;
     let written = tx.total_changes();
@@ -197,7 +202,7 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
         let mut cells = TxCells::new(&tx, "ns", &table);
         let st = cells.tenant("acme");
         assert_eq!(st.scope.window.totals(), (2, 30));
-        assert_eq!(st.scope.slots.held(), [(7, T0 + 1_000)]);
+        assert_eq!(st.scope.slots.held(), [slot]);
         assert_eq!(st.spend, spend);
         cells.scope(0);
         cells.write_back()?;

@@ -1,12 +1,12 @@
 //! The rows of one scope, by scope name: its head row, its bucket rows and its slot rows.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{from_db, to_db};
 use crate::ledger::engine::{Report, ScopeState};
-use crate::ledger::window::{Slots, Window};
+use crate::ledger::window::{Slot, Slots, Window};
 
 /// A scope's head row: oldest bucket, cooldown end, the provider's last report.
 type Head = (Option<u64>, u64, Option<Report>);
@@ -18,8 +18,8 @@ pub(super) struct Stored {
     head: Option<Head>,
     /// Stored bucket rows: bucket -> (requests, tokens).
     buckets: BTreeMap<u64, (u64, u64)>,
-    /// Stored slot ids.
-    slots: HashSet<u64>,
+    /// Stored slots: id -> expiry.
+    slots: HashMap<u64, u64>,
 }
 
 /// Loads scope `scope`: its state (empty when nothing is stored) and what was stored.
@@ -30,7 +30,7 @@ pub(super) fn load(
 ) -> rusqlite::Result<(ScopeState, Stored)> {
     let head = conn
         .prepare_cached(
-            "SELECT oldest, cooldown, rep_requests, rep_tokens, rep_at FROM llmroute_v2_scopes \
+            "SELECT oldest, cooldown, rep_requests, rep_tokens, rep_at FROM llmroute_v3_scopes \
              WHERE ns = ?1 AND scope = ?2",
         )?
         .query_row(params![ns, scope], |r| {
@@ -52,7 +52,7 @@ pub(super) fn load(
         .optional()?;
     let buckets = conn
         .prepare_cached(
-            "SELECT bucket, requests, tokens FROM llmroute_v2_buckets WHERE ns = ?1 AND scope = ?2",
+            "SELECT bucket, requests, tokens FROM llmroute_v3_buckets WHERE ns = ?1 AND scope = ?2",
         )?
         .query_map(params![ns, scope], |r| {
             let k = from_db(r.get(0)?);
@@ -60,9 +60,15 @@ pub(super) fn load(
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     let held = conn
-        .prepare_cached("SELECT id, expiry FROM llmroute_v2_slots WHERE ns = ?1 AND scope = ?2")?
+        .prepare_cached(
+            "SELECT id, expiry, bucket FROM llmroute_v3_slots WHERE ns = ?1 AND scope = ?2",
+        )?
         .query_map(params![ns, scope], |r| {
-            Ok((from_db(r.get(0)?), from_db(r.get(1)?)))
+            Ok(Slot {
+                id: from_db(r.get(0)?),
+                expiry: from_db(r.get(1)?),
+                bucket: from_db(r.get(2)?),
+            })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let (oldest, cooldown, report) = head.unwrap_or((None, 0, None));
@@ -73,7 +79,7 @@ pub(super) fn load(
         cooldown,
         report,
     };
-    let slots = held.iter().map(|&(id, _)| id).collect();
+    let slots = held.iter().map(|s| (s.id, s.expiry)).collect();
     Ok((
         state,
         Stored {
@@ -96,7 +102,7 @@ pub(super) fn write(
     if stored.head.unwrap_or((None, 0, None)) != head {
         let rep = head.2;
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v2_scopes \
+            "INSERT OR REPLACE INTO llmroute_v3_scopes \
              (ns, scope, oldest, cooldown, rep_requests, rep_tokens, rep_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
@@ -117,7 +123,7 @@ pub(super) fn write(
         .collect();
     for k in stored.buckets.keys().filter(|k| !buckets.contains_key(k)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v2_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
+            "DELETE FROM llmroute_v3_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
         )?
         .execute(params![ns, scope, to_db(*k)])?;
     }
@@ -126,24 +132,35 @@ pub(super) fn write(
         .filter(|(k, v)| stored.buckets.get(k) != Some(v))
     {
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v2_buckets (ns, scope, bucket, requests, tokens) \
+            "INSERT OR REPLACE INTO llmroute_v3_buckets (ns, scope, bucket, requests, tokens) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
         .execute(params![ns, scope, to_db(k), to_db(r), to_db(t)])?;
     }
     let held = state.slots.held();
-    let now_held: HashSet<u64> = held.iter().map(|&(id, _)| id).collect();
-    for id in stored.slots.iter().filter(|id| !now_held.contains(id)) {
+    let now_held: HashSet<u64> = held.iter().map(|s| s.id).collect();
+    for id in stored.slots.keys().filter(|id| !now_held.contains(id)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v2_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
+            "DELETE FROM llmroute_v3_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
         )?
         .execute(params![ns, scope, to_db(*id)])?;
     }
-    for &(id, expiry) in held.iter().filter(|(id, _)| !stored.slots.contains(id)) {
+    // New slots, retaken ones (same id, new bucket) and renewed ones.
+    for s in held
+        .iter()
+        .filter(|s| stored.slots.get(&s.id) != Some(&s.expiry))
+    {
         conn.prepare_cached(
-            "INSERT INTO llmroute_v2_slots (ns, scope, id, expiry) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO llmroute_v3_slots (ns, scope, id, expiry, bucket) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
-        .execute(params![ns, scope, to_db(id), to_db(expiry)])?;
+        .execute(params![
+            ns,
+            scope,
+            to_db(s.id),
+            to_db(s.expiry),
+            to_db(s.bucket)
+        ])?;
     }
     Ok(())
 }

@@ -1,0 +1,385 @@
+//! Differential test of the ledger's stores: random sequences of admit / settle / release /
+//! renew / cooldown / observe, with tenants (limits, daily and monthly budgets), batch share and
+//! a clock that crosses bucket, window, UTC-day and UTC-month boundaries, run on the memory,
+//! SQLite and Redis stores at once. Every reply and, after every operation, every deployment's
+//! and tenant's snapshot must be the same on all three (DESIGN.md I6: the engine in Rust and the
+//! scripts in Lua are twins).
+//!
+//! Each `cargo test` runs at least 10 000 operations; `LLMROUTE_DIFF_OPS=<n>` runs more.
+//! Failing cases are kept in `differential.proptest-regressions` beside this file and replayed
+//! first on every run.
+
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use llmroute_tests::{TestRedis, redis_server};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+use router_core::clock::ManualClock;
+use router_core::config::{DeploymentId, Limits, Registry};
+use router_core::ledger::{
+    ActualUsage, Admission, BudgetMicros, Ledger, MemoryStore, Need, Observation, Reservation,
+    TenantNeed, TenantSpec,
+};
+
+use crate::support::{connect_to, open_sqlite, temp_dir};
+
+/// 2027-02-01T00:00:00Z: cases start in the two hours before it, so months and days roll over.
+const MONTH_START: u64 = 1_801_440_000_000;
+/// Sequences have 1 ..= 2 x this many operations.
+const OPS_PER_CASE: usize = 100;
+const DEFAULT_OPS: usize = 10_000;
+
+const YAML: &str = r#"
+providers:
+  - name: a
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: A_KEY
+    limits: { rpm: 20, tpm: 6000, concurrency: 4 }
+    models:
+      - { name: a1, price: { input: 1, output: 1 }, limits: { rpm: 8, tpm: 2500, concurrency: 3 } }
+      - { name: a2, price: { input: 2, output: 1 }, limits: { tpm: 3000 } }
+  - name: b
+    api: anthropic
+    base_url: http://127.0.0.1:1
+    api_key_env: B_KEY
+    models:
+      - { name: b1, price: { input: 3, output: 1 }, limits: { rpm: 10, concurrency: 2 } }
+"#;
+
+/// Two tenants: one with every limit and both budgets, one with a monthly budget only.
+fn tenants() -> [TenantSpec; 2] {
+    let limit = NonZeroU64::new;
+    [
+        TenantSpec {
+            name: "acme".into(),
+            limits: Limits {
+                rpm: limit(12),
+                tpm: limit(4000),
+                concurrency: limit(3),
+            },
+            budget: BudgetMicros {
+                daily: Some(3_000),
+                monthly: Some(10_000),
+            },
+        },
+        TenantSpec {
+            name: "globex".into(),
+            limits: Limits::default(),
+            budget: BudgetMicros {
+                daily: None,
+                monthly: Some(8_000),
+            },
+        },
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit {
+        tokens: u64,
+        own: Option<Vec<u64>>,
+        order: Vec<usize>,
+        tenant: Option<usize>,
+        costs: Vec<u64>,
+        batch: bool,
+        ttl_s: u64,
+    },
+    /// Admits a held reservation's need again (same id).
+    Again(usize),
+    Settle(usize, u64, u64),
+    Release(usize),
+    Renew(usize, u64),
+    Cooldown(usize, u64),
+    Observe(usize, Option<(u64, u64)>, Option<(u64, u64)>),
+    Advance(u64),
+}
+
+fn admit_op() -> impl Strategy<Value = Op> {
+    let order = proptest::sample::subsequence(vec![0usize, 1, 2], 1..=3).prop_shuffle();
+    (
+        1..1500u64,
+        proptest::option::weighted(0.3, proptest::collection::vec(1..3000u64, 3)),
+        order,
+        proptest::option::weighted(0.7, 0..2usize),
+        proptest::collection::vec(0..900u64, 3),
+        proptest::bool::weighted(0.2),
+        1..120u64,
+    )
+        .prop_map(
+            |(tokens, own, order, tenant, costs, batch, ttl_s)| Op::Admit {
+                tokens,
+                own,
+                order,
+                tenant,
+                costs,
+                batch,
+                ttl_s,
+            },
+        )
+}
+
+fn advance() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        6 => 0..1_500u64,
+        3 => 1_500..70_000u64,
+        1 => 3_600_000..30_000_000u64,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let reset = || (0..40u64, 0..400_000u64);
+    prop_oneof![
+        8 => admit_op(),
+        1 => any::<usize>().prop_map(Op::Again),
+        4 => (any::<usize>(), 0..3000u64, 0..1200u64).prop_map(|(w, t, c)| Op::Settle(w, t, c)),
+        1 => any::<usize>().prop_map(Op::Release),
+        1 => (any::<usize>(), 1..200u64).prop_map(|(w, s)| Op::Renew(w, s)),
+        1 => (0..3usize, prop_oneof![0..120_000u64, Just(u64::MAX)])
+            .prop_map(|(d, ms)| Op::Cooldown(d, ms)),
+        1 => (0..3usize, proptest::option::of(reset()), proptest::option::of((0..5000u64, 0..400_000u64)))
+            .prop_map(|(d, r, t)| Op::Observe(d, r, t)),
+        5 => advance().prop_map(Op::Advance),
+    ]
+}
+
+/// Runs one call on every store (`$l` is each ledger) and checks the answers agree; the
+/// memory store's answer.
+macro_rules! all {
+    ($stores:expr, $what:expr, |$l:ident| $call:expr) => {{
+        let calls = $stores.ledgers.iter().map(|$l| $call);
+        let answers = futures_util::future::join_all(calls).await;
+        let answers = answers
+            .into_iter()
+            .zip($stores.names)
+            .map(|(a, name)| a.unwrap_or_else(|e| panic!("{name}: {}: {e}", $what)))
+            .collect();
+        agree(&$stores.names, &$what, answers)
+    }};
+}
+
+/// The first answer, once every other is the same.
+fn agree<T: std::fmt::Debug>(names: &[&str], what: &str, mut answers: Vec<T>) -> T {
+    let shown: Vec<String> = answers.iter().map(|a| format!("{a:?}")).collect();
+    for (name, s) in names.iter().zip(&shown).skip(1) {
+        assert_eq!(s, &shown[0], "{what}: {name} disagrees with memory");
+    }
+    answers.swap_remove(0)
+}
+
+/// The three stores under test, on one clock, and what they hold.
+struct Stores {
+    names: [&'static str; 3],
+    ledgers: [Arc<dyn Ledger>; 3],
+    clock: ManualClock,
+    ids: Vec<DeploymentId>,
+    held: Vec<(Need, Vec<DeploymentId>, Reservation)>,
+    _dir: tempfile::TempDir,
+}
+
+/// One redis-server for the whole test; each case has a namespace of its own.
+fn shared_redis() -> &'static TestRedis {
+    static SERVER: OnceLock<TestRedis> = OnceLock::new();
+    SERVER.get_or_init(redis_server)
+}
+
+impl Stores {
+    async fn new(start: u64) -> Stores {
+        let registry = Registry::from_yaml_str(YAML, "differential.yaml").expect("valid");
+        let clock = ManualClock::new(start);
+        let dir = temp_dir();
+        let namespace = format!("diff-{:016x}", fastrand::u64(..));
+        let ledgers: [Arc<dyn Ledger>; 3] = [
+            Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
+            Arc::new(open_sqlite(&dir.path().join("l.db"), &registry, &clock)),
+            Arc::new(
+                connect_to(
+                    &shared_redis().url,
+                    &namespace,
+                    &registry,
+                    Some(clock.clone()),
+                )
+                .await,
+            ),
+        ];
+        Stores {
+            names: ["memory", "sqlite", "redis"],
+            ledgers,
+            clock,
+            ids: registry.deployment_ids().collect(),
+            held: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    fn pick(&self, which: usize) -> Option<&(Need, Vec<DeploymentId>, Reservation)> {
+        (!self.held.is_empty()).then(|| &self.held[which % self.held.len()])
+    }
+
+    async fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Admit { .. } => {
+                let (need, cands) = self.need(op);
+                let what = format!("{op:?}");
+                let got = all!(self, &what, |l| l.admit(&need, &cands));
+                if let Admission::Granted(r) = got {
+                    self.held.push((need, cands, r));
+                }
+            }
+            Op::Again(w) => {
+                if let Some((need, cands, r)) = self.pick(*w).cloned() {
+                    let got = all!(self, "again", |l| l.admit(&need, &cands));
+                    if let Admission::Granted(again) = got
+                        && again != r
+                    {
+                        self.held.push((need, cands, again));
+                    }
+                }
+            }
+            Op::Settle(w, tokens, cost) => {
+                if let Some((_, _, r)) = self.pick(*w).cloned() {
+                    let actual = ActualUsage {
+                        tokens: *tokens,
+                        cost_micros: *cost,
+                    };
+                    all!(self, "settle", |l| l.settle(&r, actual));
+                }
+            }
+            Op::Release(w) => {
+                if let Some((_, _, r)) = self.pick(*w).cloned() {
+                    all!(self, "release", |l| l.release(&r));
+                }
+            }
+            Op::Renew(w, s) => {
+                if let Some((_, _, r)) = self.pick(*w).cloned() {
+                    let ttl = Duration::from_secs(*s);
+                    all!(self, "renew", |l| l.renew(&r, ttl));
+                }
+            }
+            Op::Cooldown(d, ms) => {
+                let (d, dur) = (self.ids[*d], Duration::from_millis(*ms));
+                all!(self, "cooldown", |l| l.cooldown(d, dur));
+            }
+            Op::Observe(d, requests, tokens) => {
+                let obs = Observation {
+                    requests: requests.map(|(n, ms)| (n, Duration::from_millis(ms))),
+                    tokens: tokens.map(|(n, ms)| (n, Duration::from_millis(ms))),
+                };
+                let d = self.ids[*d];
+                all!(self, "observe", |l| l.observe(d, obs));
+            }
+            Op::Advance(ms) => self.clock.advance_ms(*ms),
+        }
+        // Forget what the stores no longer remember, so picks mostly hit live reservations.
+        if self.held.len() > 40 {
+            self.held.drain(..20);
+        }
+    }
+
+    fn need(&self, op: &Op) -> (Need, Vec<DeploymentId>) {
+        let Op::Admit {
+            tokens,
+            own,
+            order,
+            tenant,
+            costs,
+            batch,
+            ttl_s,
+        } = op
+        else {
+            unreachable!("only called for admissions")
+        };
+        let cands: Vec<DeploymentId> = order.iter().map(|&i| self.ids[i]).collect();
+        let mut need = Need::new(*tokens, Duration::from_secs(*ttl_s));
+        if let Some(own) = own {
+            need = need.with_candidate_tokens(own[..cands.len()].to_vec());
+        }
+        need.tenant = tenant.map(|t| TenantNeed {
+            spec: tenants()[t].clone(),
+            costs: costs[..cands.len()].to_vec(),
+        });
+        if *batch {
+            need.share_percent = 50;
+        }
+        (need, cands)
+    }
+
+    async fn compare_snapshots(&self, after: &Op) {
+        let ids = self.ids.clone();
+        all!(self, &format!("snapshot after {after:?}"), |l| l
+            .snapshot(&ids));
+        for spec in tenants() {
+            let what = format!("tenant {} after {after:?}", spec.name);
+            all!(self, &what, |l| l.tenant_snapshot(&spec));
+        }
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+/// Operations to run: `LLMROUTE_DIFF_OPS`, at least [`DEFAULT_OPS`].
+fn ops_wanted() -> usize {
+    std::env::var("LLMROUTE_DIFF_OPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_OPS)
+        .max(DEFAULT_OPS)
+}
+
+fn config() -> Config {
+    Config {
+        cases: 50,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
+            "proptest-regressions",
+        ))),
+        max_shrink_iters: 500,
+        ..Config::default()
+    }
+}
+
+/// Runs one sequence on fresh stores; panics on the first disagreement.
+fn run_case(start: u64, ops: &[Op]) {
+    runtime().block_on(async {
+        let mut stores = Stores::new(start).await;
+        for op in ops {
+            stores.apply(op).await;
+            stores.compare_snapshots(op).await;
+        }
+    });
+}
+
+#[test]
+fn every_store_answers_alike() {
+    let strategy = (
+        (MONTH_START - 7_200_000)..MONTH_START,
+        proptest::collection::vec(op(), 1..=2 * OPS_PER_CASE),
+    );
+    let wanted = ops_wanted();
+    let done = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(config());
+    // Rounds of 50 sequences (about 5 000 operations) until enough have run; failing seeds
+    // saved in the regressions file are replayed first.
+    while done.load(Ordering::Relaxed) < wanted {
+        let result = runner.run(&strategy, |(start, ops)| {
+            run_case(start, &ops);
+            done.fetch_add(ops.len(), Ordering::Relaxed);
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("the stores disagree: {e}");
+        }
+    }
+}

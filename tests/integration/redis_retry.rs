@@ -1,0 +1,206 @@
+//! Redis only: an admission retried after its reply was lost counts once, and every admission
+//! that adds a slot keeps the slots zset alive at least as long as the slot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use llmroute_tests::redis_server;
+use router_core::clock::ManualClock;
+use router_core::ledger::{Admission, Ledger, Need, Observation};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::{T0, connect, connect_to, one_model};
+
+/// A TCP proxy in front of Redis that, when armed, lets the next script call (`EVALSHA`) reach
+/// the server, then drops the server's reply and closes the connection: Redis ran the script,
+/// the client never hears of it.
+struct ReplyDropper {
+    addr: SocketAddr,
+    armed: Arc<AtomicBool>,
+}
+
+impl ReplyDropper {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let armed = Arc::new(AtomicBool::new(false));
+        let flag = armed.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(upstream).await.expect("upstream");
+                tokio::spawn(pipe(client, server, flag.clone()));
+            }
+        });
+        Self { addr, armed }
+    }
+}
+
+/// Forwards both ways; an armed script call's reply is swallowed and the connection closed.
+async fn pipe(client: TcpStream, server: TcpStream, armed: Arc<AtomicBool>) {
+    let (client_rd, client_wr) = client.into_split();
+    let (server_rd, server_wr) = server.into_split();
+    let dropping = Arc::new(AtomicBool::new(false));
+    let marked = dropping.clone();
+    let upstream = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match read(&client_rd, &mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let call = buf[..n]
+                .windows(7)
+                .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"));
+            if call && armed.swap(false, Ordering::SeqCst) {
+                marked.store(true, Ordering::SeqCst);
+            }
+            if write_all(&server_wr, &buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match read(&server_rd, &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if dropping.load(Ordering::SeqCst) || write_all(&client_wr, &buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    upstream.abort();
+}
+
+/// Reads what is there (0 at end of stream), without tokio's `io-util`.
+async fn read(from: &OwnedReadHalf, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        from.readable().await?;
+        match from.try_read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Writes all of `bytes`.
+async fn write_all(to: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        to.writable().await?;
+        match to.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
+    let registry = router_core::config::Registry::from_yaml_str(
+        &one_model("rpm: 100, tpm: 100000, concurrency: 10"),
+        "test.yaml",
+    )
+    .expect("valid");
+    let m = registry.resolve("m")[0];
+    let server = redis_server();
+    let upstream: SocketAddr = server
+        .url
+        .trim_start_matches("redis://")
+        .trim_end_matches("/0")
+        .parse()
+        .expect("a host:port URL");
+    let proxy = ReplyDropper::start(upstream).await;
+    let clock = ManualClock::new(T0);
+    let url = format!("redis://{}/0", proxy.addr);
+    let store = connect_to(&url, &server.namespace, &registry, Some(clock.clone())).await;
+    // Loads the script, so the armed call is the admission itself.
+    let Admission::Granted(_warm) = store
+        .admit(&Need::new(1, Duration::from_secs(60)), &[m])
+        .await
+        .expect("admit")
+    else {
+        panic!("a fresh deployment refused");
+    };
+    let need = Need::new(100, Duration::from_secs(60));
+    proxy.armed.store(true, Ordering::SeqCst);
+    let Admission::Granted(r) = store.admit(&need, &[m]).await.expect("the retry answers") else {
+        panic!("a roomy deployment refused");
+    };
+    assert!(!proxy.armed.load(Ordering::SeqCst), "the reply was dropped");
+    let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    assert_eq!((u.requests, u.tokens, u.in_flight), (2, 101, 2));
+    // Asked again, the same reservation.
+    let Admission::Granted(again) = store.admit(&need, &[m]).await.expect("admit") else {
+        panic!("refused");
+    };
+    assert_eq!(again, r);
+    assert_eq!(
+        store.snapshot(&[m]).await.expect("snapshot")[0]
+            .usage
+            .requests,
+        2
+    );
+}
+
+#[tokio::test]
+async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
+    let registry = router_core::config::Registry::from_yaml_str(
+        &one_model("tpm: 100000, concurrency: 10"),
+        "test.yaml",
+    )
+    .expect("valid");
+    let m = registry.resolve("m")[0];
+    let server = redis_server();
+    let clock = ManualClock::new(T0);
+    let store = connect(&server, &registry, Some(clock.clone())).await;
+    let hour = Duration::from_secs(3600);
+    let Admission::Granted(_first) = store
+        .admit(&Need::new(10, hour), &[m])
+        .await
+        .expect("admit")
+    else {
+        panic!("refused");
+    };
+    let client = redis::Client::open(server.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let zset = format!("llmroute:{{{}}}:v2:s:d:p/m", server.namespace);
+    // Most of the zset's life has passed (in Redis's time; the ledger's clock is manual).
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&zset)
+        .arg(1_000)
+        .query_async(&mut conn)
+        .await
+        .expect("pexpire");
+    // A second later, a provider's report pre-fills the new bucket (a reset over 61 s away)...
+    clock.advance_ms(1_000);
+    let obs = Observation {
+        requests: None,
+        tokens: Some((50_000, Duration::from_secs(360))),
+    };
+    store.observe(m, obs).await.expect("observe");
+    // ...so the next admission is not the bucket's first: it must still refresh the TTL.
+    let Admission::Granted(_second) = store
+        .admit(&Need::new(10, hour), &[m])
+        .await
+        .expect("admit")
+    else {
+        panic!("refused");
+    };
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&zset)
+        .query_async(&mut conn)
+        .await
+        .expect("pttl");
+    assert!(
+        ttl >= hour.as_millis() as i64,
+        "slots zset TTL {ttl} ms < the slot's hour"
+    );
+}
