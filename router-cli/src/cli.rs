@@ -18,7 +18,8 @@ use crate::logging::LogFormat;
 ///
 /// Exit status: 0 success; 2 usage or configuration (bad flags or YAML, unknown model, no key
 /// set, unreadable prompt); 3 no capacity before the deadline; 4 provider error (error answer,
-/// timeout, connection); 5 state store unavailable.
+/// timeout, connection); 5 state store unavailable; 130 / 143 `chat` stopped by SIGINT / SIGTERM
+/// (its reservation settled first).
 #[derive(Debug, Parser)]
 #[command(name = "llmroute", version, propagate_version = true)]
 pub(crate) struct Cli {

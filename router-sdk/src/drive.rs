@@ -100,9 +100,10 @@ impl Router {
         candidates: &[DeploymentId],
         guard: &mut Option<Guard>,
     ) -> Result<Next, Error> {
-        let need = &request.planned.plan.need;
-        match self.inner.ledger.admit(need, candidates).await? {
+        let need = request.planned.plan.need_for(candidates);
+        match self.inner.ledger.admit(&need, candidates).await? {
             Admission::Granted(r) => {
+                request.planned.plan.next_reservation();
                 let price = self.inner.registry.deployment(r.deployment).price;
                 let d = r.deployment;
                 let held = Guard::new(self.inner.settler.clone(), r, price, need.slot_ttl);

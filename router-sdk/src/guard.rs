@@ -124,6 +124,41 @@ impl Settler {
     }
 }
 
+/// Keeps a live request's slot held: renews it every third of its TTL until dropped, so a long
+/// request (a slow stream, a long deadline) never loses its slot while its holder lives, and a
+/// crashed holder's slot still expires within the TTL.
+#[derive(Debug)]
+struct Heartbeat(tokio::task::AbortHandle);
+
+impl Heartbeat {
+    fn start(ledger: Arc<dyn Ledger>, reservation: Reservation, ttl: Duration) -> Option<Self> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let every = (ttl / 3).max(Duration::from_millis(100));
+        let task = runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                match ledger.renew(&reservation, ttl).await {
+                    Ok(true) => {}
+                    // Settled, released, or expired: nothing left to keep.
+                    Ok(false) => return,
+                    Err(e) => tracing::warn!(
+                        reservation = reservation.id,
+                        error = %e,
+                        "could not renew a slot; trying again at the next beat"
+                    ),
+                }
+            }
+        });
+        Some(Self(task.abort_handle()))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Holds a reservation until it is settled or released.
 #[derive(Debug)]
 pub(crate) struct Guard {
@@ -137,6 +172,8 @@ pub(crate) struct Guard {
     reservation: Option<Reservation>,
     /// Whether the reservation is being handed back rather than settled.
     releasing: bool,
+    /// Renews the slot while the guard lives.
+    _heartbeat: Option<Heartbeat>,
 }
 
 pub(crate) use router_core::ledger::usd_to_micros as micros;
@@ -152,7 +189,9 @@ impl Guard {
             tokens: reservation.tokens,
             cost_micros: reservation.tenant.as_ref().map_or(0, |t| t.cost_micros),
         };
+        let heartbeat = Heartbeat::start(settler.ledger.clone(), reservation.clone(), slot_ttl);
         Self {
+            _heartbeat: heartbeat,
             settler,
             deployment: reservation.deployment,
             price,
@@ -239,5 +278,65 @@ impl Drop for Guard {
             Some(Ok(_)) => {}
             Some(Err(_)) | None => self.settler.retry_in_background(owed, self.slot_ttl),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use router_core::clock::ManualClock;
+    use router_core::config::Registry;
+    use router_core::ledger::{Admission, MemoryStore, Need};
+
+    use super::*;
+
+    const YAML: &str = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: P_KEY
+    models:
+      - { name: m, price: { input: 1, output: 1 }, limits: { concurrency: 1 } }
+"#;
+
+    async fn in_flight(ledger: &MemoryStore) -> u64 {
+        ledger.snapshot(&[DeploymentId(0)]).await.unwrap()[0]
+            .usage
+            .in_flight
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_live_guard_keeps_its_slot_past_the_ttl_and_frees_it_when_dropped() {
+        let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+        let clock = ManualClock::new(1_800_000_000_000);
+        let ledger = Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
+        let ttl = Duration::from_secs(3);
+        let need = Need::new(10, ttl);
+        let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
+            panic!("an empty ledger admits");
+        };
+        let price = registry.deployment(DeploymentId(0)).price;
+        let settler = Arc::new(Settler::new(ledger.clone()));
+        let guard = Guard::new(settler, r, price, ttl);
+        for _ in 0..10 {
+            clock.advance_ms(1_000);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        assert_eq!(
+            in_flight(&ledger).await,
+            1,
+            "renewed for 10 s past a 3 s TTL"
+        );
+        drop(guard);
+        assert_eq!(in_flight(&ledger).await, 0);
+        // A holder that died (no guard, no heartbeat): its slot expires with the TTL.
+        let Ok(Admission::Granted(_dead)) =
+            ledger.admit(&need.with_new_id(), &[DeploymentId(0)]).await
+        else {
+            panic!("the slot was freed");
+        };
+        clock.advance_ms(3_001);
+        assert_eq!(in_flight(&ledger).await, 0);
     }
 }

@@ -174,8 +174,10 @@ impl<'r> Sim<'r> {
 
     /// Admits on `candidates`, or reports the denial to the flow (tallying the wait it decides).
     fn admit(&mut self, req: &mut Request, candidates: &[DeploymentId]) -> Result<Next, SimError> {
-        let denial = match ready(self.ledger.admit(&req.plan.need, candidates))? {
+        let need = req.plan.need_for(candidates);
+        let denial = match ready(self.ledger.admit(&need, candidates))? {
             Admission::Granted(r) => {
+                req.plan.next_reservation();
                 let d = r.deployment;
                 req.held = Some(r);
                 return Ok(req.flow.admitted(d));

@@ -107,12 +107,11 @@ impl Plan {
         .map(|r| r.deployment)
         .collect();
         let estimates: Vec<Estimate> = ranked.iter().map(|&d| estimate_of(d)).collect();
-        // A slot must outlive its request: a slot that expired in flight would admit one too many.
-        let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms)
-            .max(ask.deadline)
-            .min(MAX_SLOT_TTL);
+        // Drivers renew the slot while the request lives, so it expires only with a dead holder.
+        let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms).min(MAX_SLOT_TTL);
         let largest = estimates.iter().map(Estimate::total).max().unwrap_or(0);
-        let mut need = Need::new(largest, slot_ttl);
+        let mut need = Need::new(largest, slot_ttl)
+            .with_candidate_tokens(estimates.iter().map(Estimate::total).collect());
         need.tenant = ask.tenant.map(|spec| TenantNeed {
             spec,
             costs: ranked
@@ -137,6 +136,35 @@ impl Plan {
             started_ms: now_ms,
             deadline_ms,
         }
+    }
+
+    /// What to ask the ledger for when admitting on `candidates` (the ranked ones, or a subset
+    /// of them in the same order after a failover): each candidate's own tokens and tenant cost,
+    /// in that order.
+    pub fn need_for(&self, candidates: &[DeploymentId]) -> Need {
+        if candidates == self.ranked.as_slice() {
+            return self.need.clone();
+        }
+        let rank = |d: DeploymentId| self.ranked.iter().position(|&r| r == d);
+        let mut need = self.need.clone();
+        need.candidate_tokens = candidates
+            .iter()
+            .map(|&d| rank(d).map_or(need.tokens, |i| need.tokens_on(i)))
+            .collect();
+        if let Some(tenant) = need.tenant.as_mut() {
+            let all = std::mem::take(&mut tenant.costs);
+            tenant.costs = candidates
+                .iter()
+                .map(|&d| rank(d).and_then(|i| all.get(i).copied()).unwrap_or(0))
+                .collect();
+        }
+        need
+    }
+
+    /// After an admission was granted, the next one (a failover, a retry) is a new reservation:
+    /// it gets a new id, or the ledger would answer the earlier one while its slot lives.
+    pub fn next_reservation(&mut self) {
+        self.need = self.need.clone().with_new_id();
     }
 
     /// The estimate of candidate `d` (zero if it is not one).
@@ -207,6 +235,31 @@ providers:
         assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
         assert_eq!(plan.need.tokens, anthropic.total());
         assert_eq!(plan.deadline_ms, 31_000);
+    }
+
+    #[test]
+    fn an_admission_on_fewer_candidates_carries_their_own_tokens_and_costs() {
+        let registry = registry();
+        let outputs = OutputEstimator::new(2, 512);
+        let all = [DeploymentId(0), DeploymentId(1)];
+        let mut ask = ask(Priority::Interactive);
+        ask.tenant = Some(TenantSpec {
+            name: "acme".into(),
+            limits: Default::default(),
+            budget: Default::default(),
+        });
+        let mut plan = Plan::new(&registry, &outputs, &all, ask, 0);
+        assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
+        let full = plan.need_for(&plan.ranked.clone());
+        let anthropic = plan.estimate_of(DeploymentId(0)).total();
+        assert_eq!(full.tokens_on(1), anthropic);
+        let only = plan.need_for(&[DeploymentId(0)]);
+        assert_eq!(only.tokens_on(0), anthropic);
+        let costs = |n: &Need| n.tenant.as_ref().map(|t| t.costs.clone()).unwrap();
+        assert_eq!(costs(&only), [costs(&full)[1]]);
+        let id = plan.need.id;
+        plan.next_reservation();
+        assert_ne!(plan.need.id, id);
     }
 
     #[test]

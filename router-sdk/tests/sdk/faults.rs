@@ -68,6 +68,10 @@ impl Ledger for Failing {
         self.inner.release(r)
     }
 
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        self.inner.renew(r, ttl)
+    }
+
     fn cooldown(&self, d: DeploymentId, how_long: Duration) -> LedgerFuture<'_, Duration> {
         if self.cooldowns_fail {
             return Box::pin(async { Err(broken()) });
