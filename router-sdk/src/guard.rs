@@ -288,6 +288,8 @@ mod tests {
     use router_core::config::Registry;
     use router_core::ledger::{Admission, MemoryStore, Need};
 
+    use super::LedgerError;
+
     use super::*;
 
     const YAML: &str = r#"
@@ -299,6 +301,90 @@ providers:
     models:
       - { name: m, price: { input: 1, output: 1 }, limits: { concurrency: 1 } }
 "#;
+
+    /// A ledger that is down: every settlement and release fails.
+    #[derive(Debug)]
+    struct Down(MemoryStore);
+
+    fn down() -> LedgerError {
+        LedgerError::UnknownDeployment(99)
+    }
+
+    impl Ledger for Down {
+        fn admit<'a>(
+            &'a self,
+            need: &'a Need,
+            candidates: &'a [DeploymentId],
+        ) -> router_core::ledger::LedgerFuture<'a, Admission> {
+            self.0.admit(need, candidates)
+        }
+        fn settle<'a>(
+            &'a self,
+            _: &'a Reservation,
+            _: ActualUsage,
+        ) -> router_core::ledger::LedgerFuture<'a, bool> {
+            Box::pin(async { Err(down()) })
+        }
+        fn release<'a>(
+            &'a self,
+            _: &'a Reservation,
+        ) -> router_core::ledger::LedgerFuture<'a, bool> {
+            Box::pin(async { Err(down()) })
+        }
+        fn renew<'a>(
+            &'a self,
+            r: &'a Reservation,
+            ttl: Duration,
+        ) -> router_core::ledger::LedgerFuture<'a, bool> {
+            self.0.renew(r, ttl)
+        }
+        fn cooldown(
+            &self,
+            d: DeploymentId,
+            t: Duration,
+        ) -> router_core::ledger::LedgerFuture<'_, Duration> {
+            self.0.cooldown(d, t)
+        }
+        fn observe(
+            &self,
+            d: DeploymentId,
+            o: router_core::ledger::Observation,
+        ) -> router_core::ledger::LedgerFuture<'_, ()> {
+            self.0.observe(d, o)
+        }
+        fn snapshot<'a>(
+            &'a self,
+            d: &'a [DeploymentId],
+        ) -> router_core::ledger::LedgerFuture<'a, Vec<router_core::ledger::DeploymentSnapshot>>
+        {
+            self.0.snapshot(d)
+        }
+        fn tenant_snapshot<'a>(
+            &'a self,
+            t: &'a router_core::ledger::TenantSpec,
+        ) -> router_core::ledger::LedgerFuture<'a, router_core::ledger::TenantSnapshot> {
+            self.0.tenant_snapshot(t)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settlement_the_ledger_never_takes_is_given_up_with_its_slot_and_counted() {
+        let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+        let ledger = Arc::new(Down(MemoryStore::new(&registry)));
+        let ttl = Duration::from_secs(2);
+        let need = Need::new(10, ttl);
+        let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
+            panic!("an empty ledger admits");
+        };
+        let price = registry.deployment(DeploymentId(0)).price;
+        let settler = Arc::new(Settler::new(ledger.clone()));
+        let guard = Guard::new(settler.clone(), r, price, ttl);
+        guard.settle_estimate().await;
+        assert_eq!(settler.given_up(), 0, "still trying in the background");
+        // Paused time runs the backoff forward until the slot's TTL has passed.
+        settler.drain().await;
+        assert_eq!(settler.given_up(), 1);
+    }
 
     async fn in_flight(ledger: &MemoryStore) -> u64 {
         ledger.snapshot(&[DeploymentId(0)]).await.unwrap()[0]
