@@ -78,6 +78,7 @@ mod error;
 mod guard;
 mod router;
 pub mod secret;
+mod settler;
 pub mod store;
 mod stream;
 pub mod time;

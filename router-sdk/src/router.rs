@@ -13,8 +13,8 @@ use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
 use router_core::retry::RetryPolicy;
 
 use crate::error::Error;
-use crate::guard::Settler;
 use crate::secret::{ApiKey, EnvKeys, KeySource};
+use crate::settler::Settler;
 use crate::store::{self, Environment, LedgerChoice, LocalStore};
 use crate::time::{Sleeper, TokioSleeper};
 use crate::types::ChatRequest;

@@ -1,0 +1,141 @@
+//! The guard's heartbeat and the settler's retries, on paused time.
+#![allow(clippy::unwrap_used)]
+
+use router_core::clock::ManualClock;
+use router_core::config::Registry;
+use router_core::ledger::{Admission, MemoryStore, Need};
+
+use router_core::ledger::{ActualUsage, LedgerError, Reservation};
+
+use crate::settler::Settler;
+
+use super::*;
+
+const YAML: &str = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: P_KEY
+    models:
+      - { name: m, price: { input: 1, output: 1 }, limits: { concurrency: 1 } }
+"#;
+
+/// A ledger that is down: every settlement and release fails.
+#[derive(Debug)]
+struct Down(MemoryStore);
+
+fn down() -> LedgerError {
+    LedgerError::UnknownDeployment(99)
+}
+
+impl Ledger for Down {
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> router_core::ledger::LedgerFuture<'a, Admission> {
+        self.0.admit(need, candidates)
+    }
+    fn settle<'a>(
+        &'a self,
+        _: &'a Reservation,
+        _: ActualUsage,
+    ) -> router_core::ledger::LedgerFuture<'a, bool> {
+        Box::pin(async { Err(down()) })
+    }
+    fn release<'a>(&'a self, _: &'a Reservation) -> router_core::ledger::LedgerFuture<'a, bool> {
+        Box::pin(async { Err(down()) })
+    }
+    fn renew<'a>(
+        &'a self,
+        r: &'a Reservation,
+        ttl: Duration,
+    ) -> router_core::ledger::LedgerFuture<'a, bool> {
+        self.0.renew(r, ttl)
+    }
+    fn cooldown(
+        &self,
+        d: DeploymentId,
+        t: Duration,
+    ) -> router_core::ledger::LedgerFuture<'_, Duration> {
+        self.0.cooldown(d, t)
+    }
+    fn observe(
+        &self,
+        d: DeploymentId,
+        o: router_core::ledger::Observation,
+    ) -> router_core::ledger::LedgerFuture<'_, ()> {
+        self.0.observe(d, o)
+    }
+    fn snapshot<'a>(
+        &'a self,
+        d: &'a [DeploymentId],
+    ) -> router_core::ledger::LedgerFuture<'a, Vec<router_core::ledger::DeploymentSnapshot>> {
+        self.0.snapshot(d)
+    }
+    fn tenant_snapshot<'a>(
+        &'a self,
+        t: &'a router_core::ledger::TenantSpec,
+    ) -> router_core::ledger::LedgerFuture<'a, router_core::ledger::TenantSnapshot> {
+        self.0.tenant_snapshot(t)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_settlement_the_ledger_never_takes_is_given_up_with_its_slot_and_counted() {
+    let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+    let ledger = Arc::new(Down(MemoryStore::new(&registry)));
+    let ttl = Duration::from_secs(2);
+    let need = Need::new(10, ttl);
+    let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
+        panic!("an empty ledger admits");
+    };
+    let price = registry.deployment(DeploymentId(0)).price;
+    let settler = Arc::new(Settler::new(ledger.clone()));
+    let guard = Guard::new(settler.clone(), r, price, ttl);
+    guard.settle_estimate().await;
+    assert_eq!(settler.given_up(), 0, "still trying in the background");
+    // Paused time runs the backoff forward until the slot's TTL has passed.
+    settler.drain().await;
+    assert_eq!(settler.given_up(), 1);
+}
+
+async fn in_flight(ledger: &MemoryStore) -> u64 {
+    ledger.snapshot(&[DeploymentId(0)]).await.unwrap()[0]
+        .usage
+        .in_flight
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_guard_keeps_its_slot_past_the_ttl_and_frees_it_when_dropped() {
+    let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+    let clock = ManualClock::new(1_800_000_000_000);
+    let ledger = Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
+    let ttl = Duration::from_secs(3);
+    let need = Need::new(10, ttl);
+    let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
+        panic!("an empty ledger admits");
+    };
+    let price = registry.deployment(DeploymentId(0)).price;
+    let settler = Arc::new(Settler::new(ledger.clone()));
+    let guard = Guard::new(settler, r, price, ttl);
+    for _ in 0..10 {
+        clock.advance_ms(1_000);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        in_flight(&ledger).await,
+        1,
+        "renewed for 10 s past a 3 s TTL"
+    );
+    drop(guard);
+    assert_eq!(in_flight(&ledger).await, 0);
+    // A holder that died (no guard, no heartbeat): its slot expires with the TTL.
+    let Ok(Admission::Granted(_dead)) = ledger.admit(&need.with_new_id(), &[DeploymentId(0)]).await
+    else {
+        panic!("the slot was freed");
+    };
+    clock.advance_ms(3_001);
+    assert_eq!(in_flight(&ledger).await, 0);
+}
