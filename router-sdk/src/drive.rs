@@ -80,8 +80,9 @@ impl Router {
                         match call(d).instrument(span.clone()).await {
                             Ok(output) => return Ok((held, output)),
                             Err(failure) => {
-                                let _entered = span.enter();
-                                self.failed(request, held, failure, None).await
+                                self.failed(request, held, failure, None)
+                                    .instrument(span)
+                                    .await
                             }
                         }
                     }
@@ -375,4 +376,14 @@ fn flow_failure(failure: &CallFailure, in_stream: bool) -> flow::Failure {
         reached: if in_stream { Reached::Partial } else { reached },
         output_sent: in_stream,
     }
+}
+
+/// `chat` and `chat_stream` futures can be spawned: this fails to compile if they stop being
+/// `Send`.
+#[cfg(test)]
+#[allow(dead_code)]
+fn chat_futures_are_send(router: &Router) {
+    fn send<T: Send>(_: T) {}
+    send(router.chat(ChatRequest::new("hi")));
+    send(router.chat_stream(ChatRequest::new("hi")));
 }
