@@ -436,22 +436,24 @@ impl<'a> Engine<'a> {
         let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let (now, nb) = (self.now, bucket_of(self.now));
-        let report = Report {
-            requests: obs.requests.map(|r| r.0),
-            tokens: obs.tokens.map(|t| t.0),
-            input: obs.input_tokens.map(|t| t.0),
-            output: obs.output_tokens.map(|t| t.0),
-            at: now,
-        };
-        if report.requests.or(report.tokens).or(report.input).is_some() || report.output.is_some() {
-            cells.scope(s).report = Some(report);
-        }
+        // Requests, tokens, input and output tokens: each followed against its own limit.
         let reports = [
             obs.requests,
             obs.tokens,
             obs.input_tokens,
             obs.output_tokens,
         ];
+        if reports.iter().any(Option::is_some) {
+            let [requests, tokens, input, output] = reports.map(|r| r.map(|(left, _)| left));
+            let report = Report {
+                requests,
+                tokens,
+                input,
+                output,
+                at: now,
+            };
+            cells.scope(s).report = Some(report);
+        }
         for (reported, (_, limit, dim)) in reports.into_iter().zip(windowed(limits)) {
             let Some((remaining, reset)) = reported else {
                 continue;
