@@ -1,4 +1,4 @@
--- llmroute ledger: prelude shared by every script (contract v2).
+-- llmroute ledger: prelude shared by every script (contract v3).
 --
 -- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS, SETTLE_GRACE_MS,
 -- TIME_CAP_MS and DAY_MS are not defined here: router-core/src/ledger/redis.rs (`lua_constants`)
@@ -7,11 +7,13 @@
 -- Time: ARGV[1] is the time in ms since the Unix epoch, or '' to use the server clock (TIME), so
 -- instances with skewed clocks agree. Milliseconds fit exactly in Lua's doubles.
 --
--- Window hash (one per limited scope, key llmroute:{ns}:v2:w:<scope>), TTL set to 62 s by the
+-- Window hash (one per limited scope, key llmroute:{ns}:v3:w:<scope>), TTL set to 62 s by the
 -- first write into each bucket, so it outlives every live bucket:
---   R, T      running totals of requests and tokens in the live buckets
+--   R, T, I, X running totals of requests, tokens, input tokens and output tokens in the live
+--             buckets (I + X = T for admissions; provider reports fill each one apart)
 --   o         oldest bucket that may hold anything; every stored bucket is in o .. o+60
---   r<k>, t<k> requests and tokens admitted in bucket k = floor(ms / 1000)
+--   r<k>, t<k>, i<k>, x<k> requests, tokens, input and output tokens admitted in bucket
+--             k = floor(ms / 1000)
 --   c         (deployment scopes only) end of the deployment's cooldown, ms; a hash holding a
 --             cooldown lives at least until it ends
 --   h         LAYOUT_NOTE, written with o: a value longer than Redis's default
@@ -36,12 +38,12 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Slots zset (one per limited scope, llmroute:{ns}:v2:s:<scope>): member = reservation id,
+-- Slots zset (one per limited scope, llmroute:{ns}:v3:s:<scope>): member = reservation id,
 -- score = slot expiry ms. A slot is live (counted against concurrency) while its score > now;
 -- an expired slot is remembered for SETTLE_GRACE_MS more, so that a late settle still corrects
 -- the counts once (twin: window.rs `Slots`). TTL SLOTS_TTL_MS, refreshed by every admission
 -- and renewal: it outlives the longest slot and its grace.
--- Slot info hash (deployment scopes only, llmroute:{ns}:v2:i:<deployment>): field reservation
+-- Slot info hash (deployment scopes only, llmroute:{ns}:v3:i:<deployment>): field reservation
 -- id = the bucket its tokens were reserved in, for an admission repeated with the same id.
 -- Same TTL as the slots zset; a field goes when its slot is settled, released or forgotten.
 
@@ -62,23 +64,33 @@ local function forget_slots(z, info, now)
   end
 end
 
+-- The empty window state: totals and current-bucket counters at zero.
+local function clear(w, live)
+  w.o, w.R, w.T, w.I, w.X, w.cr, w.ct, w.ci, w.cx, w.init = live, 0, 0, 0, 0, 0, 0, 0, 0, true
+end
+
 -- Reads the window `key` at time now (bucket nb), dropping the buckets that have left it.
--- Returns a table: R, T (totals), o (oldest live bucket), b (the bucket new admissions go to),
--- cr, ct (counters of bucket b), cd (cooldown end, 0 if none), init (o is not stored yet: the
--- first write must store it), fresh (nothing admitted in b yet). One read, or none when the
--- caller passes its own HMGET of R, T, o, r<nb>, t<nb>, c (in that order) as v.
+-- Returns a table: R, T, I, X (totals), o (oldest live bucket), b (the bucket new admissions go
+-- to), cr, ct, ci, cx (counters of bucket b), cd (cooldown end, 0 if none), init (o is not
+-- stored yet: the first write must store it), fresh (nothing admitted in b yet). One read, or
+-- none when the caller passes its own HMGET of R, T, o, r<nb>, t<nb>, c, I, X, i<nb>, x<nb> (in
+-- that order) as v.
 local function expire(key, now, v)
   local nb = math.floor(now / BUCKET_MS)
-  v = v or redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c')
+  v = v or redis.call('HMGET', key, 'R', 'T', 'o', 'r' .. nb, 't' .. nb, 'c', 'I', 'X',
+    'i' .. nb, 'x' .. nb)
   local w = {R = tonumber(v[1]) or 0, T = tonumber(v[2]) or 0, o = tonumber(v[3]), b = nb,
-    cr = tonumber(v[4]) or 0, ct = tonumber(v[5]) or 0, cd = tonumber(v[6]) or 0}
+    cr = tonumber(v[4]) or 0, ct = tonumber(v[5]) or 0, cd = tonumber(v[6]) or 0,
+    I = tonumber(v[7]) or 0, X = tonumber(v[8]) or 0, ci = tonumber(v[9]) or 0,
+    cx = tonumber(v[10]) or 0}
   local live = nb - SPAN
   if w.o == nil then
-    w.o, w.R, w.T, w.cr, w.ct, w.init = live, 0, 0, 0, 0, true
+    clear(w, live)
   elseif w.o > nb then
     -- The clock went back past the oldest live bucket: admit into that bucket.
-    local c = redis.call('HMGET', key, 'r' .. w.o, 't' .. w.o)
+    local c = redis.call('HMGET', key, 'r' .. w.o, 't' .. w.o, 'i' .. w.o, 'x' .. w.o)
     w.b, w.cr, w.ct = w.o, tonumber(c[1]) or 0, tonumber(c[2]) or 0
+    w.ci, w.cx = tonumber(c[3]) or 0, tonumber(c[4]) or 0
   elseif w.o + SPAN < live then
     -- Idle for over a minute: every bucket has left the window.
     redis.call('DEL', key)
@@ -86,23 +98,27 @@ local function expire(key, now, v)
       redis.call('HSET', key, 'c', w.cd)
       redis.call('PEXPIRE', key, w.cd - now)
     end
-    w.o, w.R, w.T, w.cr, w.ct, w.init = live, 0, 0, 0, 0, true
+    clear(w, live)
   elseif w.o < live then
     local fields = {}
     for k = w.o, live - 1 do
       fields[#fields + 1] = 'r' .. k
       fields[#fields + 1] = 't' .. k
+      fields[#fields + 1] = 'i' .. k
+      fields[#fields + 1] = 'x' .. k
     end
     local vals = redis.call('HMGET', key, unpack(fields))
-    for i = 1, #vals, 2 do
+    for i = 1, #vals, 4 do
       w.R = w.R - (tonumber(vals[i]) or 0)
       w.T = w.T - (tonumber(vals[i + 1]) or 0)
+      w.I = w.I - (tonumber(vals[i + 2]) or 0)
+      w.X = w.X - (tonumber(vals[i + 3]) or 0)
     end
     redis.call('HDEL', key, unpack(fields))
-    redis.call('HSET', key, 'R', w.R, 'T', w.T, 'o', live, 'h', LAYOUT_NOTE)
+    redis.call('HSET', key, 'R', w.R, 'T', w.T, 'I', w.I, 'X', w.X, 'o', live, 'h', LAYOUT_NOTE)
     w.o = live
   end
-  w.fresh = w.cr == 0 and w.ct == 0
+  w.fresh = w.cr == 0 and w.ct == 0 and w.ci == 0 and w.cx == 0
   return w
 end
 
@@ -115,19 +131,22 @@ local function keep_window(key, w, now)
   redis.call('PEXPIRE', key, math.max(WINDOW_TTL_MS, w.cd - now))
 end
 
--- Adds dr requests and dt tokens to bucket k (live) of window `key` as read by `expire` (w),
--- never taking the bucket below zero. The current bucket's counters come with w; an older one
--- costs a read. Integers are written through fmt('%d').
-local function adjust(key, w, k, dr, dt)
-  local rk, tk = fmt('r%d', k), fmt('t%d', k)
-  local r, t = w.cr, w.ct
+-- Adds dr requests, dt tokens, di input and dx output tokens to bucket k (live) of window `key`
+-- as read by `expire` (w), never taking a counter below zero. The current bucket's counters
+-- come with w; an older one costs a read. Integers are written through fmt('%d').
+local function adjust(key, w, k, dr, dt, di, dx)
+  local rk, tk, ik, xk = fmt('r%d', k), fmt('t%d', k), fmt('i%d', k), fmt('x%d', k)
+  local r, t, i, x = w.cr, w.ct, w.ci, w.cx
   if k ~= w.b then
-    local v = redis.call('HMGET', key, rk, tk)
+    local v = redis.call('HMGET', key, rk, tk, ik, xk)
     r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    i, x = tonumber(v[3]) or 0, tonumber(v[4]) or 0
   end
   local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
-  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), 'R', fmt('%d', w.R + nr - r),
-    'T', fmt('%d', w.T + nt - t))
+  local ni, nx = math.max(0, i + di), math.max(0, x + dx)
+  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), ik, fmt('%d', ni),
+    xk, fmt('%d', nx), 'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t),
+    'I', fmt('%d', w.I + ni - i), 'X', fmt('%d', w.X + nx - x))
 end
 
 -- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a
@@ -194,7 +213,7 @@ local function periods(now)
     month_end = days_from_civil(ny, nm) * DAY_MS, month_start = days_from_civil(y, m) * DAY_MS}
 end
 
--- A tenant's spend hash (llmroute:{ns}:v2:b:t:<tenant>: d, dm = day index and micro-USD spent
+-- A tenant's spend hash (llmroute:{ns}:v3:b:t:<tenant>: d, dm = day index and micro-USD spent
 -- in it; m, mm = the same for the month). Returns what was spent in the periods of p (a stored
 -- period that has ended counts as nothing).
 local function spent(key, p)

@@ -1,13 +1,13 @@
--- observe (contract v2): follow a provider that reports less remaining than the ledger believes.
+-- observe (contract v3): follow a provider that reports less remaining than the ledger believes.
 --
 -- KEYS: [1] the deployment's window hash.
--- ARGV: [1] now ms or '', [2] rpm limit, [3] tpm limit (0 = unlimited),
---   [4] remaining requests (-1 = not reported), [5] requests reset ms from now,
---   [6] remaining tokens (-1 = not reported), [7] tokens reset ms from now.
+-- ARGV: [1] now ms or '', [2] rpm, [3] tpm, [4] itpm, [5] otpm limits (0 = unlimited), then
+--   remaining (-1 = not reported) and reset ms from now of: [6..7] requests, [8..9] tokens,
+--   [10..11] input tokens, [12..13] output tokens. Each is followed against its own limit.
 -- Less remaining than limit - used (for a dimension we limit): the difference is counted in the
 --   live bucket that leaves the window first at or after the reset. Nothing remaining in a
 --   dimension we do not limit: cooldown until the reset.
--- Also stores the report itself in the hash (qr, qt, qa) for snapshots.
+-- Also stores the report itself in the hash (qr, qt, qi, qx, qa) for snapshots.
 -- Resets saturate at TIME_CAP_MS.
 -- Reply: {1}.
 -- Twin: `Engine::observe` in router-core/src/ledger/engine.rs.
@@ -16,10 +16,11 @@ local now = now_ms()
 local nb = math.floor(now / BUCKET_MS)
 local key = KEYS[1]
 local w = expire(key, now)
--- Remember what the provider said (qr, qt: remaining requests and tokens, -1 when not reported;
--- qa: when), for `llmroute quota`.
-if tonumber(ARGV[4]) >= 0 or tonumber(ARGV[6]) >= 0 then
-  redis.call('HSET', key, 'qr', ARGV[4], 'qt', ARGV[6], 'qa', now)
+-- Remember what the provider said (qr, qt, qi, qx: remaining requests, tokens, input and
+-- output tokens, -1 when not reported; qa: when), for `llmroute quota`.
+if tonumber(ARGV[6]) >= 0 or tonumber(ARGV[8]) >= 0 or tonumber(ARGV[10]) >= 0
+    or tonumber(ARGV[12]) >= 0 then
+  redis.call('HSET', key, 'qr', ARGV[6], 'qt', ARGV[8], 'qi', ARGV[10], 'qx', ARGV[12], 'qa', now)
   keep_window(key, w, now)
 end
 local function follow(remaining, reset_ms, limit, used, prefix, total)
@@ -50,6 +51,8 @@ local function follow(remaining, reset_ms, limit, used, prefix, total)
   redis.call('HSET', key, 'o', w.o, 'h', LAYOUT_NOTE)
   keep_window(key, w, now)
 end
-follow(tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2]), w.R, 'r', 'R')
-follow(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[3]), w.T, 't', 'T')
+follow(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[2]), w.R, 'r', 'R')
+follow(tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[3]), w.T, 't', 'T')
+follow(tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[4]), w.I, 'i', 'I')
+follow(tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[5]), w.X, 'x', 'X')
 return {1}

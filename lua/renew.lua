@@ -1,4 +1,4 @@
--- renew (contract v2): keep a live reservation's slot held (a heartbeat): its expiry becomes
+-- renew (contract v3): keep a live reservation's slot held (a heartbeat): its expiry becomes
 -- now + ttl in every scope holding it.
 --
 -- KEYS: [1] the deployment's slot info hash, [2] the deployment's slots zset, then the slots

@@ -1,4 +1,4 @@
--- settle (contract v2): free a reservation's slots and correct its bucket. Also used to release
+-- settle (contract v3): free a reservation's slots and correct its bucket. Also used to release
 -- (request never reached the provider): then the request is handed back too.
 --
 -- KEYS: the deployment's window hash, slots zset and slot info hash; then, when its provider
@@ -6,9 +6,10 @@
 --   its window hash, slots zset and spend hash.
 -- ARGV: [1] now ms or '', [2] reservation id, [3] bucket it was reserved in,
 --   [4] token correction (actual - reserved; negative credits back), [5] request correction
---   (0 to settle, -1 to release), [6] number of deployment/provider scopes, [7] 1 with a tenant,
---   else 0; with a tenant: [8] cost correction in micro-USD (actual - reserved), [9] the day and
---   [10] the month the cost was reserved in.
+--   (0 to settle, -1 to release), [6] input token correction, [7] output token correction,
+--   [8] number of deployment/provider scopes, [9] 1 with a tenant, else 0; with a tenant:
+--   [10] cost correction in micro-USD (actual - reserved), [11] the day and [12] the month the
+--   cost was reserved in.
 -- A slot that expired less than SETTLE_GRACE_MS ago is still settled (a late settle): the
 -- correction goes to the reserved bucket only if it is still in the window; a bucket that left
 -- the window has nothing to correct, nor has a budget period that has ended. Counters never go
@@ -30,8 +31,8 @@ if tonumber(score) + SETTLE_GRACE_MS <= now then
   redis.call('HDEL', KEYS[3], id)
   return {0}
 end
-local scopes = tonumber(ARGV[6])
-local tenant = ARGV[7] == '1'
+local scopes = tonumber(ARGV[8])
+local tenant = ARGV[9] == '1'
 -- Window hash and slots zset of each scope holding the slot.
 local pairs_ = {{KEYS[1], KEYS[2]}}
 if scopes == 2 then
@@ -46,16 +47,17 @@ for _, k in ipairs(pairs_) do
 end
 redis.call('HDEL', KEYS[3], id)
 local bucket, dt, dr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if dt ~= 0 or dr ~= 0 then
+local di, dx = tonumber(ARGV[6]), tonumber(ARGV[7])
+if dt ~= 0 or dr ~= 0 or di ~= 0 or dx ~= 0 then
   for _, k in ipairs(pairs_) do
     local w = expire(k[1], now)
     if is_live(w, bucket) then
-      adjust(k[1], w, bucket, dr, dt)
+      adjust(k[1], w, bucket, dr, dt, di, dx)
     end
   end
 end
-if tenant and tonumber(ARGV[8]) ~= 0 then
-  spend(KEYS[ti + 2], tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[8]), now,
+if tenant and tonumber(ARGV[10]) ~= 0 then
+  spend(KEYS[ti + 2], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[10]), now,
     periods(now).month_end)
 end
 return {1}

@@ -68,6 +68,8 @@ pub(crate) struct PriceView {
 pub(crate) struct LimitsView {
     pub(crate) rpm: Option<u64>,
     pub(crate) tpm: Option<u64>,
+    pub(crate) itpm: Option<u64>,
+    pub(crate) otpm: Option<u64>,
     pub(crate) concurrency: Option<u64>,
 }
 
@@ -133,6 +135,8 @@ impl From<Limits> for LimitsView {
         LimitsView {
             rpm: l.rpm.map(|n| n.get()),
             tpm: l.tpm.map(|n| n.get()),
+            itpm: l.itpm.map(|n| n.get()),
+            otpm: l.otpm.map(|n| n.get()),
             concurrency: l.concurrency.map(|n| n.get()),
         }
     }

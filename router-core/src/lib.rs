@@ -4,9 +4,9 @@
 //! No HTTP lives here: `router-sdk` adds the provider adapters on top.
 //!
 //! - [`config`]: `providers.yaml` parsed and validated into a [`config::Registry`].
-//! - [`ledger`]: RPM, TPM, concurrency, cooldowns, tenant limits and budgets, kept by one
-//!   algorithm in memory, in an embedded SQLite file, or in Redis through Lua scripts; every store
-//!   passes the same conformance suite.
+//! - [`ledger`]: RPM, TPM, ITPM / OTPM, concurrency, cooldowns, tenant limits and budgets, kept
+//!   by one algorithm in memory, in an embedded SQLite file, or in Redis through Lua scripts;
+//!   every store passes the same conformance suite.
 //! - [`select`]: candidates ranked by the estimated cost of a request.
 //! - [`estimate`]: prompt tokens (tiktoken) and completion tokens (recent history).
 //! - [`flow`]: the request flow, one sans-IO state machine every driver runs.

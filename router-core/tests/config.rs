@@ -607,6 +607,17 @@ fn the_example_providers_yaml_is_valid_and_chat_has_several_candidates() {
     assert!(chat.len() >= 4, "chat resolves to {chat:?}");
     assert!(providers.len() >= 3, "chat spans only {providers:?}");
     assert_eq!(registry.defaults.model.as_deref(), Some("chat"));
+    let anthropic = registry
+        .deployments
+        .iter()
+        .filter(|d| registry.providers[d.provider.0].api == Api::Anthropic);
+    for d in anthropic {
+        assert!(
+            d.limits.itpm.is_some() && d.limits.otpm.is_some() && d.limits.tpm.is_none(),
+            "the example's Anthropic models limit input and output apart: {:?}",
+            d.limits
+        );
+    }
     assert_eq!(
         registry.state, None,
         "the example keeps state commented out"
@@ -1088,4 +1099,53 @@ fn the_example_providers_yaml_has_tiers_members_and_batch_share() {
     assert_eq!(registry.tier_of("acme").unwrap().name, "pro");
     assert_eq!(registry.tier_of("someone-else").unwrap().name, "free");
     assert_eq!(registry.priorities, Priorities { batch_share: 0.8 });
+}
+
+#[test]
+fn itpm_and_otpm_are_read_on_models_and_providers() {
+    let yaml = with(
+        "        aliases: [chat, fast]\n",
+        "        aliases: [chat, fast]\n        limits: { rpm: 50, itpm: 30000, otpm: 8000 }\n",
+    )
+    .replace(
+        "    api_key_env: ANTHROPIC_API_KEY\n",
+        "    api_key_env: ANTHROPIC_API_KEY\n    limits: { itpm: 90000, otpm: 16000 }\n",
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let model = registry.deployments[2].limits;
+    assert_eq!(model.itpm.map(|n| n.get()), Some(30_000));
+    assert_eq!(model.otpm.map(|n| n.get()), Some(8_000));
+    assert_eq!(model.tpm, None, "itpm and otpm do not make a combined tpm");
+    let provider = registry.providers[1].limits;
+    assert_eq!(provider.itpm.map(|n| n.get()), Some(90_000));
+    assert_eq!(provider.otpm.map(|n| n.get()), Some(16_000));
+    assert!(!provider.is_unlimited());
+}
+
+#[test]
+fn zero_or_fractional_itpm_and_otpm_are_rejected() {
+    let cases = [
+        (
+            "tpm: 150000",
+            "itpm: 0",
+            14,
+            "providers[deepseek].models[deepseek-chat].limits.itpm",
+            "got 0",
+            "itpm",
+        ),
+        (
+            "tpm: 2000000",
+            "otpm: 1.5",
+            9,
+            "providers[deepseek].limits.otpm",
+            "got 1.5",
+            "otpm",
+        ),
+    ];
+    for (from, to, line, field, got, key) in cases {
+        let msg = error_of(&with(from, to));
+        let at = format!("test.yaml:{line}:");
+        let hint = format!("remove `{key}` for no limit");
+        assert_mentions(&msg, &[&at, field, got, &hint]);
+    }
 }

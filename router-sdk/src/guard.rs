@@ -74,8 +74,10 @@ impl Guard {
         price: Price,
         slot_ttl: Duration,
     ) -> Self {
+        // The estimate settles the split it reserved: input against ITPM, the rest against OTPM.
         let estimate = ActualUsage {
             tokens: reservation.tokens,
+            input_tokens: reservation.input_tokens,
             cost_micros: reservation.tenant.as_ref().map_or(0, |t| t.cost_micros),
         };
         let heartbeat = Heartbeat::start(settler.ledger.clone(), reservation.clone(), slot_ttl);
@@ -104,6 +106,7 @@ impl Guard {
         );
         self.finish(ActualUsage {
             tokens: usage.total_tokens(),
+            input_tokens: usage.prompt_tokens,
             cost_micros: cost,
         })
         .await;

@@ -10,7 +10,7 @@
 //!    `max_tokens`), and ranks the deployments serving the requested model or alias by the
 //!    estimated cost of *this* request;
 //! 2. **admits** it through the ledger, in one atomic step, on the cheapest deployment whose
-//!    RPM, TPM, concurrency and cooldown all have room (waiting, up to the request's deadline,
+//!    RPM, TPM, ITPM / OTPM, concurrency and cooldown all have room (waiting, up to the request's deadline,
 //!    when none has);
 //! 3. **calls** the provider (OpenAI-compatible, Anthropic or Gemini wire format);
 //! 4. **settles** with the usage the provider reported, on every path: success, provider error,

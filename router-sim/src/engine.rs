@@ -226,7 +226,7 @@ impl<'r> Sim<'r> {
                 let _ = req.flow.answered();
                 ready(
                     self.ledger
-                        .settle(&r, ActualUsage::tokens(prompt + req.output)),
+                        .settle(&r, ActualUsage::split(prompt, req.output)),
                 )?;
                 self.outputs.record(d, req.output);
                 self.observe(d)?;
@@ -269,7 +269,11 @@ impl<'r> Sim<'r> {
         let actual = match how {
             Settle::Release => return ready(self.ledger.release(r)).map(drop),
             Settle::Refused => ActualUsage::tokens(0),
-            Settle::Estimate | Settle::Reported => ActualUsage::tokens(r.tokens),
+            Settle::Estimate | Settle::Reported => ActualUsage {
+                tokens: r.tokens,
+                input_tokens: r.input_tokens,
+                cost_micros: 0,
+            },
         };
         ready(self.ledger.settle(r, actual)).map(drop)
     }

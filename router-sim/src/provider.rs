@@ -117,6 +117,7 @@ impl Scope {
         Observation {
             requests: self.rpm.map(|l| (l.saturating_sub(requests), reset)),
             tokens: self.tpm.map(|l| (l.saturating_sub(self.tokens), reset)),
+            ..Observation::default()
         }
     }
 }
@@ -221,6 +222,7 @@ mod tests {
             rpm: NonZeroU64::new(rpm),
             tpm: NonZeroU64::new(tpm),
             concurrency: NonZeroU64::new(concurrency),
+            ..Limits::default()
         }
     }
 

@@ -329,6 +329,7 @@ async fn observe_follows_a_provider_that_reports_less_remaining(store: Store) {
     let obs = Observation {
         requests: Some((10, Duration::from_secs(20))),
         tokens: Some((200_000, Duration::from_secs(1))),
+        ..Observation::default()
     };
     w.ledger.observe(m, obs).await.unwrap();
     let u = w.usage(m).await.usage;
@@ -341,6 +342,7 @@ async fn observe_follows_a_provider_that_reports_less_remaining(store: Store) {
             Observation {
                 requests: Some((500, Duration::from_secs(1))),
                 tokens: None,
+                ..Observation::default()
             },
         )
         .await
@@ -358,6 +360,7 @@ async fn observe_nothing_remaining_cools_down_until_the_reset(store: Store) {
     let obs = Observation {
         requests: None,
         tokens: Some((0, Duration::from_secs(6))),
+        ..Observation::default()
     };
     w.ledger.observe(m, obs).await.unwrap();
     let denial = w.deny(1, &[m]).await;
@@ -373,6 +376,7 @@ async fn observe_nothing_remaining_of_a_limit_we_keep_fills_it_until_the_reset(s
     let none_left = Observation {
         requests: Some((0, Duration::from_secs(6))),
         tokens: None,
+        ..Observation::default()
     };
     // Filled by us: the ledger already knows it is full, and the provider's reset adds nothing.
     assert_eq!(w.count_grants(10, 1, &[m]).await, 10);
@@ -430,6 +434,7 @@ async fn snapshot_shows_what_the_provider_last_reported_for_a_minute(store: Stor
     let obs = Observation {
         requests: Some((950, Duration::from_secs(10))),
         tokens: None,
+        ..Observation::default()
     };
     w.ledger.observe(m, obs).await.unwrap();
     w.advance_s(5);
@@ -441,6 +446,7 @@ async fn snapshot_shows_what_the_provider_last_reported_for_a_minute(store: Stor
     let obs = Observation {
         requests: Some((940, Duration::from_secs(9))),
         tokens: Some((99_000, Duration::from_secs(1))),
+        ..Observation::default()
     };
     w.ledger.observe(m, obs).await.unwrap();
     let r = w.usage(m).await.reported.expect("a report");

@@ -224,3 +224,25 @@ async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
         );
     }
 }
+
+/// Input and output limits hold under contention on every store, whichever binds: 8 instances
+/// x 50 tasks, never one token over itpm or otpm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn itpm_and_otpm_admit_exactly_their_limits_under_contention_on_every_store() {
+    let yaml = one_model("itpm: 10000, otpm: 3000");
+    let split = |input: u64, output: u64| {
+        Need::new(input + output, Duration::from_secs(600)).with_input_tokens(input)
+    };
+    // 37 in, 13 out: otpm binds at 3000 / 13; 37 in, 5 out: itpm binds at 10000 / 37.
+    for (need, want) in [(split(37, 13), 3000 / 13), (split(37, 5), 10_000 / 37)] {
+        let (instances, d, _server) = redis_instances(&yaml).await;
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "redis {need:?}");
+        let (instances, d, _dir) = sqlite_instances(&yaml);
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "sqlite {need:?}");
+        let (instances, d) = memory_instance(&yaml);
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "memory {need:?}");
+    }
+}

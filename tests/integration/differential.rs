@@ -46,8 +46,9 @@ providers:
     api: anthropic
     base_url: http://127.0.0.1:1
     api_key_env: B_KEY
+    limits: { itpm: 5000, otpm: 1500 }
     models:
-      - { name: b1, price: { input: 3, output: 1 }, limits: { rpm: 10, concurrency: 2 } }
+      - { name: b1, price: { input: 3, output: 1 }, limits: { rpm: 10, itpm: 2500, otpm: 900, concurrency: 2 } }
 "#;
 
 /// Two tenants: one with every limit and both budgets, one with a monthly budget only.
@@ -60,6 +61,7 @@ fn tenants() -> [TenantSpec; 2] {
                 rpm: limit(12),
                 tpm: limit(4000),
                 concurrency: limit(3),
+                ..Limits::default()
             },
             budget: BudgetMicros {
                 daily: Some(3_000),
@@ -82,6 +84,8 @@ enum Op {
     Admit {
         tokens: u64,
         own: Option<Vec<u64>>,
+        /// Percent of each candidate's tokens that are input.
+        input_pct: u64,
         order: Vec<usize>,
         tenant: Option<usize>,
         costs: Vec<u64>,
@@ -90,11 +94,13 @@ enum Op {
     },
     /// Admits a held reservation's need again (same id).
     Again(usize),
-    Settle(usize, u64, u64),
+    /// Held reservation, tokens, input tokens (may exceed tokens), cost.
+    Settle(usize, u64, u64, u64),
     Release(usize),
     Renew(usize, u64),
     Cooldown(usize, u64),
-    Observe(usize, Option<(u64, u64)>, Option<(u64, u64)>),
+    /// Deployment, then (remaining, reset ms) of requests, tokens, input and output tokens.
+    Observe(usize, [Option<(u64, u64)>; 4]),
     Advance(u64),
 }
 
@@ -103,6 +109,7 @@ fn admit_op() -> impl Strategy<Value = Op> {
     (
         1..1500u64,
         proptest::option::weighted(0.3, proptest::collection::vec(1..3000u64, 3)),
+        0..=100u64,
         order,
         proptest::option::weighted(0.7, 0..2usize),
         proptest::collection::vec(0..900u64, 3),
@@ -110,9 +117,10 @@ fn admit_op() -> impl Strategy<Value = Op> {
         1..120u64,
     )
         .prop_map(
-            |(tokens, own, order, tenant, costs, batch, ttl_s)| Op::Admit {
+            |(tokens, own, input_pct, order, tenant, costs, batch, ttl_s)| Op::Admit {
                 tokens,
                 own,
+                input_pct,
                 order,
                 tenant,
                 costs,
@@ -132,16 +140,18 @@ fn advance() -> impl Strategy<Value = u64> {
 
 fn op() -> impl Strategy<Value = Op> {
     let reset = || (0..40u64, 0..400_000u64);
+    let tokens = || proptest::option::of((0..5000u64, 0..400_000u64));
     prop_oneof![
         8 => admit_op(),
         1 => any::<usize>().prop_map(Op::Again),
-        4 => (any::<usize>(), 0..3000u64, 0..1200u64).prop_map(|(w, t, c)| Op::Settle(w, t, c)),
+        4 => (any::<usize>(), 0..3000u64, 0..2000u64, 0..1200u64)
+            .prop_map(|(w, t, i, c)| Op::Settle(w, t, i, c)),
         1 => any::<usize>().prop_map(Op::Release),
         1 => (any::<usize>(), 1..200u64).prop_map(|(w, s)| Op::Renew(w, s)),
         1 => (0..3usize, prop_oneof![0..120_000u64, Just(u64::MAX)])
             .prop_map(|(d, ms)| Op::Cooldown(d, ms)),
-        1 => (0..3usize, proptest::option::of(reset()), proptest::option::of((0..5000u64, 0..400_000u64)))
-            .prop_map(|(d, r, t)| Op::Observe(d, r, t)),
+        1 => (0..3usize, proptest::option::of(reset()), [tokens(), tokens(), tokens()])
+            .prop_map(|(d, r, [t, i, o])| Op::Observe(d, [r, t, i, o])),
         5 => advance().prop_map(Op::Advance),
     ]
 }
@@ -239,11 +249,12 @@ impl Stores {
                     }
                 }
             }
-            Op::Settle(w, tokens, cost) => {
+            Op::Settle(w, tokens, input, cost) => {
                 if let Some((_, _, r)) = self.pick(*w).cloned() {
                     let actual = ActualUsage {
                         tokens: *tokens,
                         cost_micros: *cost,
+                        input_tokens: *input,
                     };
                     all!(self, "settle", |l| l.settle(&r, actual));
                 }
@@ -263,10 +274,14 @@ impl Stores {
                 let (d, dur) = (self.ids[*d], Duration::from_millis(*ms));
                 all!(self, "cooldown", |l| l.cooldown(d, dur));
             }
-            Op::Observe(d, requests, tokens) => {
+            Op::Observe(d, reports) => {
+                let [requests, tokens, input_tokens, output_tokens] =
+                    reports.map(|r| r.map(|(n, ms)| (n, Duration::from_millis(ms))));
                 let obs = Observation {
-                    requests: requests.map(|(n, ms)| (n, Duration::from_millis(ms))),
-                    tokens: tokens.map(|(n, ms)| (n, Duration::from_millis(ms))),
+                    requests,
+                    tokens,
+                    input_tokens,
+                    output_tokens,
                 };
                 let d = self.ids[*d];
                 all!(self, "observe", |l| l.observe(d, obs));
@@ -283,6 +298,7 @@ impl Stores {
         let Op::Admit {
             tokens,
             own,
+            input_pct,
             order,
             tenant,
             costs,
@@ -294,8 +310,13 @@ impl Stores {
         };
         let cands: Vec<DeploymentId> = order.iter().map(|&i| self.ids[i]).collect();
         let mut need = Need::new(*tokens, Duration::from_secs(*ttl_s));
+        need = need.with_input_tokens(tokens * input_pct / 100);
         if let Some(own) = own {
-            need = need.with_candidate_tokens(own[..cands.len()].to_vec());
+            let own = own[..cands.len()].to_vec();
+            let input = own.iter().map(|t| t * input_pct / 100).collect();
+            need = need
+                .with_candidate_tokens(own)
+                .with_candidate_input_tokens(input);
         }
         need.tenant = tenant.map(|t| TenantNeed {
             spec: tenants()[t].clone(),

@@ -66,7 +66,8 @@ async fn admitting_one_id_twice_counts_once_and_answers_the_same_reservation(sto
                 &first,
                 ActualUsage {
                     tokens: 100,
-                    cost_micros: 30
+                    cost_micros: 30,
+                    input_tokens: 0,
                 }
             )
             .await
@@ -136,6 +137,7 @@ async fn a_late_settle_corrects_spend_and_window_once(store: Store) {
     let actual = ActualUsage {
         tokens: 100,
         cost_micros: 150,
+        input_tokens: 0,
     };
 
     // Expired, its bucket still in the window: both corrected.
@@ -192,6 +194,7 @@ async fn huge_cooldowns_and_resets_saturate_instead_of_wrapping(store: Store) {
     let obs = Observation {
         requests: None,
         tokens: Some((0, ten_years)),
+        ..Observation::default()
     };
     w.ledger.observe(cheap, obs).await.unwrap();
     assert_eq!(w.usage(cheap).await.cooldown, Some(ten_years));
@@ -199,6 +202,7 @@ async fn huge_cooldowns_and_resets_saturate_instead_of_wrapping(store: Store) {
     let obs = Observation {
         requests: Some((0, Duration::MAX)),
         tokens: Some((0, Duration::MAX)),
+        ..Observation::default()
     };
     w.ledger.observe(cheap, obs).await.unwrap();
     let forever = |w: &World| Duration::from_millis(TIME_CAP_MS - w.clock.now_ms());

@@ -19,6 +19,7 @@ macro_rules! every_store {
 mod conformance;
 mod contention;
 mod differential;
+mod input_output;
 mod lifecycle;
 mod redis_keys;
 mod redis_retry;

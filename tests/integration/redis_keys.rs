@@ -47,6 +47,7 @@ providers:
         let obs = Observation {
             requests: Some((3, Duration::from_secs(9))),
             tokens: None,
+            ..Observation::default()
         };
         store.observe(d, obs).await.expect("observe");
     }

@@ -171,7 +171,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
-    let zset = format!("llmroute:{{{}}}:v2:s:d:p/m", server.namespace);
+    let zset = format!("llmroute:{{{}}}:v3:s:d:p/m", server.namespace);
     // Most of the zset's life has passed (in Redis's time; the ledger's clock is manual).
     let _: () = redis::cmd("PEXPIRE")
         .arg(&zset)
@@ -184,6 +184,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
     let obs = Observation {
         requests: None,
         tokens: Some((50_000, Duration::from_secs(360))),
+        ..Observation::default()
     };
     store.observe(m, obs).await.expect("observe");
     // ...so the next admission is not the bucket's first: it must still refresh the TTL.

@@ -107,11 +107,11 @@ async fn separate_processes_admit_exactly_the_concurrency_limit_and_their_slots_
 fn rows(db: &Path) -> Vec<(String, i64, i64, i64)> {
     let conn = rusqlite::Connection::open(db).expect("open");
     let sql = "SELECT s.scope,
-        (SELECT COUNT(*) FROM llmroute_v3_scopes x WHERE x.ns = s.ns AND x.scope = s.scope),
-        (SELECT COUNT(*) FROM llmroute_v3_buckets b WHERE b.ns = s.ns AND b.scope = s.scope),
-        (SELECT COUNT(*) FROM llmroute_v3_slots l WHERE l.ns = s.ns AND l.scope = s.scope)
-        FROM (SELECT ns, scope FROM llmroute_v3_scopes UNION SELECT ns, scope FROM
-        llmroute_v3_buckets UNION SELECT ns, scope FROM llmroute_v3_slots) s ORDER BY s.scope";
+        (SELECT COUNT(*) FROM llmroute_v4_scopes x WHERE x.ns = s.ns AND x.scope = s.scope),
+        (SELECT COUNT(*) FROM llmroute_v4_buckets b WHERE b.ns = s.ns AND b.scope = s.scope),
+        (SELECT COUNT(*) FROM llmroute_v4_slots l WHERE l.ns = s.ns AND l.scope = s.scope)
+        FROM (SELECT ns, scope FROM llmroute_v4_scopes UNION SELECT ns, scope FROM
+        llmroute_v4_buckets UNION SELECT ns, scope FROM llmroute_v4_slots) s ORDER BY s.scope";
     let mut stmt = conn.prepare(sql).expect("prepare");
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .expect("query")

@@ -85,6 +85,21 @@ impl World {
             .expect("store answers")
     }
 
+    /// Admits `input` prompt and `output` completion tokens (reserved against itpm and otpm).
+    pub async fn admit_split(
+        &self,
+        input: u64,
+        output: u64,
+        candidates: &[DeploymentId],
+    ) -> Admission {
+        let need =
+            Need::new(input + output, std::time::Duration::from_secs(600)).with_input_tokens(input);
+        self.ledger
+            .admit(&need, candidates)
+            .await
+            .expect("store answers")
+    }
+
     /// Admits and expects a grant.
     pub async fn grant(&self, tokens: u64, candidates: &[DeploymentId]) -> Reservation {
         match self.admit(tokens, candidates).await {

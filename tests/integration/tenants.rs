@@ -43,6 +43,7 @@ pub fn spec(
             rpm: limit(rpm),
             tpm: limit(tpm),
             concurrency: limit(concurrency),
+            ..Limits::default()
         },
         budget: BudgetMicros { daily, monthly },
     }
@@ -160,7 +161,8 @@ async fn the_budget_reserves_the_estimate_and_settles_the_actual_cost(store: Sto
                 &a,
                 ActualUsage {
                     tokens: 10,
-                    cost_micros: 100
+                    cost_micros: 100,
+                    input_tokens: 0,
                 }
             )
             .await
@@ -213,7 +215,8 @@ async fn the_daily_budget_resets_at_the_utc_day_boundary_and_the_monthly_one_doe
                 &a,
                 ActualUsage {
                     tokens: 10,
-                    cost_micros: 600
+                    cost_micros: 600,
+                    input_tokens: 0,
                 }
             )
             .await
@@ -233,7 +236,8 @@ async fn the_daily_budget_resets_at_the_utc_day_boundary_and_the_monthly_one_doe
                 &b,
                 ActualUsage {
                     tokens: 10,
-                    cost_micros: 600
+                    cost_micros: 600,
+                    input_tokens: 0,
                 }
             )
             .await
@@ -300,7 +304,8 @@ async fn the_tenant_snapshot_reports_use_spend_and_resets(store: Store) {
                 &done,
                 ActualUsage {
                     tokens: 200,
-                    cost_micros: 1000
+                    cost_micros: 1000,
+                    input_tokens: 0,
                 }
             )
             .await

@@ -60,30 +60,43 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
     writeln!(out, "  base_url:  {}", p.base_url)?;
     writeln!(out, "  key:       {} ({})", p.api_key_env, p.api_key)?;
     writeln!(out, "  limits:    {}", limits_line(&p.limits))?;
-    let mut rows = vec![row([
+    // itpm and otpm columns only for a provider with a model that sets them.
+    let split = p
+        .models
+        .iter()
+        .any(|m| m.limits.itpm.is_some() || m.limits.otpm.is_some());
+    let mut head = row([
         "model",
         "aliases",
         "input $/Mtok",
         "output $/Mtok",
         "rpm",
         "tpm",
-        "concurrency",
-    ])];
+    ]);
+    if split {
+        head.extend(row(["itpm", "otpm"]));
+    }
+    head.push("concurrency".to_owned());
+    let mut rows = vec![head];
     for m in &p.models {
         let aliases = if m.aliases.is_empty() {
             "-".to_owned()
         } else {
             m.aliases.join(",")
         };
-        rows.push(vec![
+        let mut cells = vec![
             m.name.clone(),
             aliases,
             usd(m.price.input),
             usd(m.price.output),
             limit(m.limits.rpm),
             limit(m.limits.tpm),
-            limit(m.limits.concurrency),
-        ]);
+        ];
+        if split {
+            cells.extend([limit(m.limits.itpm), limit(m.limits.otpm)]);
+        }
+        cells.push(limit(m.limits.concurrency));
+        rows.push(cells);
     }
     write_table(out, &rows)
 }
@@ -102,6 +115,8 @@ fn limits_line(l: &LimitsView) -> String {
     let parts: Vec<String> = [
         ("rpm", l.rpm),
         ("tpm", l.tpm),
+        ("itpm", l.itpm),
+        ("otpm", l.otpm),
         ("concurrency", l.concurrency),
     ]
     .into_iter()

@@ -25,6 +25,9 @@ fn providers_lists_the_example_configuration() {
         "deepseek-chat",
         "https://api.deepseek.com/v1",
         "DEEPSEEK_API_KEY (not set)",
+        "itpm",
+        "30000",
+        "otpm",
     ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
     }
@@ -51,6 +54,11 @@ fn providers_json_is_one_object_with_every_provider() {
     assert_eq!(deepseek["api"], "openai");
     assert_eq!(deepseek["api_key"], "not set");
     assert_eq!(deepseek["models"][0]["price"]["input"], 0.28);
+    let sonnet = &providers[1]["models"][0]["limits"];
+    assert_eq!(
+        (&sonnet["itpm"], &sonnet["otpm"], &sonnet["tpm"]),
+        (&30_000.into(), &8_000.into(), &serde_json::Value::Null)
+    );
     assert_eq!(json["state"], serde_json::Value::Null);
     assert_eq!(json["namespace"], "default");
 }

@@ -237,3 +237,91 @@ async fn quota_shows_what_the_provider_last_reported() {
     let table = run_async(cmd, 0).await.0;
     assert!(table.contains("4321 req, 765432 tok left"), "{table}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quota_shows_input_and_output_tokens_against_itpm_and_otpm() {
+    let server = MockServer::start().await;
+    let limits = "rpm: 50, itpm: 30000, otpm: 8000";
+    let s = scene(&[(
+        "an",
+        "anthropic",
+        server.uri(),
+        "claude-test",
+        3.0,
+        15.0,
+        limits,
+    )]);
+    let ok = ResponseTemplate::new(200)
+        .set_body_raw(fixture("anthropic/ok.json"), "application/json")
+        .insert_header("anthropic-ratelimit-input-tokens-remaining", "29000")
+        .insert_header(
+            "anthropic-ratelimit-input-tokens-reset",
+            "2099-01-01T00:00:00Z",
+        )
+        .insert_header("anthropic-ratelimit-output-tokens-remaining", "7900")
+        .insert_header(
+            "anthropic-ratelimit-output-tokens-reset",
+            "2099-01-01T00:00:00Z",
+        );
+    Mock::given(method("POST"))
+        .respond_with(ok)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut chat = s.llmroute(&["an"]);
+    chat.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
+    run_async(chat, 0).await;
+    // The provider reports more left than the ledger believes: nothing is filled in.
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let d = &v["deployments"][0];
+    let (input, output) = (d["itpm"]["used"].as_u64(), d["otpm"]["used"].as_u64());
+    assert_eq!(
+        output,
+        Some(393),
+        "the completion settles against otpm: {d}"
+    );
+    assert_eq!(d["otpm"]["limit"].as_u64(), Some(8000));
+    assert_eq!(d["itpm"]["limit"].as_u64(), Some(30_000));
+    let input = input.expect("itpm is configured, so it is shown");
+    assert_eq!(d["tpm"]["used"].as_u64(), Some(input + 393));
+    let r = &d["provider_reported"];
+    assert_eq!(
+        (
+            r["input_tokens_remaining"].as_u64(),
+            r["output_tokens_remaining"].as_u64()
+        ),
+        (Some(29_000), Some(7_900))
+    );
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota"]);
+    let table = run_async(cmd, 0).await.0;
+    let want = [
+        "itpm".to_string(),
+        "otpm".into(),
+        format!("{input}/30000"),
+        "393/8000".into(),
+        "29000 in tok, 7900 out tok".into(),
+    ];
+    for w in want {
+        assert!(table.contains(&w), "no {w:?} in:\n{table}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quota_without_itpm_or_otpm_shows_no_such_columns() {
+    let (s, _server) = openai_scene("rpm: 100, tpm: 1000").await;
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let d = &v["deployments"][0];
+    assert_eq!((d.get("itpm"), d.get("otpm")), (None, None), "{d}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota"]);
+    let table = run_async(cmd, 0).await.0;
+    assert!(
+        !table.contains("itpm") && !table.contains("otpm"),
+        "{table}"
+    );
+}

@@ -161,7 +161,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// `rpm`, `tpm` and `concurrency` whose field paths start with `prefix` (e.g.
+    /// `rpm`, `tpm`, `itpm`, `otpm` and `concurrency` whose field paths start with `prefix` (e.g.
     /// `providers[p].limits`, or `tenants.tiers.free` where the keys sit in the tier itself).
     pub(crate) fn limit_keys(&self, prefix: &str, raw: &RawLimits) -> Result<Limits, ConfigError> {
         let one = |key: &str, value: &Option<At<Number>>| {
@@ -175,6 +175,8 @@ impl Ctx<'_> {
         Ok(Limits {
             rpm: one("rpm", &raw.rpm)?,
             tpm: one("tpm", &raw.tpm)?,
+            itpm: one("itpm", &raw.itpm)?,
+            otpm: one("otpm", &raw.otpm)?,
             concurrency: one("concurrency", &raw.concurrency)?,
         })
     }

@@ -96,6 +96,10 @@ pub(crate) struct RawLimits {
     #[serde(default)]
     pub(crate) tpm: Option<At<Number>>,
     #[serde(default)]
+    pub(crate) itpm: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) otpm: Option<At<Number>>,
+    #[serde(default)]
     pub(crate) concurrency: Option<At<Number>>,
 }
 
@@ -154,6 +158,8 @@ impl RawTier {
         RawLimits {
             rpm: self.rpm.clone(),
             tpm: self.tpm.clone(),
+            itpm: None,
+            otpm: None,
             concurrency: self.concurrency.clone(),
         }
     }

@@ -43,6 +43,12 @@ pub struct Limits {
     pub rpm: Option<NonZeroU64>,
     /// Tokens (prompt + completion) per sliding 60 s window.
     pub tpm: Option<NonZeroU64>,
+    /// Input (prompt) tokens per sliding 60 s window (Anthropic's ITPM), counted apart from
+    /// `tpm`.
+    pub itpm: Option<NonZeroU64>,
+    /// Output (completion) tokens per sliding 60 s window (Anthropic's OTPM), counted apart from
+    /// `tpm`.
+    pub otpm: Option<NonZeroU64>,
     /// Requests in flight at once.
     pub concurrency: Option<NonZeroU64>,
 }
@@ -50,7 +56,11 @@ pub struct Limits {
 impl Limits {
     /// True when no dimension is limited.
     pub fn is_unlimited(&self) -> bool {
-        self.rpm.is_none() && self.tpm.is_none() && self.concurrency.is_none()
+        self.rpm.is_none()
+            && self.tpm.is_none()
+            && self.itpm.is_none()
+            && self.otpm.is_none()
+            && self.concurrency.is_none()
     }
 }
 

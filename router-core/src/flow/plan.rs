@@ -110,8 +110,12 @@ impl Plan {
         // Drivers renew the slot while the request lives, so it expires only with a dead holder.
         let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms).min(MAX_SLOT_TTL);
         let largest = estimates.iter().map(Estimate::total).max().unwrap_or(0);
+        let largest_prompt = estimates.iter().map(|e| e.prompt_tokens).max();
+        // Each candidate's prompt goes against ITPM, its completion against OTPM.
         let mut need = Need::new(largest, slot_ttl)
-            .with_candidate_tokens(estimates.iter().map(Estimate::total).collect());
+            .with_candidate_tokens(estimates.iter().map(Estimate::total).collect())
+            .with_input_tokens(largest_prompt.unwrap_or(0))
+            .with_candidate_input_tokens(estimates.iter().map(|e| e.prompt_tokens).collect());
         need.tenant = ask.tenant.map(|spec| TenantNeed {
             spec,
             costs: ranked
@@ -150,6 +154,10 @@ impl Plan {
         need.candidate_tokens = candidates
             .iter()
             .map(|&d| rank(d).map_or(need.tokens, |i| need.tokens_on(i)))
+            .collect();
+        need.candidate_input_tokens = candidates
+            .iter()
+            .map(|&d| rank(d).map_or(need.input_tokens, |i| need.input_on(i)))
             .collect();
         if let Some(tenant) = need.tenant.as_mut() {
             let all = std::mem::take(&mut tenant.costs);
@@ -255,6 +263,19 @@ providers:
         assert_eq!(full.tokens_on(1), anthropic);
         let only = plan.need_for(&[DeploymentId(0)]);
         assert_eq!(only.tokens_on(0), anthropic);
+        let prompt = plan.estimate_of(DeploymentId(0)).prompt_tokens;
+        assert_eq!(full.input_on(1), prompt);
+        assert_eq!(
+            only.input_on(0),
+            prompt,
+            "the input part follows its candidate"
+        );
+        assert_eq!(only.output_on(0), anthropic - prompt);
+        assert_ne!(
+            full.input_on(0),
+            prompt,
+            "the other candidate tokenizes apart"
+        );
         let costs = |n: &Need| n.tenant.as_ref().map(|t| t.costs.clone()).unwrap();
         assert_eq!(costs(&only), [costs(&full)[1]]);
         let id = plan.need.id;

@@ -39,7 +39,13 @@ impl Reports {
         limits: Limits,
         now_ms: u64,
     ) -> Option<Observation> {
-        if observation.requests.is_none() && observation.tokens.is_none() {
+        let dims = [
+            (observation.requests, limits.rpm),
+            (observation.tokens, limits.tpm),
+            (observation.input_tokens, limits.itpm),
+            (observation.output_tokens, limits.otpm),
+        ];
+        if dims.iter().all(|(reported, _)| reported.is_none()) {
             return None;
         }
         let matters = |reported: Option<(u64, Duration)>, limit: Option<std::num::NonZeroU64>| {
@@ -47,10 +53,7 @@ impl Reports {
         };
         let last = self.last_sent_ms.get(d.0)?;
         let due = now_ms.saturating_sub(last.load(Ordering::Relaxed)) >= REPORT_EVERY_MS;
-        if !(due
-            || matters(observation.requests, limits.rpm)
-            || matters(observation.tokens, limits.tpm))
-        {
+        if !(due || dims.into_iter().any(|(r, l)| matters(r, l))) {
             return None;
         }
         last.store(now_ms, Ordering::Relaxed);
@@ -59,6 +62,8 @@ impl Reports {
         Some(Observation {
             requests: clamp(observation.requests),
             tokens: clamp(observation.tokens),
+            input_tokens: clamp(observation.input_tokens),
+            output_tokens: clamp(observation.output_tokens),
         })
     }
 }
@@ -75,6 +80,8 @@ mod tests {
         Limits {
             rpm: NonZeroU64::new(100),
             tpm: NonZeroU64::new(10_000),
+            itpm: NonZeroU64::new(5_000),
+            otpm: NonZeroU64::new(1_000),
             concurrency: None,
         }
     }
@@ -82,8 +89,34 @@ mod tests {
     fn report(requests: u64, reset: Duration) -> Observation {
         Observation {
             requests: Some((requests, reset)),
-            tokens: None,
+            ..Observation::default()
         }
+    }
+
+    #[test]
+    fn input_and_output_reports_matter_against_their_own_limits() {
+        let reports = Reports::new(1, Duration::from_secs(300));
+        let second = Duration::from_secs(1);
+        let first = report(100, second);
+        assert_eq!(reports.to_send(D, first, limits(), 10_000), Some(first));
+        // More output tokens left than otpm: nothing to follow, and not due yet.
+        let plenty = Observation {
+            output_tokens: Some((6_000, second)),
+            ..Observation::default()
+        };
+        assert_eq!(reports.to_send(D, plenty, limits(), 10_100), None);
+        let output = Observation {
+            output_tokens: Some((999, Duration::from_secs(8760 * 3600))),
+            ..Observation::default()
+        };
+        let sent = reports.to_send(D, output, limits(), 10_200);
+        let clamped = (999, Duration::from_secs(300));
+        assert_eq!(sent.and_then(|o| o.output_tokens), Some(clamped));
+        let input = Observation {
+            input_tokens: Some((4_999, second)),
+            ..Observation::default()
+        };
+        assert_eq!(reports.to_send(D, input, limits(), 10_300), Some(input));
     }
 
     #[test]

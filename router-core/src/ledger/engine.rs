@@ -14,7 +14,7 @@ use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
 use super::window::{
-    BUCKET_MS, Dim, Slot, Slots, Window, after, bucket_of, millis, phantom_bucket,
+    BUCKET_MS, Counts, Dim, Slot, Slots, Window, after, bucket_of, millis, phantom_bucket,
 };
 use crate::config::{DeploymentId, Limits};
 
@@ -29,11 +29,14 @@ pub(crate) struct ScopeState {
     pub(crate) report: Option<Report>,
 }
 
-/// A provider's report as stored: remaining requests and tokens, and when (ms).
+/// A provider's report as stored: remaining requests, tokens, input and output tokens, and
+/// when (ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Report {
     pub(crate) requests: Option<u64>,
     pub(crate) tokens: Option<u64>,
+    pub(crate) input: Option<u64>,
+    pub(crate) output: Option<u64>,
     pub(crate) at: u64,
 }
 
@@ -136,7 +139,7 @@ impl<'a> Engine<'a> {
             if self.check(cells, need, rank, d, scopes, false).is_some() {
                 continue;
             }
-            let tokens = need.tokens_on(rank);
+            let counts = need_counts(need, rank);
             let bucket = cells.scope(scopes[0]).window.expire(nb);
             let slot = Slot {
                 id: need.id,
@@ -144,12 +147,12 @@ impl<'a> Engine<'a> {
                 bucket,
             };
             for &s in scopes {
-                take(cells.scope(s), nb, slot, tokens);
+                take(cells.scope(s), nb, slot, counts);
             }
             let p = periods(self.now);
             if let Some(t) = &need.tenant {
                 let st = cells.tenant(&t.spec.name);
-                take(&mut st.scope, nb, slot, tokens);
+                take(&mut st.scope, nb, slot, counts);
                 st.spend.add(&p, need.cost(rank));
             }
             return Ok(Admission::Granted(reservation(need, rank, d, bucket, &p)));
@@ -205,7 +208,7 @@ impl<'a> Engine<'a> {
             scope,
             verdict,
         };
-        let tokens = need.tokens_on(rank);
+        let counts = need_counts(need, rank);
         let tenant_limits = need.tenant.as_ref().map(|t| t.spec.limits);
         let own = scopes
             .iter()
@@ -214,8 +217,13 @@ impl<'a> Engine<'a> {
             .zip(SCOPE_ORDER)
             .chain(tenant_limits.map(|l| (l, Scope::Tenant)))
         {
-            if limits.tpm.is_some_and(|tpm| tokens > tpm.get()) {
-                return Some(refusal(LimitKind::Tokens, scope, Verdict::Never));
+            // Above a token limit: never (requests are one each, never above a limit).
+            let over = windowed(limits)
+                .into_iter()
+                .skip(1)
+                .find(|&(_, limit, dim)| limit.is_some_and(|l| counts[dim as usize] > l.get()));
+            if let Some((kind, _, _)) = over {
+                return Some(refusal(kind, scope, Verdict::Never));
             }
         }
         if let Some((kind, verdict)) = self.over_budget(cells, need, rank) {
@@ -244,12 +252,12 @@ impl<'a> Engine<'a> {
             };
             st.window.expire(nb);
             st.slots.reap(now);
-            for kind in blocked(&st.window, &st.slots, limits, tokens, now) {
+            for kind in blocked(&st.window, &st.slots, limits, counts, now) {
                 if !detail {
                     return Some(refusal(kind, scope, Verdict::Never));
                 }
                 raise(
-                    free_at(kind, &st.window, &st.slots, limits, tokens, now),
+                    free_at(kind, &st.window, &st.slots, limits, counts, now),
                     kind,
                     scope,
                 );
@@ -321,11 +329,13 @@ impl<'a> Engine<'a> {
             // other scopes are left alone (their slot of this id may be a newer admission's).
             return Ok(false);
         }
-        let delta = signed_diff(actual.tokens, r.tokens);
+        let deltas = settle_deltas(r, actual);
         let correct = |st: &mut ScopeState| {
             st.slots.free(r.id);
             st.window.expire(nb);
-            st.window.adjust(r.bucket, Dim::Tokens, delta);
+            for (dim, delta) in deltas {
+                st.window.adjust(r.bucket, dim, delta);
+            }
             if refund_request {
                 st.window.adjust(r.bucket, Dim::Requests, -1);
             }
@@ -386,10 +396,10 @@ impl<'a> Engine<'a> {
         let st = cells.tenant(&spec.name);
         st.scope.window.expire(nb);
         st.scope.slots.reap(now);
-        let (requests, tokens) = st.scope.window.totals();
+        let counts = st.scope.window.totals();
         let (day, month) = st.spend.current(&p);
         TenantSnapshot {
-            usage: scope_usage(spec.limits, requests, tokens, st.scope.slots.len(now)),
+            usage: scope_usage(spec.limits, counts, st.scope.slots.len(now)),
             spent_today_micros: day,
             spent_month_micros: month,
             budget: spec.budget,
@@ -426,19 +436,25 @@ impl<'a> Engine<'a> {
         let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let (now, nb) = (self.now, bucket_of(self.now));
-        if obs.requests.is_some() || obs.tokens.is_some() {
+        // Requests, tokens, input and output tokens: each followed against its own limit.
+        let reports = [
+            obs.requests,
+            obs.tokens,
+            obs.input_tokens,
+            obs.output_tokens,
+        ];
+        if reports.iter().any(Option::is_some) {
+            let [requests, tokens, input, output] = reports.map(|r| r.map(|(left, _)| left));
             let report = Report {
-                requests: obs.requests.map(|r| r.0),
-                tokens: obs.tokens.map(|t| t.0),
+                requests,
+                tokens,
+                input,
+                output,
                 at: now,
             };
             cells.scope(s).report = Some(report);
         }
-        let dims = [
-            (obs.requests, limits.rpm, Dim::Requests),
-            (obs.tokens, limits.tpm, Dim::Tokens),
-        ];
-        for (reported, limit, dim) in dims {
+        for (reported, (_, limit, dim)) in reports.into_iter().zip(windowed(limits)) {
             let Some((remaining, reset)) = reported else {
                 continue;
             };
@@ -455,17 +471,13 @@ impl<'a> Engine<'a> {
             let current = window.expire(nb);
             let k = phantom_bucket(reset_at, nb);
             let k = if window.is_live(k) { k } else { current };
-            let (req, tok) = window.totals();
-            let used = if dim == Dim::Requests { req } else { tok };
-            let believed = limit.get().saturating_sub(used);
+            let believed = limit.get().saturating_sub(window.total(dim));
             // Less left than we believe (nothing left included): count the difference as used
             // until the provider's reset. A deployment we filled ourselves is left as it is.
             if remaining < believed {
-                let (r, t) = match dim {
-                    Dim::Requests => (believed - remaining, 0),
-                    Dim::Tokens => (0, believed - remaining),
-                };
-                window.add(k, r, t);
+                let mut counts = [0; 4];
+                counts[dim as usize] = believed - remaining;
+                window.add(k, counts);
             }
         }
         Ok(())
@@ -487,13 +499,8 @@ impl<'a> Engine<'a> {
                     let st = cells.scope(s);
                     st.window.expire(nb);
                     st.slots.reap(now);
-                    let (requests, tokens) = st.window.totals();
-                    scope_usage(
-                        self.table.def(s).limits,
-                        requests,
-                        tokens,
-                        st.slots.len(now),
-                    )
+                    let counts = st.window.totals();
+                    scope_usage(self.table.def(s).limits, counts, st.slots.len(now))
                 };
                 let own = usage(scopes[0]);
                 let provider = scopes.get(1).map(|&s| usage(s));
@@ -510,6 +517,8 @@ impl<'a> Engine<'a> {
                     reported: reported.map(|r| ProviderReport {
                         requests_remaining: r.requests,
                         tokens_remaining: r.tokens,
+                        input_tokens_remaining: r.input,
+                        output_tokens_remaining: r.output,
                         age: Duration::from_millis(now.saturating_sub(r.at)),
                     }),
                 })
@@ -525,6 +534,7 @@ fn reservation(need: &Need, rank: usize, d: DeploymentId, bucket: u64, p: &Perio
         deployment: d,
         bucket,
         tokens: need.tokens_on(rank),
+        input_tokens: need.input_on(rank),
         rank,
         tenant: need.tenant.as_ref().map(|t| TenantHold {
             name: t.spec.name.clone(),
@@ -544,40 +554,70 @@ pub(crate) fn signed_diff(a: u64, b: u64) -> i64 {
     }
 }
 
-/// Counts one admission of `tokens` in a scope and takes its slot.
-fn take(st: &mut ScopeState, nb: u64, slot: Slot, tokens: u64) {
+/// What admitting `need` on candidate `rank` counts: one request, its tokens, input and output.
+fn need_counts(need: &Need, rank: usize) -> Counts {
+    [
+        1,
+        need.tokens_on(rank),
+        need.input_on(rank),
+        need.output_on(rank),
+    ]
+}
+
+/// The corrections settling `r` with `actual` makes to each token counter of its bucket.
+fn settle_deltas(r: &Reservation, actual: ActualUsage) -> [(Dim, i64); 3] {
+    let reserved_output = r.tokens.saturating_sub(r.input_tokens);
+    [
+        (Dim::Tokens, signed_diff(actual.tokens, r.tokens)),
+        (Dim::Input, signed_diff(actual.input_tokens, r.input_tokens)),
+        (
+            Dim::Output,
+            signed_diff(actual.output_tokens(), reserved_output),
+        ),
+    ]
+}
+
+/// The windowed limits of a scope, with the counter each one limits: rpm, tpm, itpm, otpm (the
+/// order the Lua scripts check them in).
+fn windowed(limits: Limits) -> [(LimitKind, Option<std::num::NonZeroU64>, Dim); 4] {
+    [
+        (LimitKind::Requests, limits.rpm, Dim::Requests),
+        (LimitKind::Tokens, limits.tpm, Dim::Tokens),
+        (LimitKind::InputTokens, limits.itpm, Dim::Input),
+        (LimitKind::OutputTokens, limits.otpm, Dim::Output),
+    ]
+}
+
+/// Counts one admission (`counts`) in a scope and takes its slot.
+fn take(st: &mut ScopeState, nb: u64, slot: Slot, counts: Counts) {
     let b = st.window.expire(nb);
-    st.window.add(b, 1, tokens);
+    st.window.add(b, counts);
     st.slots.take(slot);
 }
 
-/// The limits of one scope that `tokens` more would break.
+/// The limits of one scope that `counts` more would break.
 fn blocked(
     w: &Window,
     slots: &Slots,
     limits: Limits,
-    tokens: u64,
+    counts: Counts,
     now: u64,
 ) -> impl Iterator<Item = LimitKind> {
-    let (req, tok) = w.totals();
-    [
-        (
-            LimitKind::Requests,
-            limits.rpm.is_some_and(|l| req + 1 > l.get()),
-        ),
-        (
-            LimitKind::Tokens,
-            limits.tpm.is_some_and(|l| tok + tokens > l.get()),
-        ),
-        (
-            LimitKind::Concurrency,
-            limits
-                .concurrency
-                .is_some_and(|l| slots.len(now) >= l.get()),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(kind, full)| full.then_some(kind))
+    let totals = w.totals();
+    let windows = windowed(limits).map(|(kind, limit, dim)| {
+        let d = dim as usize;
+        (kind, limit.is_some_and(|l| totals[d] + counts[d] > l.get()))
+    });
+    let concurrency = (
+        LimitKind::Concurrency,
+        limits
+            .concurrency
+            .is_some_and(|l| slots.len(now) >= l.get()),
+    );
+    windows
+        .into_iter()
+        .chain([concurrency])
+        .filter_map(|(kind, full)| full.then_some(kind))
 }
 
 /// How soon to ask again when only concurrency is full: slots are freed when requests settle,
@@ -585,40 +625,37 @@ fn blocked(
 /// `CONCURRENCY_POLL_MS` in the Lua prelude, written from this constant.
 pub(crate) const CONCURRENCY_POLL_MS: u64 = 1_000;
 
-/// When a full limit of one scope would take `tokens` more (ms).
+/// When a full limit of one scope would take `counts` more (ms).
 fn free_at(
     kind: LimitKind,
     w: &Window,
     slots: &Slots,
     limits: Limits,
-    tokens: u64,
+    counts: Counts,
     now: u64,
 ) -> u64 {
-    match kind {
-        LimitKind::Requests => w.fits_at(Dim::Requests, 1, limits.rpm.map_or(0, |l| l.get())),
-        LimitKind::Tokens => w.fits_at(Dim::Tokens, tokens, limits.tpm.map_or(0, |l| l.get())),
-        LimitKind::Concurrency
-        | LimitKind::Cooldown
-        | LimitKind::DailyBudget
-        | LimitKind::MonthlyBudget => slots
+    let window = windowed(limits).into_iter().find(|&(k, _, _)| k == kind);
+    match window {
+        Some((_, limit, dim)) => w.fits_at(dim, counts[dim as usize], limit.map_or(0, |l| l.get())),
+        None => slots
             .earliest_expiry(now)
             .unwrap_or(now)
             .min(now + CONCURRENCY_POLL_MS),
     }
 }
 
-pub(crate) fn scope_usage(
-    limits: Limits,
-    requests: u64,
-    tokens: u64,
-    in_flight: u64,
-) -> ScopeUsage {
+pub(crate) fn scope_usage(limits: Limits, counts: Counts, in_flight: u64) -> ScopeUsage {
+    let [requests, tokens, input_tokens, output_tokens] = counts;
     ScopeUsage {
         requests,
         tokens,
+        input_tokens,
+        output_tokens,
         in_flight,
         rpm_limit: limits.rpm.map(|v| v.get()),
         tpm_limit: limits.tpm.map(|v| v.get()),
+        itpm_limit: limits.itpm.map(|v| v.get()),
+        otpm_limit: limits.otpm.map(|v| v.get()),
         concurrency_limit: limits.concurrency.map(|v| v.get()),
     }
 }

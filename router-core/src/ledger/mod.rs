@@ -2,11 +2,13 @@
 //!
 //! # The model
 //!
-//! Every deployment (provider, model) and every provider is a *limited scope* with up to three
-//! limits: requests per minute, tokens per minute, requests in flight. The ledger counts, per
-//! scope:
+//! Every deployment (provider, model) and every provider is a *limited scope* with up to five
+//! limits: requests per minute, tokens per minute (input plus output), input tokens per minute
+//! and output tokens per minute (for providers such as Anthropic that limit them apart, ITPM and
+//! OTPM), requests in flight. The ledger counts, per scope:
 //!
-//! - **a sliding 60 s window** kept as fixed 1 s buckets plus a running total. Buckets that leave
+//! - **a sliding 60 s window** kept as fixed 1 s buckets plus running totals of requests, tokens,
+//!   input and output tokens (a [`Need`] says which part of its tokens is input). Buckets that leave
 //!   the window are subtracted as time passes, so each call does amortised O(1) work and the state
 //!   is bounded by the number of buckets, never by the number of requests. A bucket partly outside
 //!   the window is counted in full: the window errs on the safe side and never admits more than an

@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
-use super::engine::{CONCURRENCY_POLL_MS, scope_usage, signed_diff};
+use super::engine::{CONCURRENCY_POLL_MS, signed_diff};
 use super::period::DAY_MS;
 use super::scopes::ScopeTable;
 use super::types::*;
@@ -69,7 +69,7 @@ mod twins;
 /// How to reach Redis and how to name keys.
 #[derive(Debug, Clone)]
 pub struct RedisStoreOptions {
-    /// Key namespace: every key is `llmroute:{namespace}:v2:...` (one hash tag per namespace).
+    /// Key namespace: every key is `llmroute:{namespace}:v3:...` (one hash tag per namespace).
     pub namespace: String,
     /// `None`: scripts read the Redis server's clock (production). `Some`: time is passed in
     /// (tests move a [`ManualClock`](crate::clock::ManualClock)).
@@ -107,7 +107,7 @@ pub struct RedisStore {
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
-    /// `llmroute:{namespace}:v2`
+    /// `llmroute:{namespace}:v3`
     prefix: Arc<str>,
     clock: Option<Arc<dyn Clock>>,
 }
@@ -141,7 +141,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         let table = ScopeTable::new(registry);
-        let prefix = format!("llmroute:{{{}}}:v2", options.namespace);
+        let prefix = format!("llmroute:{{{}}}:v3", options.namespace);
         let scope_keys = (0..table.len())
             .map(|s| ScopeKeys {
                 window: format!("{prefix}:w:{}", table.def(s).name),
@@ -236,7 +236,10 @@ impl RedisStore {
             Some(t) => {
                 self.push_tenant_keys(&mut inv, &t.spec.name);
                 inv.arg(1);
-                push_limits(&mut inv, t.spec.limits);
+                let l = t.spec.limits;
+                for v in [l.rpm, l.tpm, l.concurrency] {
+                    inv.arg(v.map_or(0, |v| v.get()));
+                }
                 inv.arg(t.spec.budget.daily.unwrap_or(0))
                     .arg(t.spec.budget.monthly.unwrap_or(0));
                 for rank in 0..candidates.len() {
@@ -250,7 +253,9 @@ impl RedisStore {
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
             self.push_scope_keys(&mut inv, scopes);
-            inv.arg(need.tokens_on(rank)).arg(scopes.len());
+            inv.arg(need.tokens_on(rank))
+                .arg(need.input_on(rank))
+                .arg(scopes.len());
             for &s in scopes {
                 push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
@@ -273,6 +278,11 @@ impl RedisStore {
             .arg(r.bucket)
             .arg(signed_diff(actual.tokens, r.tokens))
             .arg(request_delta)
+            .arg(signed_diff(actual.input_tokens, r.input_tokens))
+            .arg(signed_diff(
+                actual.output_tokens(),
+                r.tokens.saturating_sub(r.input_tokens),
+            ))
             .arg(scopes.len());
         match &r.tenant {
             Some(h) => {
@@ -336,11 +346,17 @@ impl RedisStore {
         let s = self.scopes(d)?[0];
         let limits = self.table.def(s).limits;
         let mut inv = OBSERVE.prepare_invoke();
-        inv.key(&self.scope_keys[s].window)
-            .arg(self.now_arg())
-            .arg(limits.rpm.map_or(0, |v| v.get()))
-            .arg(limits.tpm.map_or(0, |v| v.get()));
-        for reported in [obs.requests, obs.tokens] {
+        inv.key(&self.scope_keys[s].window).arg(self.now_arg());
+        for l in [limits.rpm, limits.tpm, limits.itpm, limits.otpm] {
+            inv.arg(l.map_or(0, |v| v.get()));
+        }
+        let reports = [
+            obs.requests,
+            obs.tokens,
+            obs.input_tokens,
+            obs.output_tokens,
+        ];
+        for reported in reports {
             match reported {
                 Some((remaining, reset)) => inv
                     .arg(i64::try_from(remaining).unwrap_or(i64::MAX))
@@ -365,47 +381,8 @@ impl RedisStore {
             scopes.push(sc);
         }
         let reply = self.run(&inv).await?;
-        self.decode_snapshot(ds, &scopes, &reply)
+        reply::snapshot(&self.table, ds, &scopes, &reply)
             .ok_or_else(|| self.protocol("snapshot.lua", &reply))
-    }
-
-    /// Decodes the reply of `lua/snapshot.lua`.
-    fn decode_snapshot(
-        &self,
-        ds: &[DeploymentId],
-        scopes: &[&[usize]],
-        reply: &[i64],
-    ) -> Option<Vec<DeploymentSnapshot>> {
-        let (&now, mut rest) = reply.split_first()?;
-        let n = |v: i64| v.max(0) as u64;
-        let mut out = Vec::with_capacity(ds.len());
-        for (&d, sc) in ds.iter().zip(scopes) {
-            let (head, tail) = rest.split_at_checked(4)?;
-            let &[cooldown_end, requests, tokens, at] = head else {
-                return None;
-            };
-            let (values, tail) = tail.split_at_checked(3 * sc.len())?;
-            rest = tail;
-            let mut usages = sc
-                .iter()
-                .zip(values.chunks_exact(3))
-                .map(|(&s, v)| scope_usage(self.table.def(s).limits, n(v[0]), n(v[1]), n(v[2])));
-            out.push(DeploymentSnapshot {
-                deployment: d,
-                usage: usages.next()?,
-                provider: usages.next(),
-                cooldown: (cooldown_end > now)
-                    .then(|| Duration::from_millis(n(cooldown_end - now))),
-                reported: (at > 0 && now - at <= REPORT_TTL.as_millis() as i64).then(|| {
-                    ProviderReport {
-                        requests_remaining: (requests >= 0).then_some(n(requests)),
-                        tokens_remaining: (tokens >= 0).then_some(n(tokens)),
-                        age: Duration::from_millis(n(now - at)),
-                    }
-                }),
-            });
-        }
-        rest.is_empty().then_some(out)
     }
 }
 
@@ -455,9 +432,17 @@ impl Ledger for RedisStore {
     }
 }
 
-/// A scope's limits as script arguments (0 = unlimited).
+/// A deployment's or provider's limits as script arguments (0 = unlimited): rpm, tpm, itpm,
+/// otpm, concurrency.
 fn push_limits(inv: &mut ScriptInvocation<'_>, limits: Limits) {
-    for l in [limits.rpm, limits.tpm, limits.concurrency] {
+    let Limits {
+        rpm,
+        tpm,
+        itpm,
+        otpm,
+        concurrency,
+    } = limits;
+    for l in [rpm, tpm, itpm, otpm, concurrency] {
         inv.arg(l.map_or(0, |v| v.get()));
     }
 }

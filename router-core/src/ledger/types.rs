@@ -73,6 +73,12 @@ pub struct Need {
     /// Per candidate (in the candidates' order), the tokens to reserve there when they differ
     /// (providers tokenize differently). Empty: `tokens` everywhere. See [`Need::tokens_on`].
     pub candidate_tokens: Vec<u64>,
+    /// The input (prompt) part of `tokens`, reserved against ITPM; the rest is output, reserved
+    /// against OTPM. Capped at the candidate's tokens. See [`Need::input_on`].
+    pub input_tokens: u64,
+    /// Per candidate (in the candidates' order), the input part of its tokens. Empty:
+    /// `input_tokens` everywhere.
+    pub candidate_input_tokens: Vec<u64>,
     /// How long the concurrency slot lives if it is never settled (its holder crashed); at most
     /// [`MAX_SLOT_TTL`].
     pub slot_ttl: Duration,
@@ -85,12 +91,15 @@ pub struct Need {
 }
 
 impl Need {
-    /// A request of `tokens`, no tenant, full share, with a fresh random reservation id.
+    /// A request of `tokens`, no tenant, full share, with a fresh random reservation id. All of
+    /// `tokens` counts as output until [`Need::with_input_tokens`] says how much is input.
     pub fn new(tokens: u64, slot_ttl: Duration) -> Self {
         Self {
             id: fastrand::u64(1..),
             tokens,
             candidate_tokens: Vec::new(),
+            input_tokens: 0,
+            candidate_input_tokens: Vec::new(),
             slot_ttl,
             tenant: None,
             share_percent: 100,
@@ -114,6 +123,22 @@ impl Need {
         }
     }
 
+    /// The same need with `input` of its tokens being input (prompt) tokens.
+    pub fn with_input_tokens(self, input: u64) -> Self {
+        Self {
+            input_tokens: input,
+            ..self
+        }
+    }
+
+    /// The same need with the input part of each candidate's tokens (in the candidates' order).
+    pub fn with_candidate_input_tokens(self, input: Vec<u64>) -> Self {
+        Self {
+            candidate_input_tokens: input,
+            ..self
+        }
+    }
+
     /// The tokens to reserve on candidate `rank`: its own estimate, or `tokens` when it has
     /// none.
     pub fn tokens_on(&self, rank: usize) -> u64 {
@@ -121,6 +146,19 @@ impl Need {
             .get(rank)
             .copied()
             .unwrap_or(self.tokens)
+    }
+
+    /// The input tokens to reserve against ITPM on candidate `rank` (at most
+    /// [`Need::tokens_on`]).
+    pub fn input_on(&self, rank: usize) -> u64 {
+        let input = self.candidate_input_tokens.get(rank).copied();
+        input.unwrap_or(self.input_tokens).min(self.tokens_on(rank))
+    }
+
+    /// The output tokens to reserve against OTPM on candidate `rank`: its tokens less its
+    /// input.
+    pub fn output_on(&self, rank: usize) -> u64 {
+        self.tokens_on(rank) - self.input_on(rank)
     }
 
     /// `limits` scaled to this request's share.
@@ -137,6 +175,8 @@ impl Need {
         Limits {
             rpm: scale(limits.rpm),
             tpm: scale(limits.tpm),
+            itpm: scale(limits.itpm),
+            otpm: scale(limits.otpm),
             concurrency: scale(limits.concurrency),
         }
     }
@@ -175,6 +215,9 @@ pub struct Reservation {
     pub bucket: u64,
     /// Tokens reserved (the need's estimate for this candidate, [`Need::tokens_on`]).
     pub tokens: u64,
+    /// The input part of `tokens` ([`Need::input_on`]), reserved against ITPM; the rest was
+    /// reserved against OTPM.
+    pub input_tokens: u64,
     /// The 0-based position of the chosen deployment in the candidate list given to `admit`.
     pub rank: usize,
     /// What was reserved of the tenant, if the request had one.
@@ -200,17 +243,35 @@ pub struct TenantHold {
 pub struct ActualUsage {
     /// Prompt plus completion tokens.
     pub tokens: u64,
+    /// The prompt (input) part of `tokens`; the rest is output. Settlement corrects ITPM and
+    /// OTPM use with the two parts.
+    pub input_tokens: u64,
     /// Its cost, micro-USD: replaces the estimate reserved against the tenant's budget.
     pub cost_micros: u64,
 }
 
 impl ActualUsage {
-    /// `tokens` tokens at no cost (no tenant budget to correct).
+    /// `tokens` tokens at no cost (no tenant budget to correct), all of them output.
     pub fn tokens(tokens: u64) -> Self {
         Self {
             tokens,
+            input_tokens: 0,
             cost_micros: 0,
         }
+    }
+
+    /// `input` prompt and `output` completion tokens at no cost.
+    pub fn split(input: u64, output: u64) -> Self {
+        Self {
+            tokens: input.saturating_add(output),
+            input_tokens: input,
+            cost_micros: 0,
+        }
+    }
+
+    /// The output (completion) part of `tokens`.
+    pub fn output_tokens(&self) -> u64 {
+        self.tokens.saturating_sub(self.input_tokens)
     }
 }
 
@@ -223,6 +284,10 @@ pub enum LimitKind {
     Requests,
     /// Tokens per minute.
     Tokens,
+    /// Input (prompt) tokens per minute.
+    InputTokens,
+    /// Output (completion) tokens per minute.
+    OutputTokens,
     /// Requests in flight.
     Concurrency,
     /// The tenant's daily USD budget.
@@ -232,12 +297,14 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    /// Short name for messages: `cooldown`, `rpm`, `tpm`, `concurrency`.
+    /// Short name for messages: `cooldown`, `rpm`, `tpm`, `itpm`, `otpm`, `concurrency`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             LimitKind::Cooldown => "cooldown",
             LimitKind::Requests => "rpm",
             LimitKind::Tokens => "tpm",
+            LimitKind::InputTokens => "itpm",
+            LimitKind::OutputTokens => "otpm",
             LimitKind::Concurrency => "concurrency",
             LimitKind::DailyBudget => "daily budget",
             LimitKind::MonthlyBudget => "monthly budget",
@@ -342,6 +409,10 @@ pub struct Observation {
     pub requests: Option<(u64, Duration)>,
     /// Tokens the provider says remain, and when they are replenished.
     pub tokens: Option<(u64, Duration)>,
+    /// Input (prompt) tokens the provider says remain, and when they are replenished.
+    pub input_tokens: Option<(u64, Duration)>,
+    /// Output (completion) tokens the provider says remain, and when they are replenished.
+    pub output_tokens: Option<(u64, Duration)>,
 }
 
 /// Use against limit in one scope.
@@ -351,12 +422,20 @@ pub struct ScopeUsage {
     pub requests: u64,
     /// Tokens counted in the current window.
     pub tokens: u64,
+    /// Input (prompt) tokens counted in the current window.
+    pub input_tokens: u64,
+    /// Output (completion) tokens counted in the current window.
+    pub output_tokens: u64,
     /// Requests in flight (slots held).
     pub in_flight: u64,
     /// The scope's RPM limit, if any.
     pub rpm_limit: Option<u64>,
     /// The scope's TPM limit, if any.
     pub tpm_limit: Option<u64>,
+    /// The scope's ITPM limit, if any.
+    pub itpm_limit: Option<u64>,
+    /// The scope's OTPM limit, if any.
+    pub otpm_limit: Option<u64>,
     /// The scope's concurrency limit, if any.
     pub concurrency_limit: Option<u64>,
 }
@@ -388,6 +467,10 @@ pub struct ProviderReport {
     pub requests_remaining: Option<u64>,
     /// Tokens it said remain.
     pub tokens_remaining: Option<u64>,
+    /// Input tokens it said remain.
+    pub input_tokens_remaining: Option<u64>,
+    /// Output tokens it said remain.
+    pub output_tokens_remaining: Option<u64>,
     /// How long ago it said so.
     pub age: Duration,
 }

@@ -54,17 +54,24 @@ pub(crate) fn phantom_bucket(reset_at: u64, nb: u64) -> u64 {
 /// Which counter of a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dim {
-    Requests,
-    Tokens,
+    /// Requests (RPM).
+    Requests = 0,
+    /// Tokens, input plus output (TPM).
+    Tokens = 1,
+    /// Input (prompt) tokens (ITPM).
+    Input = 2,
+    /// Output (completion) tokens (OTPM).
+    Output = 3,
 }
 
-/// One scope's sliding window: a ring of live buckets and running totals.
+/// One value per counter, indexed by `Dim as usize`: requests, tokens, input, output.
+pub(crate) type Counts = [u64; 4];
+
+/// One scope's sliding window: a ring of live buckets and running totals, per counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Window {
-    requests: [u64; LIVE],
-    tokens: [u64; LIVE],
-    total_requests: u64,
-    total_tokens: u64,
+    cells: [[u64; LIVE]; 4],
+    totals: Counts,
     /// Oldest bucket that may hold anything; every stored bucket is in `oldest ..= oldest + 60`.
     oldest: Option<u64>,
 }
@@ -72,10 +79,8 @@ pub(crate) struct Window {
 impl Default for Window {
     fn default() -> Self {
         Self {
-            requests: [0; LIVE],
-            tokens: [0; LIVE],
-            total_requests: 0,
-            total_tokens: 0,
+            cells: [[0; LIVE]; 4],
+            totals: [0; 4],
             oldest: None,
         }
     }
@@ -96,8 +101,9 @@ impl Window {
             } else {
                 for k in oldest..live {
                     let i = Self::slot(k);
-                    self.total_requests -= std::mem::take(&mut self.requests[i]);
-                    self.total_tokens -= std::mem::take(&mut self.tokens[i]);
+                    for (cells, total) in self.cells.iter_mut().zip(&mut self.totals) {
+                        *total -= std::mem::take(&mut cells[i]);
+                    }
                 }
             }
             self.oldest = Some(live);
@@ -110,19 +116,19 @@ impl Window {
         (k % LIVE as u64) as usize
     }
 
-    /// A window rebuilt from stored parts: its oldest bucket and `(bucket, requests, tokens)`
-    /// rows. Rows outside `oldest ..= oldest + 60` cannot be live and are ignored.
+    /// A window rebuilt from stored parts: its oldest bucket and `(bucket, counts)` rows. Rows
+    /// outside `oldest ..= oldest + 60` cannot be live and are ignored.
     pub(crate) fn from_parts(
         oldest: Option<u64>,
-        rows: impl IntoIterator<Item = (u64, u64, u64)>,
+        rows: impl IntoIterator<Item = (u64, Counts)>,
     ) -> Self {
         let mut w = Self {
             oldest,
             ..Self::default()
         };
-        for (k, requests, tokens) in rows {
+        for (k, counts) in rows {
             if w.is_live(k) {
-                w.add(k, requests, tokens);
+                w.add(k, counts);
             }
         }
         w
@@ -133,19 +139,24 @@ impl Window {
         self.oldest
     }
 
-    /// The buckets holding anything, as `(bucket, requests, tokens)`, oldest first: at most 61.
-    pub(crate) fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    /// The buckets holding anything, as `(bucket, counts)`, oldest first: at most 61.
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = (u64, Counts)> + '_ {
         let range = self.oldest.map(|o| o..=o + WINDOW_BUCKETS);
         range.into_iter().flatten().filter_map(|k| {
             let i = Self::slot(k);
-            let (r, t) = (self.requests[i], self.tokens[i]);
-            (r != 0 || t != 0).then_some((k, r, t))
+            let counts = self.cells.map(|c| c[i]);
+            (counts != [0; 4]).then_some((k, counts))
         })
     }
 
-    /// Requests and tokens counted in the window (after [`Window::expire`]).
-    pub(crate) fn totals(&self) -> (u64, u64) {
-        (self.total_requests, self.total_tokens)
+    /// What is counted in the window, per counter (after [`Window::expire`]).
+    pub(crate) fn totals(&self) -> Counts {
+        self.totals
+    }
+
+    /// The total of one counter (after [`Window::expire`]).
+    pub(crate) fn total(&self, dim: Dim) -> u64 {
+        self.totals[dim as usize]
     }
 
     /// True if bucket `k` is still in the window (after [`Window::expire`]).
@@ -154,13 +165,13 @@ impl Window {
             .is_some_and(|o| k >= o && k <= o + WINDOW_BUCKETS)
     }
 
-    /// Adds to bucket `k`, which must be live.
-    pub(crate) fn add(&mut self, k: u64, requests: u64, tokens: u64) {
+    /// Adds `counts` to bucket `k`, which must be live.
+    pub(crate) fn add(&mut self, k: u64, counts: Counts) {
         let i = Self::slot(k);
-        self.requests[i] += requests;
-        self.tokens[i] += tokens;
-        self.total_requests += requests;
-        self.total_tokens += tokens;
+        for (d, n) in counts.into_iter().enumerate() {
+            self.cells[d][i] += n;
+            self.totals[d] += n;
+        }
     }
 
     /// Adds `delta` to one counter of bucket `k` if it is live, never going below zero.
@@ -168,11 +179,10 @@ impl Window {
         if !self.is_live(k) {
             return;
         }
-        let i = Self::slot(k);
-        let (cell, total) = match dim {
-            Dim::Requests => (&mut self.requests[i], &mut self.total_requests),
-            Dim::Tokens => (&mut self.tokens[i], &mut self.total_tokens),
-        };
+        let (cell, total) = (
+            &mut self.cells[dim as usize][Self::slot(k)],
+            &mut self.totals[dim as usize],
+        );
         let new = cell.saturating_add_signed(delta);
         *total = *total - *cell + new;
         *cell = new;
@@ -181,10 +191,7 @@ impl Window {
     /// The earliest time (ms) at which `need` more of `dim` fits under `limit`, assuming nothing
     /// else is admitted meanwhile. `need` must not exceed `limit`.
     pub(crate) fn fits_at(&self, dim: Dim, need: u64, limit: u64) -> u64 {
-        let (cells, total) = match dim {
-            Dim::Requests => (&self.requests, self.total_requests),
-            Dim::Tokens => (&self.tokens, self.total_tokens),
-        };
+        let (cells, total) = (&self.cells[dim as usize], self.totals[dim as usize]);
         let oldest = self.oldest.unwrap_or(0);
         let mut left = total;
         for k in oldest..=oldest + WINDOW_BUCKETS {
@@ -323,11 +330,11 @@ mod tests {
     fn a_bucket_leaves_the_window_61_buckets_later() {
         let mut w = Window::default();
         let b = w.expire(1_000);
-        w.add(b, 1, 10);
+        w.add(b, [1, 10, 4, 6]);
         assert_eq!(w.expire(1_060), 1_060);
-        assert_eq!(w.totals(), (1, 10));
+        assert_eq!(w.totals(), [1, 10, 4, 6]);
         w.expire(1_061);
-        assert_eq!(w.totals(), (0, 0));
+        assert_eq!(w.totals(), [0; 4]);
         assert_eq!(expiry_of(1_000), 1_061_000);
     }
 
@@ -335,9 +342,9 @@ mod tests {
     fn a_long_idle_gap_clears_everything() {
         let mut w = Window::default();
         let b = w.expire(5);
-        w.add(b, 3, 30);
+        w.add(b, [3, 30, 10, 20]);
         w.expire(10_000);
-        assert_eq!(w.totals(), (0, 0));
+        assert_eq!(w.totals(), [0; 4]);
         assert!(!w.is_live(5));
     }
 
@@ -346,7 +353,7 @@ mod tests {
         let mut w = Window::default();
         for (nb, n) in [(100, 2), (110, 3), (120, 1)] {
             let b = w.expire(nb);
-            w.add(b, n, 0);
+            w.add(b, [n, 0, 0, 0]);
         }
         // limit 6, full; one more fits when bucket 100 leaves.
         assert_eq!(w.fits_at(Dim::Requests, 1, 6), expiry_of(100));
@@ -358,12 +365,13 @@ mod tests {
     fn adjust_never_goes_below_zero_and_ignores_dead_buckets() {
         let mut w = Window::default();
         let b = w.expire(50);
-        w.add(b, 1, 100);
+        w.add(b, [1, 100, 60, 40]);
         w.adjust(b, Dim::Tokens, -500);
-        assert_eq!(w.totals(), (1, 0));
+        w.adjust(b, Dim::Output, -10);
+        assert_eq!(w.totals(), [1, 0, 60, 30]);
         w.expire(200);
         w.adjust(b, Dim::Tokens, 40);
-        assert_eq!(w.totals(), (0, 0));
+        assert_eq!(w.totals(), [0; 4]);
     }
 
     #[test]
@@ -371,12 +379,17 @@ mod tests {
         let mut w = Window::default();
         for (nb, n) in [(100, 2), (130, 3), (160, 1)] {
             let b = w.expire(nb);
-            w.add(b, n, 10 * n);
+            w.add(b, [n, 10 * n, 7 * n, 3 * n]);
         }
         let rows: Vec<_> = w.buckets().collect();
-        assert_eq!(rows, vec![(100, 2, 20), (130, 3, 30), (160, 1, 10)]);
+        let want = [
+            (100, [2, 20, 14, 6]),
+            (130, [3, 30, 21, 9]),
+            (160, [1, 10, 7, 3]),
+        ];
+        assert_eq!(rows, want);
         // A row outside the live range is dropped.
-        let stray = rows.iter().copied().chain([(5, 9, 9)]);
+        let stray = rows.iter().copied().chain([(5, [9; 4])]);
         assert_eq!(Window::from_parts(w.oldest(), stray), w);
         assert_eq!(Window::from_parts(None, []), Window::default());
     }

@@ -162,10 +162,11 @@ fn anthropic_observation_and_exhausted_reset() {
     ]);
     let obs = observation(Api::Anthropic, &h, now());
     assert_eq!(obs.requests, Some((0, MS(12_000))));
+    assert_eq!(obs.input_tokens, Some((0, MS(40_000))));
+    assert_eq!(obs.output_tokens, Some((8_000, MS(1_000))));
     assert_eq!(
-        obs.tokens,
-        Some((0, MS(40_000))),
-        "input tokens: less remaining"
+        obs.tokens, None,
+        "input and output are not folded into a combined token count"
     );
     assert_eq!(
         for_api(Api::Anthropic).exhausted_reset(&h, now()),
@@ -175,10 +176,9 @@ fn anthropic_observation_and_exhausted_reset() {
         ("anthropic-ratelimit-tokens-remaining", "79000"),
         ("anthropic-ratelimit-tokens-reset", "2024-09-27T17:28:06Z"),
     ]);
-    assert_eq!(
-        observation(Api::Anthropic, &h, now()).tokens,
-        Some((79_000, MS(6_000)))
-    );
+    let obs = observation(Api::Anthropic, &h, now());
+    assert_eq!(obs.tokens, Some((79_000, MS(6_000))));
+    assert_eq!((obs.input_tokens, obs.output_tokens), (None, None));
 }
 
 #[test]

@@ -61,6 +61,7 @@ impl WireFormat for OpenAi {
         Observation {
             requests: headers::dimension(headers, DIMS[0], reset, now),
             tokens: headers::dimension(headers, DIMS[1], reset, now),
+            ..Observation::default()
         }
     }
 

@@ -246,3 +246,33 @@ async fn a_timeout_settles_the_estimate_frees_the_slot_and_says_timed_out() {
     assert_eq!(snap.usage.requests, err.attempts().len() as u64);
     assert!(snap.usage.tokens > 0);
 }
+
+#[tokio::test]
+async fn an_anthropic_deployment_under_itpm_and_otpm_settles_input_and_output_apart() {
+    let mut an = Upstream::anthropic("an", (3.0, 15.0));
+    an.limits = "itpm: 1000, otpm: 200";
+    let w = World::new(&[an]).await;
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(ok_json("anthropic/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    // Several hundred prompt tokens and up to 150 completion tokens: more than the output
+    // limit alone, within each limit apart.
+    let mut req = ChatRequest::new("word ".repeat(400));
+    req.max_tokens = Some(150);
+    let answer = w.router.chat(req).await.unwrap();
+    let usage = answer.receipt.usage;
+    let snap = w.snapshot("claude-test").await.usage;
+    assert_eq!(
+        (snap.input_tokens, snap.output_tokens, snap.tokens),
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens()
+        ),
+        "the provider's prompt settles against itpm, its completion against otpm"
+    );
+    assert_eq!((snap.itpm_limit, snap.otpm_limit), (Some(1000), Some(200)));
+}

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::view::{Quota, Reported, TenantView};
+use super::view::{Quota, Reported, TenantView, Used};
 
 fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
     let Some(tier) = &t.tier else {
@@ -50,11 +50,27 @@ fn reported(r: &Reported) -> String {
     let mut parts = Vec::new();
     parts.extend(r.requests_remaining.map(|n| format!("{n} req")));
     parts.extend(r.tokens_remaining.map(|n| format!("{n} tok")));
+    parts.extend(r.input_tokens_remaining.map(|n| format!("{n} in tok")));
+    parts.extend(r.output_tokens_remaining.map(|n| format!("{n} out tok")));
     format!("{} left {:.0}s ago", parts.join(", "), r.age_secs)
 }
 
 fn limit(l: Option<u64>) -> String {
     l.map_or("-".into(), |l| l.to_string())
+}
+
+/// `used/limit`, or `-` where the limit is not configured.
+fn used(u: Option<&Used>) -> String {
+    u.map_or("-".into(), |u| format!("{}/{}", u.used, limit(u.limit)))
+}
+
+/// `, itpm 800/1000, otpm 150/200` for the limits that are configured.
+fn split_limits(itpm: Option<&Used>, otpm: Option<&Used>) -> String {
+    let named = [("itpm", itpm), ("otpm", otpm)];
+    let parts = named
+        .iter()
+        .filter_map(|(name, u)| u.map(|_| format!(", {name} {}", used(*u))));
+    parts.collect()
 }
 
 /// The whole report as text.
@@ -63,20 +79,35 @@ pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
     if let Some(t) = &q.tenant {
         tenant_table(t, out)?;
     }
-    let mut rows = vec![[
-        "deployment".to_string(),
-        "rpm".into(),
-        "tpm".into(),
-        "in flight".into(),
-        "cooldown".into(),
-        "$/Mtok in/out".into(),
-        "provider reported".into(),
-    ]];
+    // The itpm and otpm columns appear when some deployment has that limit.
+    let split = q
+        .deployments
+        .iter()
+        .any(|r| r.itpm.is_some() || r.otpm.is_some());
+    let mut head = vec!["deployment".to_string(), "rpm".into(), "tpm".into()];
+    if split {
+        head.extend(["itpm".into(), "otpm".into()]);
+    }
+    head.extend(
+        [
+            "in flight",
+            "cooldown",
+            "$/Mtok in/out",
+            "provider reported",
+        ]
+        .map(String::from),
+    );
+    let mut rows = vec![head];
     for r in &q.deployments {
-        rows.push([
+        let mut row = vec![
             format!("{}/{}", r.provider, r.model),
             format!("{}/{}", r.rpm.used, limit(r.rpm.limit)),
             format!("{}/{}", r.tpm.used, limit(r.tpm.limit)),
+        ];
+        if split {
+            row.extend([used(r.itpm.as_ref()), used(r.otpm.as_ref())]);
+        }
+        row.extend([
             format!("{}/{}", r.concurrency.in_flight, limit(r.concurrency.limit)),
             r.cooldown_secs.map_or("-".into(), |c| format!("{c:.1}s")),
             format!(
@@ -85,8 +116,8 @@ pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
             ),
             r.provider_reported.as_ref().map_or("-".into(), reported),
         ]);
+        rows.push(row);
     }
-    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
     crate::table::write(out, &rows, "", usize::MAX)?;
     let mut seen = Vec::new();
     for r in &q.deployments {
@@ -96,12 +127,13 @@ pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
             seen.push(r.provider.clone());
             writeln!(
                 out,
-                "provider {}: rpm {}/{}, tpm {}/{}, in flight {}/{}",
+                "provider {}: rpm {}/{}, tpm {}/{}{}, in flight {}/{}",
                 r.provider,
                 p.rpm.used,
                 limit(p.rpm.limit),
                 p.tpm.used,
                 limit(p.tpm.limit),
+                split_limits(p.itpm.as_ref(), p.otpm.as_ref()),
                 p.concurrency.in_flight,
                 limit(p.concurrency.limit)
             )?;

@@ -46,6 +46,12 @@ pub(super) struct Row {
     pub(super) model: String,
     pub(super) rpm: Used,
     pub(super) tpm: Used,
+    /// Input tokens against the deployment's ITPM; only where an itpm limit is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) itpm: Option<Used>,
+    /// Output tokens against the deployment's OTPM; only where an otpm limit is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) otpm: Option<Used>,
     pub(super) concurrency: InFlight,
     pub(super) cooldown_secs: Option<f64>,
     pub(super) price: Price,
@@ -58,6 +64,10 @@ pub(super) struct Row {
 pub(super) struct Reported {
     pub(super) requests_remaining: Option<u64>,
     pub(super) tokens_remaining: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input_tokens_remaining: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) output_tokens_remaining: Option<u64>,
     pub(super) age_secs: f64,
 }
 
@@ -83,7 +93,25 @@ pub(super) struct Price {
 pub(super) struct ProviderWide {
     pub(super) rpm: Used,
     pub(super) tpm: Used,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) itpm: Option<Used>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) otpm: Option<Used>,
     pub(super) concurrency: InFlight,
+}
+
+/// Input and output tokens used, each where its limit (itpm, otpm) is configured.
+fn split(u: &ScopeUsage) -> (Option<Used>, Option<Used>) {
+    let used = |used: u64, limit: Option<u64>| {
+        limit.map(|l| Used {
+            used,
+            limit: Some(l),
+        })
+    };
+    (
+        used(u.input_tokens, u.itpm_limit),
+        used(u.output_tokens, u.otpm_limit),
+    )
 }
 
 fn dims(u: &ScopeUsage) -> (Used, Used, InFlight) {
@@ -107,11 +135,14 @@ fn dims(u: &ScopeUsage) -> (Used, Used, InFlight) {
 pub(super) fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
     let d = registry.deployment(s.deployment);
     let (rpm, tpm, concurrency) = dims(&s.usage);
+    let (itpm, otpm) = split(&s.usage);
     Row {
         provider: registry.provider_of(s.deployment).name.clone(),
         model: d.model.clone(),
         rpm,
         tpm,
+        itpm,
+        otpm,
         concurrency,
         cooldown_secs: s.cooldown.map(|c| c.as_secs_f64()),
         price: Price {
@@ -121,13 +152,18 @@ pub(super) fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
         provider_reported: s.reported.map(|r| Reported {
             requests_remaining: r.requests_remaining,
             tokens_remaining: r.tokens_remaining,
+            input_tokens_remaining: r.input_tokens_remaining,
+            output_tokens_remaining: r.output_tokens_remaining,
             age_secs: r.age.as_secs_f64(),
         }),
         provider_wide: s.provider.as_ref().map(|p| {
             let (rpm, tpm, concurrency) = dims(p);
+            let (itpm, otpm) = split(p);
             ProviderWide {
                 rpm,
                 tpm,
+                itpm,
+                otpm,
                 concurrency,
             }
         }),

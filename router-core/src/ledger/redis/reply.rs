@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::config::DeploymentId;
 use crate::ledger::engine::scope_usage;
 use crate::ledger::scopes::SCOPE_ORDER;
+use crate::ledger::scopes::ScopeTable;
 use crate::ledger::types::*;
 
 fn ms(from: i64, to: i64) -> Duration {
@@ -27,6 +28,7 @@ pub(super) fn admit(reply: &[i64], need: &Need, candidates: &[DeploymentId]) -> 
                 deployment: *candidates.get(rank)?,
                 bucket: u64::try_from(*bucket).ok()?,
                 tokens: need.tokens_on(rank),
+                input_tokens: need.input_on(rank),
                 rank,
                 tenant,
             }))
@@ -51,6 +53,8 @@ fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
         4 => LimitKind::Concurrency,
         5 => LimitKind::DailyBudget,
         6 => LimitKind::MonthlyBudget,
+        7 => LimitKind::InputTokens,
+        8 => LimitKind::OutputTokens,
         _ => return None,
     };
     let scope = match c[2] {
@@ -79,6 +83,8 @@ pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<Tenant
             now,
             requests,
             tokens,
+            input,
+            output,
             in_flight,
             day,
             month,
@@ -86,7 +92,11 @@ pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<Tenant
             month_end,
             month_start,
         ] => Some(TenantSnapshot {
-            usage: scope_usage(spec.limits, n(requests), n(tokens), n(in_flight)),
+            usage: scope_usage(
+                spec.limits,
+                [requests, tokens, input, output].map(n),
+                n(in_flight),
+            ),
             spent_today_micros: n(day),
             spent_month_micros: n(month),
             budget: spec.budget,
@@ -96,4 +106,45 @@ pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<Tenant
         }),
         _ => None,
     }
+}
+
+/// The reply of `lua/snapshot.lua` for deployments `ds`, whose scopes are `scopes`.
+pub(super) fn snapshot(
+    table: &ScopeTable,
+    ds: &[DeploymentId],
+    scopes: &[&[usize]],
+    reply: &[i64],
+) -> Option<Vec<DeploymentSnapshot>> {
+    let (&now, mut rest) = reply.split_first()?;
+    let n = |v: i64| v.max(0) as u64;
+    let reported = |v: i64| (v >= 0).then_some(n(v));
+    let mut out = Vec::with_capacity(ds.len());
+    for (&d, sc) in ds.iter().zip(scopes) {
+        let (head, tail) = rest.split_at_checked(6)?;
+        let &[cooldown_end, requests, tokens, input, output, at] = head else {
+            return None;
+        };
+        let (values, tail) = tail.split_at_checked(5 * sc.len())?;
+        rest = tail;
+        let mut usages = sc.iter().zip(values.chunks_exact(5)).map(|(&s, v)| {
+            let counts = [v[0], v[1], v[2], v[3]].map(n);
+            scope_usage(table.def(s).limits, counts, n(v[4]))
+        });
+        out.push(DeploymentSnapshot {
+            deployment: d,
+            usage: usages.next()?,
+            provider: usages.next(),
+            cooldown: (cooldown_end > now).then(|| Duration::from_millis(n(cooldown_end - now))),
+            reported: (at > 0 && now - at <= REPORT_TTL.as_millis() as i64).then(|| {
+                ProviderReport {
+                    requests_remaining: reported(requests),
+                    tokens_remaining: reported(tokens),
+                    input_tokens_remaining: reported(input),
+                    output_tokens_remaining: reported(output),
+                    age: Duration::from_millis(n(now - at)),
+                }
+            }),
+        });
+    }
+    rest.is_empty().then_some(out)
 }

@@ -19,38 +19,41 @@ use crate::ledger::engine::{Cells, ScopeState, Spend, TenantState};
 use crate::ledger::scopes::ScopeTable;
 use scope::Stored;
 
-/// The tables, created when missing. `v3` is the layout's version: a layout change gets new
+/// The tables, created when missing. `v4` is the layout's version: a layout change gets new
 /// table names, so two versions never misread each other's rows (a new table is not a change:
 /// opening an older file creates it). Rows are keyed by namespace and scope name:
 /// `d:<provider>/<model>` and `p:<provider>` for a deployment's and a provider's limits,
 /// `t:<tenant>` for a tenant's; never by position in a config.
 ///
-/// - `llmroute_v3_scopes`: one row per scope: `oldest`, the oldest bucket that may hold anything
+/// - `llmroute_v4_scopes`: one row per scope: `oldest`, the oldest bucket that may hold anything
 ///   (see `window.rs`), `cooldown`, the end of a deployment's cooldown in ms (0: none; always
 ///   0 for providers and tenants), and what the provider last reported for a deployment:
-///   `rep_requests` and `rep_tokens` remaining (NULL: not reported) at `rep_at` ms (NULL: never).
-/// - `llmroute_v3_buckets`: one row per live window bucket holding anything: at most 61 per
-///   scope; rows of buckets that leave the window are deleted by the next operation on it.
-/// - `llmroute_v3_slots`: one row per concurrency slot held or expired within the settle grace
+///   `rep_requests`, `rep_tokens`, `rep_input` and `rep_output` (input and output tokens)
+///   remaining (NULL: not reported) at `rep_at` ms (NULL: never).
+/// - `llmroute_v4_buckets`: one row per live window bucket holding anything: at most 61 per
+///   scope (requests, tokens, and the input and output parts of the tokens); rows of buckets that leave the window are deleted by the next operation on it.
+/// - `llmroute_v4_slots`: one row per concurrency slot held or expired within the settle grace
 ///   (reservation id, expiry ms, the bucket its tokens were reserved in), deleted on settle,
 ///   release or once the grace has passed.
-/// - `llmroute_v3_spend`: one row per tenant that has spent anything, keyed by the tenant's name
+/// - `llmroute_v4_spend`: one row per tenant that has spent anything, keyed by the tenant's name
 ///   (without `t:`): the UTC day (days since the epoch) and month (`year * 12 + month - 1`) of
 ///   its last spend and the micro-USD spent in each. A period that has ended counts as nothing
 ///   spent; the row is overwritten by the next spend, so there is never more than one per tenant.
 pub(super) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS llmroute_v3_scopes (
+CREATE TABLE IF NOT EXISTS llmroute_v4_scopes (
     ns TEXT NOT NULL, scope TEXT NOT NULL, oldest INTEGER, cooldown INTEGER NOT NULL,
-    rep_requests INTEGER, rep_tokens INTEGER, rep_at INTEGER,
+    rep_requests INTEGER, rep_tokens INTEGER, rep_input INTEGER, rep_output INTEGER,
+    rep_at INTEGER,
     PRIMARY KEY (ns, scope)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS llmroute_v3_buckets (
+CREATE TABLE IF NOT EXISTS llmroute_v4_buckets (
     ns TEXT NOT NULL, scope TEXT NOT NULL, bucket INTEGER NOT NULL,
     requests INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    input INTEGER NOT NULL, output INTEGER NOT NULL,
     PRIMARY KEY (ns, scope, bucket)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS llmroute_v3_slots (
+CREATE TABLE IF NOT EXISTS llmroute_v4_slots (
     ns TEXT NOT NULL, scope TEXT NOT NULL, id INTEGER NOT NULL, expiry INTEGER NOT NULL,
     bucket INTEGER NOT NULL, PRIMARY KEY (ns, scope, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS llmroute_v3_spend (
+CREATE TABLE IF NOT EXISTS llmroute_v4_spend (
     ns TEXT NOT NULL, tenant TEXT NOT NULL,
     day INTEGER NOT NULL, day_micros INTEGER NOT NULL,
     month INTEGER NOT NULL, month_micros INTEGER NOT NULL,

@@ -38,8 +38,8 @@ fn tenant(concurrency: u64, daily_micros: u64) -> TenantSpec {
         name: "acme".into(),
         limits: Limits {
             rpm: NonZeroU64::new(10),
-            tpm: None,
             concurrency: NonZeroU64::new(concurrency),
+            ..Limits::default()
         },
         budget: BudgetMicros {
             daily: Some(daily_micros),
@@ -105,6 +105,7 @@ async fn a_tenants_window_slots_and_spend_are_shared_through_the_file() -> Resul
             &r,
             ActualUsage {
                 tokens: 80,
+                input_tokens: 0,
                 cost_micros: 700
             }
         )
@@ -155,13 +156,13 @@ async fn tenants_and_deployments_keep_apart_in_the_file() -> Result<(), LedgerEr
 
     let conn = Connection::open(&path).expect("the file opens");
     let scopes: Vec<String> = conn
-        .prepare("SELECT scope FROM llmroute_v3_slots WHERE id = ?1 ORDER BY scope")
+        .prepare("SELECT scope FROM llmroute_v4_slots WHERE id = ?1 ORDER BY scope")
         .and_then(|mut s| s.query_map([r.id as i64], |row| row.get(0))?.collect())
         .expect("slot rows");
     assert_eq!(scopes, ["d:p/m", "t:acme"]);
     let spend: (String, String, i64, i64) = conn
         .query_row(
-            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v3_spend",
+            "SELECT ns, tenant, day_micros, month_micros FROM llmroute_v4_spend",
             [],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
@@ -186,7 +187,7 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
     let mut cells = TxCells::new(&tx, "ns", &table);
     let st = cells.tenant("acme");
     let b = st.scope.window.expire(nb);
-    st.scope.window.add(b, 2, 30);
+    st.scope.window.add(b, [2, 30, 20, 10]);
     let slot = Slot {
         id: 7,
         expiry: T0 + 1_000,
@@ -201,7 +202,7 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
     for _ in 0..2 {
         let mut cells = TxCells::new(&tx, "ns", &table);
         let st = cells.tenant("acme");
-        assert_eq!(st.scope.window.totals(), (2, 30));
+        assert_eq!(st.scope.window.totals(), [2, 30, 20, 10]);
         assert_eq!(st.scope.slots.held(), [slot]);
         assert_eq!(st.spend, spend);
         cells.scope(0);
@@ -211,7 +212,7 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
 
     // Another namespace holds nothing of it.
     let mut cells = TxCells::new(&tx, "other", &table);
-    assert_eq!(cells.tenant("acme").scope.window.totals(), (0, 0));
+    assert_eq!(cells.tenant("acme").scope.window.totals(), [0; 4]);
     assert_eq!(cells.tenant("acme").spend, Spend::default());
     cells.write_back()?;
     assert_eq!(

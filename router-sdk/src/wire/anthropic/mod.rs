@@ -80,14 +80,13 @@ impl WireFormat for Anthropic {
     /// / output token limits has less remaining.
     fn observation(&self, headers: &HeaderMap, now: SystemTime) -> Observation {
         let dim = |pair| headers::dimension(headers, pair, parse_rfc3339_reset, now);
+        // Each family against its own limit: `tokens-*` (the most restrictive of the two) is
+        // compared with tpm, input with itpm, output with otpm.
         Observation {
             requests: dim(DIMS[0]),
-            tokens: dim(DIMS[1]).or_else(|| {
-                DIMS[2..]
-                    .iter()
-                    .filter_map(|&p| dim(p))
-                    .min_by_key(|&(left, _)| left)
-            }),
+            tokens: dim(DIMS[1]),
+            input_tokens: dim(DIMS[2]),
+            output_tokens: dim(DIMS[3]),
         }
     }
 

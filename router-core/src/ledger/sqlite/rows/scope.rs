@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{from_db, to_db};
 use crate::ledger::engine::{Report, ScopeState};
-use crate::ledger::window::{Slot, Slots, Window};
+use crate::ledger::window::{Counts, Slot, Slots, Window};
 
 /// A scope's head row: oldest bucket, cooldown end, the provider's last report.
 type Head = (Option<u64>, u64, Option<Report>);
@@ -16,8 +16,8 @@ type Head = (Option<u64>, u64, Option<Report>);
 pub(super) struct Stored {
     /// The scope row `(oldest, cooldown, report)`, if there was one.
     head: Option<Head>,
-    /// Stored bucket rows: bucket -> (requests, tokens).
-    buckets: BTreeMap<u64, (u64, u64)>,
+    /// Stored bucket rows: bucket -> (requests, tokens, input, output).
+    buckets: BTreeMap<u64, Counts>,
     /// Stored slots: id -> expiry.
     slots: HashMap<u64, u64>,
 }
@@ -30,16 +30,18 @@ pub(super) fn load(
 ) -> rusqlite::Result<(ScopeState, Stored)> {
     let head = conn
         .prepare_cached(
-            "SELECT oldest, cooldown, rep_requests, rep_tokens, rep_at FROM llmroute_v3_scopes \
-             WHERE ns = ?1 AND scope = ?2",
+            "SELECT oldest, cooldown, rep_requests, rep_tokens, rep_input, rep_output, rep_at \
+             FROM llmroute_v4_scopes WHERE ns = ?1 AND scope = ?2",
         )?
         .query_row(params![ns, scope], |r| {
             let report = r
-                .get::<_, Option<i64>>(4)?
+                .get::<_, Option<i64>>(6)?
                 .map(|at| -> rusqlite::Result<Report> {
                     Ok(Report {
                         requests: r.get::<_, Option<i64>>(2)?.map(from_db),
                         tokens: r.get::<_, Option<i64>>(3)?.map(from_db),
+                        input: r.get::<_, Option<i64>>(4)?.map(from_db),
+                        output: r.get::<_, Option<i64>>(5)?.map(from_db),
                         at: from_db(at),
                     })
                 });
@@ -52,16 +54,21 @@ pub(super) fn load(
         .optional()?;
     let buckets = conn
         .prepare_cached(
-            "SELECT bucket, requests, tokens FROM llmroute_v3_buckets WHERE ns = ?1 AND scope = ?2",
+            "SELECT bucket, requests, tokens, input, output FROM llmroute_v4_buckets \
+             WHERE ns = ?1 AND scope = ?2",
         )?
         .query_map(params![ns, scope], |r| {
             let k = from_db(r.get(0)?);
-            Ok((k, (from_db(r.get(1)?), from_db(r.get(2)?))))
+            let mut counts = [0; 4];
+            for (i, c) in counts.iter_mut().enumerate() {
+                *c = from_db(r.get(i + 1)?);
+            }
+            Ok((k, counts))
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     let held = conn
         .prepare_cached(
-            "SELECT id, expiry, bucket FROM llmroute_v3_slots WHERE ns = ?1 AND scope = ?2",
+            "SELECT id, expiry, bucket FROM llmroute_v4_slots WHERE ns = ?1 AND scope = ?2",
         )?
         .query_map(params![ns, scope], |r| {
             Ok(Slot {
@@ -72,7 +79,7 @@ pub(super) fn load(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let (oldest, cooldown, report) = head.unwrap_or((None, 0, None));
-    let rows = buckets.iter().map(|(&k, &(r, t))| (k, r, t));
+    let rows = buckets.iter().map(|(&k, &c)| (k, c));
     let state = ScopeState {
         window: Window::from_parts(oldest, rows),
         slots: Slots::from_held(held.clone()),
@@ -102,9 +109,9 @@ pub(super) fn write(
     if stored.head.unwrap_or((None, 0, None)) != head {
         let rep = head.2;
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v3_scopes \
-             (ns, scope, oldest, cooldown, rep_requests, rep_tokens, rep_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT OR REPLACE INTO llmroute_v4_scopes \
+             (ns, scope, oldest, cooldown, rep_requests, rep_tokens, rep_input, rep_output, \
+             rep_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             ns,
@@ -113,35 +120,42 @@ pub(super) fn write(
             to_db(head.1),
             rep.and_then(|r| r.requests).map(to_db),
             rep.and_then(|r| r.tokens).map(to_db),
+            rep.and_then(|r| r.input).map(to_db),
+            rep.and_then(|r| r.output).map(to_db),
             rep.map(|r| to_db(r.at)),
         ])?;
     }
-    let buckets: BTreeMap<u64, (u64, u64)> = state
-        .window
-        .buckets()
-        .map(|(k, r, t)| (k, (r, t)))
-        .collect();
+    let buckets: BTreeMap<u64, Counts> = state.window.buckets().collect();
     for k in stored.buckets.keys().filter(|k| !buckets.contains_key(k)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v3_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
+            "DELETE FROM llmroute_v4_buckets WHERE ns = ?1 AND scope = ?2 AND bucket = ?3",
         )?
         .execute(params![ns, scope, to_db(*k)])?;
     }
-    for (&k, &(r, t)) in buckets
+    for (&k, &[r, t, i, o]) in buckets
         .iter()
         .filter(|(k, v)| stored.buckets.get(k) != Some(v))
     {
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v3_buckets (ns, scope, bucket, requests, tokens) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT OR REPLACE INTO llmroute_v4_buckets \
+             (ns, scope, bucket, requests, tokens, input, output) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
-        .execute(params![ns, scope, to_db(k), to_db(r), to_db(t)])?;
+        .execute(params![
+            ns,
+            scope,
+            to_db(k),
+            to_db(r),
+            to_db(t),
+            to_db(i),
+            to_db(o)
+        ])?;
     }
     let held = state.slots.held();
     let now_held: HashSet<u64> = held.iter().map(|s| s.id).collect();
     for id in stored.slots.keys().filter(|id| !now_held.contains(id)) {
         conn.prepare_cached(
-            "DELETE FROM llmroute_v3_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
+            "DELETE FROM llmroute_v4_slots WHERE ns = ?1 AND scope = ?2 AND id = ?3",
         )?
         .execute(params![ns, scope, to_db(*id)])?;
     }
@@ -151,7 +165,7 @@ pub(super) fn write(
         .filter(|s| stored.slots.get(&s.id) != Some(&s.expiry))
     {
         conn.prepare_cached(
-            "INSERT OR REPLACE INTO llmroute_v3_slots (ns, scope, id, expiry, bucket) \
+            "INSERT OR REPLACE INTO llmroute_v4_slots (ns, scope, id, expiry, bucket) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
         .execute(params![

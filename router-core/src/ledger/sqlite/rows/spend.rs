@@ -8,7 +8,7 @@ use crate::ledger::engine::Spend;
 /// Tenant `tenant`'s spend row, if it has one.
 pub(super) fn load(conn: &Connection, ns: &str, tenant: &str) -> rusqlite::Result<Option<Spend>> {
     conn.prepare_cached(
-        "SELECT day, day_micros, month, month_micros FROM llmroute_v3_spend \
+        "SELECT day, day_micros, month, month_micros FROM llmroute_v4_spend \
          WHERE ns = ?1 AND tenant = ?2",
     )?
     .query_row(params![ns, tenant], |r| {
@@ -34,7 +34,7 @@ pub(super) fn write(
         return Ok(());
     }
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO llmroute_v3_spend (ns, tenant, day, day_micros, month, month_micros) \
+        "INSERT OR REPLACE INTO llmroute_v4_spend (ns, tenant, day, day_micros, month, month_micros) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![
