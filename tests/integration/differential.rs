@@ -190,14 +190,9 @@ struct Stores {
     _dir: tempfile::TempDir,
 }
 
-/// One redis-server for the whole test; each case has a namespace of its own.
-fn shared_redis() -> &'static TestRedis {
-    static SERVER: OnceLock<TestRedis> = OnceLock::new();
-    SERVER.get_or_init(redis_server)
-}
-
 impl Stores {
-    async fn new(start: u64) -> Stores {
+    /// Fresh stores; the Redis one on `redis` in a namespace of its own.
+    async fn new(redis: &TestRedis, start: u64) -> Stores {
         let registry = Registry::from_yaml_str(YAML, "differential.yaml").expect("valid");
         let clock = ManualClock::new(start);
         let dir = temp_dir();
@@ -207,7 +202,7 @@ impl Stores {
             Arc::new(open_sqlite(&dir.path().join("l.db"), &registry, &clock)),
             Arc::new(
                 connect_to(
-                    &shared_redis().url,
+                    &redis.url,
                     &namespace,
                     &registry,
                     Some(clock.clone()),
@@ -372,9 +367,9 @@ fn config() -> Config {
 }
 
 /// Runs one sequence on fresh stores; panics on the first disagreement.
-fn run_case(start: u64, ops: &[Op]) {
+fn run_case(redis: &TestRedis, start: u64, ops: &[Op]) {
     runtime().block_on(async {
-        let mut stores = Stores::new(start).await;
+        let mut stores = Stores::new(redis, start).await;
         for op in ops {
             stores.apply(op).await;
             stores.compare_snapshots(op).await;
@@ -389,13 +384,15 @@ fn every_store_answers_alike() {
         proptest::collection::vec(op(), 1..=2 * OPS_PER_CASE),
     );
     let wanted = ops_wanted();
+    // One redis-server for the whole test, stopped when it ends; each case has its own namespace.
+    let redis = redis_server();
     let done = AtomicUsize::new(0);
     let mut runner = TestRunner::new(config());
     // Rounds of 50 sequences (about 5 000 operations) until enough have run; failing seeds
     // saved in the regressions file are replayed first.
     while done.load(Ordering::Relaxed) < wanted {
         let result = runner.run(&strategy, |(start, ops)| {
-            run_case(start, &ops);
+            run_case(&redis, start, &ops);
             done.fetch_add(ops.len(), Ordering::Relaxed);
             Ok(())
         });
