@@ -200,15 +200,7 @@ impl Stores {
         let ledgers: [Arc<dyn Ledger>; 3] = [
             Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
             Arc::new(open_sqlite(&dir.path().join("l.db"), &registry, &clock)),
-            Arc::new(
-                connect_to(
-                    &redis.url,
-                    &namespace,
-                    &registry,
-                    Some(clock.clone()),
-                )
-                .await,
-            ),
+            Arc::new(connect_to(&redis.url, &namespace, &registry, Some(clock.clone())).await),
         ];
         Stores {
             names: ["memory", "sqlite", "redis"],
