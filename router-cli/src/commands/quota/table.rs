@@ -83,7 +83,7 @@ pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
     let split = q
         .deployments
         .iter()
-        .any(|r| r.itpm.is_some() || r.otpm.is_some());
+        .any(|r| r.usage.itpm.is_some() || r.usage.otpm.is_some());
     let mut head = vec!["deployment".to_string(), "rpm".into(), "tpm".into()];
     if split {
         head.extend(["itpm".into(), "otpm".into()]);
@@ -101,14 +101,18 @@ pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
     for r in &q.deployments {
         let mut row = vec![
             format!("{}/{}", r.provider, r.model),
-            format!("{}/{}", r.rpm.used, limit(r.rpm.limit)),
-            format!("{}/{}", r.tpm.used, limit(r.tpm.limit)),
+            format!("{}/{}", r.usage.rpm.used, limit(r.usage.rpm.limit)),
+            format!("{}/{}", r.usage.tpm.used, limit(r.usage.tpm.limit)),
         ];
         if split {
-            row.extend([used(r.itpm.as_ref()), used(r.otpm.as_ref())]);
+            row.extend([used(r.usage.itpm.as_ref()), used(r.usage.otpm.as_ref())]);
         }
         row.extend([
-            format!("{}/{}", r.concurrency.in_flight, limit(r.concurrency.limit)),
+            format!(
+                "{}/{}",
+                r.usage.concurrency.in_flight,
+                limit(r.usage.concurrency.limit)
+            ),
             r.cooldown_secs.map_or("-".into(), |c| format!("{c:.1}s")),
             format!(
                 "{:.2}/{:.2}",

@@ -44,18 +44,11 @@ pub(super) struct Spend {
 pub(super) struct Row {
     pub(super) provider: String,
     pub(super) model: String,
-    pub(super) rpm: Used,
-    pub(super) tpm: Used,
-    /// Input tokens against the deployment's ITPM; only where an itpm limit is configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) itpm: Option<Used>,
-    /// Output tokens against the deployment's OTPM; only where an otpm limit is configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) otpm: Option<Used>,
-    pub(super) concurrency: InFlight,
+    #[serde(flatten)]
+    pub(super) usage: ScopeView,
     pub(super) cooldown_secs: Option<f64>,
     pub(super) price: Price,
-    pub(super) provider_wide: Option<ProviderWide>,
+    pub(super) provider_wide: Option<ScopeView>,
     /// What the provider last reported in its rate-limit headers, within the last minute.
     pub(super) provider_reported: Option<Reported>,
 }
@@ -89,61 +82,54 @@ pub(super) struct Price {
     pub(super) output_per_mtok: f64,
 }
 
+/// Use against limits in one scope (a deployment, or its provider-wide limits).
 #[derive(Serialize)]
-pub(super) struct ProviderWide {
+pub(super) struct ScopeView {
     pub(super) rpm: Used,
     pub(super) tpm: Used,
+    /// Input tokens against ITPM; only where an itpm limit is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) itpm: Option<Used>,
+    /// Output tokens against OTPM; only where an otpm limit is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) otpm: Option<Used>,
     pub(super) concurrency: InFlight,
 }
 
-/// Input and output tokens used, each where its limit (itpm, otpm) is configured.
-fn split(u: &ScopeUsage) -> (Option<Used>, Option<Used>) {
-    let used = |used: u64, limit: Option<u64>| {
-        limit.map(|l| Used {
-            used,
-            limit: Some(l),
-        })
-    };
-    (
-        used(u.input_tokens, u.itpm_limit),
-        used(u.output_tokens, u.otpm_limit),
-    )
-}
-
-fn dims(u: &ScopeUsage) -> (Used, Used, InFlight) {
-    (
-        Used {
-            used: u.requests,
-            limit: u.rpm_limit,
-        },
-        Used {
-            used: u.tokens,
-            limit: u.tpm_limit,
-        },
-        InFlight {
-            in_flight: u.in_flight,
-            limit: u.concurrency_limit,
-        },
-    )
+impl ScopeView {
+    fn of(u: &ScopeUsage) -> Self {
+        let split = |used: u64, limit: Option<u64>| {
+            limit.map(|l| Used {
+                used,
+                limit: Some(l),
+            })
+        };
+        ScopeView {
+            rpm: Used {
+                used: u.requests,
+                limit: u.rpm_limit,
+            },
+            tpm: Used {
+                used: u.tokens,
+                limit: u.tpm_limit,
+            },
+            itpm: split(u.input_tokens, u.itpm_limit),
+            otpm: split(u.output_tokens, u.otpm_limit),
+            concurrency: InFlight {
+                in_flight: u.in_flight,
+                limit: u.concurrency_limit,
+            },
+        }
+    }
 }
 
 /// The row of one deployment's snapshot.
 pub(super) fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
     let d = registry.deployment(s.deployment);
-    let (rpm, tpm, concurrency) = dims(&s.usage);
-    let (itpm, otpm) = split(&s.usage);
     Row {
         provider: registry.provider_of(s.deployment).name.clone(),
         model: d.model.clone(),
-        rpm,
-        tpm,
-        itpm,
-        otpm,
-        concurrency,
+        usage: ScopeView::of(&s.usage),
         cooldown_secs: s.cooldown.map(|c| c.as_secs_f64()),
         price: Price {
             input_per_mtok: d.price.input_per_mtok,
@@ -156,17 +142,7 @@ pub(super) fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
             output_tokens_remaining: r.output_tokens_remaining,
             age_secs: r.age.as_secs_f64(),
         }),
-        provider_wide: s.provider.as_ref().map(|p| {
-            let (rpm, tpm, concurrency) = dims(p);
-            let (itpm, otpm) = split(p);
-            ProviderWide {
-                rpm,
-                tpm,
-                itpm,
-                otpm,
-                concurrency,
-            }
-        }),
+        provider_wide: s.provider.as_ref().map(ScopeView::of),
     }
 }
 
@@ -191,7 +167,12 @@ pub(super) async fn tenant_view(
         .tenant_snapshot(&TenantSpec::of_tier(name, tier))
         .await
         .map_err(Failure::state)?;
-    let (rpm, tpm, concurrency) = dims(&snap.usage);
+    let ScopeView {
+        rpm,
+        tpm,
+        concurrency,
+        ..
+    } = ScopeView::of(&snap.usage);
     let usd = |micros: u64| micros as f64 / 1e6;
     let month = usd(snap.spent_month_micros);
     let elapsed = snap.month_elapsed.as_secs_f64().max(1.0);
