@@ -20,6 +20,7 @@ use crate::wire::{self, WireRequest};
 pub(crate) struct CallInput<'a> {
     pub(crate) req: &'a ChatRequest,
     pub(crate) keys: HashMap<ProviderId, ApiKey>,
+    pub(crate) headers: HeaderMap,
     pub(crate) deadline_ms: u64,
 }
 
@@ -29,6 +30,7 @@ impl<'a> CallInput<'a> {
         CallInput {
             req,
             keys: request.planned.keys.clone(),
+            headers: request.planned.headers.clone(),
             deadline_ms: request.planned.plan.deadline_ms,
         }
     }
@@ -114,6 +116,7 @@ impl Router {
             &deployment.model,
             key.unwrap_or(&ApiKey::new(String::new())),
             input.req,
+            &input.headers,
             stream,
         );
         (provider.api, request)

@@ -18,6 +18,7 @@ use crate::settler::Settler;
 use crate::store::{self, Environment, LedgerChoice, LocalStore};
 use crate::time::{Sleeper, TokioSleeper};
 use crate::types::ChatRequest;
+use crate::wire;
 
 /// Routes chat requests to the cheapest deployment with room, within every shared limit.
 ///
@@ -157,6 +158,8 @@ pub(crate) struct Planned {
     pub(crate) keys: HashMap<ProviderId, ApiKey>,
     /// The model or alias asked for.
     pub(crate) model: String,
+    /// The request's extra headers, validated.
+    pub(crate) headers: reqwest::header::HeaderMap,
 }
 
 /// What a request would be offered to: its estimate and its candidates, cheapest first.
@@ -295,6 +298,7 @@ impl Router {
             .ok_or_else(|| {
                 Error::InvalidRequest("no model given and no `defaults.model` configured".into())
             })?;
+        let headers = wire::extra_headers(&req.headers).map_err(Error::InvalidRequest)?;
         let candidates = registry.resolve(model);
         if candidates.is_empty() {
             let known = registry
@@ -324,6 +328,7 @@ impl Router {
             plan,
             keys,
             model: model.to_owned(),
+            headers,
         })
     }
 

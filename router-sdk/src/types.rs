@@ -71,6 +71,11 @@ pub struct ChatRequest {
     pub deadline: Option<Duration>,
     /// How urgent it is.
     pub priority: Priority,
+    /// Extra HTTP headers sent to the provider with every attempt of this request: tracing
+    /// ids, provider features (e.g. `anthropic-beta`). Headers that carry the key or frame the
+    /// body (`authorization`, `x-api-key`, `x-goog-api-key`, `content-type`, `content-length`,
+    /// `host`, `transfer-encoding`) are refused with [`Error::InvalidRequest`](crate::Error).
+    pub headers: Vec<(String, String)>,
 }
 
 impl ChatRequest {

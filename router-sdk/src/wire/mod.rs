@@ -100,11 +100,14 @@ pub(crate) fn build(
     model: &str,
     key: &ApiKey,
     req: &ChatRequest,
+    extra: &HeaderMap,
     stream: bool,
 ) -> WireRequest {
     let format = for_api(api);
     let base = base_url.trim_end_matches('/');
-    let mut headers = HeaderMap::new();
+    // The caller's headers first: the format's own and the key are set after them and win
+    // (validation already refuses the names that carry a key or frame the body).
+    let mut headers = extra.clone();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for &(name, value) in format.fixed_headers() {
         headers.insert(
@@ -120,6 +123,39 @@ pub(crate) fn build(
         headers,
         body: format.body(model, req, stream),
     }
+}
+
+/// Headers a request may not set: they carry a provider key or frame the body.
+const RESERVED_HEADERS: [&str; 7] = [
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+];
+
+/// A request's extra headers as sent upstream, or an error naming the header that cannot be sent.
+pub(crate) fn extra_headers(pairs: &[(String, String)]) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("header name `{name}` is not a valid HTTP header name"))?;
+        if RESERVED_HEADERS.contains(&header.as_str()) {
+            return Err(format!(
+                "header `{name}` is set by llmroute itself (it carries the key or frames the \
+                 body); remove it from the request's headers"
+            ));
+        }
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            format!(
+                "header `{name}`: its value is not a valid HTTP header value (control characters?)"
+            )
+        })?;
+        map.append(header, value);
+    }
+    Ok(map)
 }
 
 /// A header carrying `prefix` + the key, marked sensitive; `None` if the key is not a valid

@@ -35,7 +35,7 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
         ),
     ];
     for (api, base, url, auth, value) in table {
-        let wire = build(api, base, "m", &key, &request(), true);
+        let wire = build(api, base, "m", &key, &request(), &HeaderMap::new(), true);
         assert_eq!(wire.url, url, "{api:?}");
         assert_eq!(wire.headers["content-type"], "application/json");
         assert_eq!(wire.headers[auth], value.as_str(), "{api:?}");
@@ -44,7 +44,15 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
         assert!(!shown.contains(PLANTED), "{api:?} leaked the key: {shown}");
         assert!(!wire.body.to_string().contains(PLANTED));
     }
-    let anthropic = build(Api::Anthropic, "http://x", "m", &key, &request(), false);
+    let anthropic = build(
+        Api::Anthropic,
+        "http://x",
+        "m",
+        &key,
+        &request(),
+        &HeaderMap::new(),
+        false,
+    );
     assert_eq!(anthropic.headers["anthropic-version"], "2023-06-01");
     assert_eq!(anthropic.headers.len(), 3);
 }
@@ -52,7 +60,15 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
 #[test]
 fn a_key_that_cannot_be_a_header_is_left_out() {
     let key = ApiKey::new("sk-bad\nkey".to_owned());
-    let wire = build(Api::OpenAi, "http://x/v1", "m", &key, &request(), false);
+    let wire = build(
+        Api::OpenAi,
+        "http://x/v1",
+        "m",
+        &key,
+        &request(),
+        &HeaderMap::new(),
+        false,
+    );
     assert!(wire.headers.get("authorization").is_none());
     assert!(!format!("{wire:?}").contains("sk-bad"));
 }
@@ -262,4 +278,42 @@ fn total_tokens_saturates() {
         completion_tokens: 2,
     };
     assert_eq!(usage.total_tokens(), u64::MAX);
+}
+
+#[test]
+fn extra_headers_go_upstream_on_every_wire_format_and_never_replace_the_key() {
+    let key = ApiKey::new(PLANTED.to_owned());
+    let extra = extra_headers(&[
+        ("x-bench-id".to_owned(), "req-7".to_owned()),
+        ("anthropic-beta".to_owned(), "feature-1".to_owned()),
+    ])
+    .unwrap();
+    for api in [Api::OpenAi, Api::Anthropic, Api::Gemini] {
+        let wire = build(api, "http://x", "m", &key, &request(), &extra, false);
+        assert_eq!(wire.headers["x-bench-id"], "req-7", "{api:?}");
+        assert_eq!(wire.headers["anthropic-beta"], "feature-1", "{api:?}");
+        assert_eq!(wire.headers["content-type"], "application/json", "{api:?}");
+    }
+}
+
+#[test]
+fn extra_headers_that_carry_a_key_or_are_malformed_are_refused_by_name() {
+    for name in [
+        "Authorization",
+        "x-api-key",
+        "X-Goog-Api-Key",
+        "content-type",
+        "host",
+    ] {
+        let err = extra_headers(&[(name.to_owned(), "v".to_owned())]).unwrap_err();
+        assert!(err.contains(&format!("`{name}`")), "{err}");
+        assert!(err.contains("set by llmroute"), "{err}");
+    }
+    let err = extra_headers(&[("bad name".to_owned(), "v".to_owned())]).unwrap_err();
+    assert!(
+        err.contains("`bad name`") && err.contains("not a valid"),
+        "{err}"
+    );
+    let err = extra_headers(&[("x-trace".to_owned(), "a\nb".to_owned())]).unwrap_err();
+    assert!(err.contains("`x-trace`") && err.contains("value"), "{err}");
 }

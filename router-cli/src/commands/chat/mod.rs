@@ -49,6 +49,9 @@ pub(crate) struct ChatArgs {
     /// Print one JSON object: provider, model, content, usage, cost_usd, attempts
     #[arg(long)]
     json: bool,
+    /// Extra HTTP header sent to the provider, as NAME=VALUE (repeatable), e.g. a trace id
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
 }
 
 /// `--priority`.
@@ -72,6 +75,18 @@ impl ChatArgs {
         };
         let mut messages: Vec<Message> = self.system.iter().map(Message::system).collect();
         messages.push(Message::user(prompt));
+        let headers = self
+            .headers
+            .iter()
+            .map(|h| match h.split_once('=') {
+                Some((name, value)) if !name.trim().is_empty() => {
+                    Ok((name.trim().to_owned(), value.to_owned()))
+                }
+                _ => Err(Failure::usage(anyhow!(
+                    "--header {h:?}: write it as NAME=VALUE, e.g. --header x-trace-id=abc"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ChatRequest {
             model: self.model.clone(),
             messages,
@@ -84,6 +99,7 @@ impl ChatArgs {
                 PriorityArg::Interactive => Priority::Interactive,
                 PriorityArg::Batch => Priority::Batch,
             },
+            headers,
         })
     }
 }
