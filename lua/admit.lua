@@ -3,10 +3,10 @@
 -- id already holds a live slot on a candidate (an admission repeated after a lost reply), answer
 -- that reservation again without counting anything.
 --
--- KEYS: with a tenant, first its window hash, slots zset and spend hash
---   (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the
---   caller's (cost) order: the deployment's window hash, slots zset and slot info hash
---   (llmroute:{ns}:v3:w:<scope>, ...:s:<scope>, ...:i:<scope>), then, when its provider has
+-- KEYS: [1] the reservation key (llmroute:{ns}:v3:r:<id>, see common.lua); with a tenant, then
+--   its window hash, slots zset and spend hash (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>,
+--   ...:b:t:<name>); then per candidate in the caller's (cost) order: the deployment's window
+--   hash and slots zset (llmroute:{ns}:v3:w:<scope>, ...:s:<scope>), then, when its provider has
 --   provider-wide limits, the provider's window hash and slots zset. The deployment's window
 --   hash also holds its cooldown.
 -- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] slot ttl ms (at
@@ -17,7 +17,8 @@
 --   number of scopes s (1 or 2), then per scope rpm, tpm, itpm, otpm, concurrency (already
 --   scaled to the request's priority share). Every limit is a decimal integer, and exactly '0'
 --   means unlimited. Tokens count against tpm, input against itpm, output against otpm.
--- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL.
+-- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL. A first
+--   admission costs one GET of the reservation key (absent); only a repeated one looks further.
 -- Reply: granted {1, now, rank (0-based candidate index), bucket, day, month} (for a repeated
 --          admission: the first one's rank and bucket, and the day and month of that bucket)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
@@ -40,15 +41,15 @@ local slot_end = fmt('%d', after(now, ttl))
 local rb, tb, after_now = fmt('r%d', nb), fmt('t%d', nb), fmt('(%d', now)
 local ib, xb = fmt('i%d', nb), fmt('x%d', nb)
 local tenant = nil
-local ai0, ki0 = 6, 1
+local ai0, ki0 = 6, 2
 if ARGV[5] == '1' then
   -- Its rpm, tpm and concurrency stay strings (ARGV[6..8]) for `fits`.
-  tenant = {w = KEYS[1], z = KEYS[2], b = KEYS[3], tpm = tonumber(ARGV[7]),
+  tenant = {w = KEYS[2], z = KEYS[3], b = KEYS[4], tpm = tonumber(ARGV[7]),
     daily = tonumber(ARGV[9]), monthly = tonumber(ARGV[10]), costs = {}}
   for c = 1, n do
     tenant.costs[c] = tonumber(ARGV[10 + c])
   end
-  ai0, ki0 = 11 + n, 4
+  ai0, ki0 = 11 + n, 5
 end
 -- Budget periods, worked out only for requests with a tenant.
 local p = tenant and periods(now)
@@ -60,7 +61,7 @@ do
   for c = 1, n do
     kis[c], ais[c] = ki, ai
     local own = tonumber(ARGV[ai + 2])
-    ki = ki + 1 + 2 * own
+    ki = ki + 2 * own
     ai = ai + 3 + 5 * own
   end
 end
@@ -68,7 +69,7 @@ end
 -- Scope s (1 deployment, 2 provider) of candidate c: its window hash, slots zset, and its rpm,
 -- tpm, itpm, otpm and concurrency as passed.
 local function scope_of(c, s)
-  local k, a = kis[c] + 3 * (s - 1), ais[c] + 5 * s - 2
+  local k, a = kis[c] + 2 * (s - 1), ais[c] + 5 * s - 2
   return KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
 end
 
@@ -81,11 +82,12 @@ local function load_need(c)
 end
 
 -- An admission repeated with an id that holds a live slot on a candidate gets it back.
-for c = 1, n do
-  local score = redis.call('ZSCORE', KEYS[kis[c] + 1], id)
-  if score and tonumber(score) > now then
-    local b = tonumber(redis.call('HGET', KEYS[kis[c] + 2], id))
-    if b then
+local prior = redis.call('GET', KEYS[1])
+if prior then
+  local b = tonumber(prior)
+  for c = 1, n do
+    local score = redis.call('ZSCORE', KEYS[kis[c] + 1], id)
+    if b and score and tonumber(score) > now then
       local hp = tenant and periods(b * BUCKET_MS)
       return {1, now, c - 1, b, hp and hp.day or 0, hp and hp.month or 0}
     end
@@ -230,8 +232,8 @@ local function verdict(reasons)
   return worst
 end
 
--- Reserves one request in scope st (checked by `fits`); `info`: the deployment's slot info hash.
-local function take(st, info)
+-- Reserves one request in scope st (checked by `fits`).
+local function take(st)
   local b = st.bk
   local rk, tk, ik, xk = rb, tb, ib, xb
   if b ~= nb then
@@ -247,17 +249,13 @@ local function take(st, info)
   end
   if st.cr == 0 and st.ct == 0 and st.ci == 0 and st.cx == 0 then
     -- First admission in this bucket: forget long-dead slots; the hash must outlive the bucket.
-    forget_slots(st.z, info, now)
+    forget_slots(st.z, now)
     redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
   end
   -- Every admission refreshes the zset's TTL: a bucket pre-filled by a provider's report has
   -- counters before its first admission, so "first in the bucket" cannot be relied on.
   redis.call('ZADD', st.z, slot_end, id)
   redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
-  if info then
-    redis.call('HSET', info, id, fmt('%d', st.bk))
-    redis.call('PEXPIRE', info, SLOTS_TTL_MS)
-  end
 end
 
 -- First pass: the first candidate where everything fits takes the request. What fits is kept
@@ -294,8 +292,9 @@ for c = 1, n do
       take(held_tenant)
     end
     for s = 1, own do
-      take(held[s], s == 1 and KEYS[kis[c] + 2] or nil)
+      take(held[s])
     end
+    redis.call('SET', KEYS[1], fmt('%d', held[1].bk), 'PX', math.max(1, ttl))
     return {1, now, c - 1, held[1].bk, p and p.day or 0, p and p.month or 0}
   end
 end

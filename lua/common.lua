@@ -43,9 +43,9 @@ end
 -- an expired slot is remembered for SETTLE_GRACE_MS more, so that a late settle still corrects
 -- the counts once (twin: window.rs `Slots`). TTL SLOTS_TTL_MS, refreshed by every admission
 -- and renewal: it outlives the longest slot and its grace.
--- Slot info hash (deployment scopes only, llmroute:{ns}:v3:i:<deployment>): field reservation
--- id = the bucket its tokens were reserved in, for an admission repeated with the same id.
--- Same TTL as the slots zset; a field goes when its slot is settled, released or forgotten.
+-- Reservation key (llmroute:{ns}:v3:r:<id>, one per live reservation): the bucket its tokens
+-- were reserved in, for an admission repeated with the same id. It expires with the slot (TTL =
+-- the slot's, extended by renewal) and goes when the reservation is settled or released.
 
 -- Time `ms` after now, saturated at TIME_CAP_MS (never past what a double holds exactly).
 local function after(now, ms)
@@ -53,14 +53,11 @@ local function after(now, ms)
 end
 
 -- Forgets the slots of zset `z` that expired SETTLE_GRACE_MS or more before now (at most 1000
--- per call), and their fields of info hash `info` when given.
-local function forget_slots(z, info, now)
+-- per call).
+local function forget_slots(z, now)
   local dead = redis.call('ZRANGEBYSCORE', z, '-inf', now - SETTLE_GRACE_MS, 'LIMIT', 0, 1000)
   if #dead > 0 then
     redis.call('ZREM', z, unpack(dead))
-    if info then
-      redis.call('HDEL', info, unpack(dead))
-    end
   end
 end
 

@@ -1,10 +1,11 @@
 -- renew (contract v3): keep a live reservation's slot held (a heartbeat): its expiry becomes
 -- now + ttl in every scope holding it.
 --
--- KEYS: [1] the deployment's slot info hash, [2] the deployment's slots zset, then the slots
---   zset of its provider (when it has provider-wide limits) and of its tenant (with a tenant).
+-- KEYS: [1] the reservation key, [2] the deployment's slots zset, then the slots zset of its
+--   provider (when it has provider-wide limits) and of its tenant (with a tenant).
 -- ARGV: [1] now ms or '', [2] reservation id, [3] ttl ms (at most one hour).
--- Every key involved gets its TTL refreshed (SLOTS_TTL_MS outlives the slot and its grace).
+-- Every zset involved gets its TTL refreshed (SLOTS_TTL_MS outlives the slot and its grace); the
+-- reservation key expires with the slot again.
 -- Reply: {1} renewed, {0} the slot is gone (settled, released or expired).
 -- Twin: `Engine::renew` in router-core/src/ledger/engine.rs.
 
@@ -14,10 +15,11 @@ local score = redis.call('ZSCORE', KEYS[2], id)
 if not score or tonumber(score) <= now then
   return {0}
 end
-local expiry = fmt('%d', after(now, tonumber(ARGV[3])))
+local ttl = tonumber(ARGV[3])
+local expiry = fmt('%d', after(now, ttl))
 for k = 2, #KEYS do
   redis.call('ZADD', KEYS[k], 'XX', expiry, id)
   redis.call('PEXPIRE', KEYS[k], SLOTS_TTL_MS)
 end
-redis.call('PEXPIRE', KEYS[1], SLOTS_TTL_MS)
+redis.call('PEXPIRE', KEYS[1], math.max(1, ttl))
 return {1}

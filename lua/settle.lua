@@ -1,9 +1,9 @@
 -- settle (contract v3): free a reservation's slots and correct its bucket. Also used to release
 -- (request never reached the provider): then the request is handed back too.
 --
--- KEYS: the deployment's window hash, slots zset and slot info hash; then, when its provider
---   has provider-wide limits, the provider's window hash and slots zset; then, with a tenant,
---   its window hash, slots zset and spend hash.
+-- KEYS: [1] the reservation key; then the deployment's window hash and slots zset; then, when
+--   its provider has provider-wide limits, the provider's window hash and slots zset; then, with
+--   a tenant, its window hash, slots zset and spend hash.
 -- ARGV: [1] now ms or '', [2] reservation id, [3] bucket it was reserved in,
 --   [4] token correction (actual - reserved; negative credits back), [5] request correction
 --   (0 to settle, -1 to release), [6] input token correction, [7] output token correction,
@@ -20,32 +20,31 @@
 
 local now = now_ms()
 local id = ARGV[2]
-local score = redis.call('ZSCORE', KEYS[2], id)
+local score = redis.call('ZSCORE', KEYS[3], id)
 if not score then
   return {0}
 end
+redis.call('DEL', KEYS[1])
 if tonumber(score) + SETTLE_GRACE_MS <= now then
   -- Forgotten (whether or not reaped yet): other scopes are left alone, their slot of this id
   -- may be a newer admission's.
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('HDEL', KEYS[3], id)
+  redis.call('ZREM', KEYS[3], id)
   return {0}
 end
 local scopes = tonumber(ARGV[8])
 local tenant = ARGV[9] == '1'
 -- Window hash and slots zset of each scope holding the slot.
-local pairs_ = {{KEYS[1], KEYS[2]}}
+local pairs_ = {{KEYS[2], KEYS[3]}}
 if scopes == 2 then
   pairs_[2] = {KEYS[4], KEYS[5]}
 end
-local ti = 1 + 2 * scopes + 1
+local ti = 2 + 2 * scopes
 if tenant then
   pairs_[#pairs_ + 1] = {KEYS[ti], KEYS[ti + 1]}
 end
 for _, k in ipairs(pairs_) do
   redis.call('ZREM', k[2], id)
 end
-redis.call('HDEL', KEYS[3], id)
 local bucket, dt, dr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local di, dx = tonumber(ARGV[6]), tonumber(ARGV[7])
 if dt ~= 0 or dr ~= 0 or di ~= 0 or dx ~= 0 then

@@ -65,8 +65,14 @@ providers:
         .await
         .expect("keys");
     // A window hash (holding the cooldown, for deployments) and a slots zset per scope: m, n, p;
-    // a slot info hash per deployment holding a slot: m, n.
+    // a reservation key per live reservation (the second admission on m and on n); the settled
+    // reservations' keys are gone.
     assert_eq!(keys.len(), 8, "{keys:?}");
+    assert_eq!(
+        keys.iter().filter(|k| k.contains(":r:")).count(),
+        2,
+        "{keys:?}"
+    );
     for key in &keys {
         let ttl: i64 = redis::cmd("PTTL")
             .arg(key)

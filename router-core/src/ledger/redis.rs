@@ -96,8 +96,6 @@ impl Default for RedisStoreOptions {
 struct ScopeKeys {
     window: String,
     slots: String,
-    /// The slot info hash (used for deployment scopes only).
-    info: String,
 }
 
 /// The Redis-backed ledger.
@@ -146,7 +144,6 @@ impl RedisStore {
             .map(|s| ScopeKeys {
                 window: format!("{prefix}:w:{}", table.def(s).name),
                 slots: format!("{prefix}:s:{}", table.def(s).name),
-                info: format!("{prefix}:i:{}", table.def(s).name),
             })
             .collect();
         Ok(Self {
@@ -202,19 +199,12 @@ impl RedisStore {
         }
     }
 
-    /// Per scope its window hash and slots zset, and the deployment's slot info hash after its
-    /// own two.
-    fn push_scope_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
-        for (i, &s) in scopes.iter().enumerate() {
-            inv.key(&self.scope_keys[s].window)
-                .key(&self.scope_keys[s].slots);
-            if i == 0 {
-                inv.key(&self.scope_keys[s].info);
-            }
-        }
+    /// The reservation key of reservation `id` (see lua/common.lua).
+    fn reservation_key(&self, id: u64) -> String {
+        format!("{}:r:{id}", self.prefix)
     }
 
-    /// Window hash and slots zset of each scope, no info hash (for snapshots).
+    /// Window hash and slots zset of each scope.
     fn push_window_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
         for &s in scopes {
             inv.key(&self.scope_keys[s].window)
@@ -228,6 +218,7 @@ impl RedisStore {
         candidates: &[DeploymentId],
     ) -> Result<Admission, LedgerError> {
         let mut inv = ADMIT.prepare_invoke();
+        inv.key(self.reservation_key(need.id));
         inv.arg(self.now_arg())
             .arg(need.id.to_string())
             .arg(need.slot_ttl_ms())
@@ -252,7 +243,7 @@ impl RedisStore {
         }
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
-            self.push_scope_keys(&mut inv, scopes);
+            self.push_window_keys(&mut inv, scopes);
             inv.arg(need.tokens_on(rank))
                 .arg(need.input_on(rank))
                 .arg(scopes.len());
@@ -272,7 +263,8 @@ impl RedisStore {
     ) -> Result<bool, LedgerError> {
         let scopes = self.scopes(r.deployment)?;
         let mut inv = SETTLE.prepare_invoke();
-        self.push_scope_keys(&mut inv, scopes);
+        inv.key(self.reservation_key(r.id));
+        self.push_window_keys(&mut inv, scopes);
         inv.arg(self.now_arg())
             .arg(r.id.to_string())
             .arg(r.bucket)
@@ -306,7 +298,7 @@ impl RedisStore {
     async fn renew_inner(&self, r: &Reservation, ttl: Duration) -> Result<bool, LedgerError> {
         let scopes = self.scopes(r.deployment)?;
         let mut inv = RENEW.prepare_invoke();
-        inv.key(&self.scope_keys[scopes[0]].info);
+        inv.key(self.reservation_key(r.id));
         for &s in scopes {
             inv.key(&self.scope_keys[s].slots);
         }
