@@ -1,36 +1,203 @@
-//! Estimation: prompt tokens before the call, completion tokens from recent history.
+//! Estimation, on every request's path and in microseconds: no tokenizer pass over the prompt.
 //!
-//! Prompt tokens are counted with tiktoken's o200k encoding (exact for OpenAI's current models)
-//! and scaled by a calibrated ratio for providers whose tokenizers differ. Completion tokens are
-//! estimated as `min(max_tokens, 1.5 x the recent average completion of that deployment)`, or the
-//! configured default before any history exists. Settlement corrects whatever the estimate got
-//! wrong, so it only needs to be close, not exact.
+//! A request gets two estimates per candidate (see "A request's life" in the design notes):
+//! - **what the provider's limiter counts** when the request arrives, which admission reserves:
+//!   a prompt estimate from the prompt's characters plus `max_tokens` (the model's
+//!   `max_output_tokens` when the request sets none);
+//! - **what the request will cost**, which ranks candidates and is charged to budgets: the
+//!   prompt estimate plus the expected completion, `min(max_tokens, 1.5 x the recent average
+//!   completion of that deployment)`.
+//!
+//! The prompt estimate is `ceil(chars / 4)` (OpenAI's own limiter estimate) scaled by a ratio
+//! learnt per deployment from the prompt tokens the provider reports, so it converges on each
+//! provider's accounting whatever its tokenizer. [`count`] (tiktoken's o200k, loaded on first use)
+//! stays for the places a person reads an exact count.
 
 use std::sync::Mutex;
 
-use crate::config::{Api, DeploymentId};
+use crate::config::{Api, DeploymentId, Registry};
+use crate::ledger::{ActualUsage, Reservation};
 
-/// Tokens a chat format adds per message (role and separators) and once per reply.
-const PER_MESSAGE: u64 = 4;
-const PER_REPLY: u64 = 3;
+/// Characters per token of OpenAI's pre-call prompt estimate.
+const CHARS_PER_TOKEN: u64 = 4;
 
-/// How many tokens a provider's tokenizer makes of what o200k counts as 100. Anthropic's
-/// tokenizer yields noticeably more tokens for the same English text; Gemini's about the same.
-fn ratio_percent(api: Api) -> u64 {
-    match api {
-        Api::OpenAi => 100,
-        Api::Anthropic => 120,
-        Api::Gemini => 100,
+/// Weight of the newest observation in the moving averages.
+const ALPHA: f64 = 0.2;
+
+/// A prompt's size as estimation needs it: the characters of all its message contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptSize {
+    /// Unicode scalar values in all message contents.
+    pub chars: u64,
+}
+
+impl PromptSize {
+    /// The size of a chat whose message contents are `contents`.
+    pub fn of<'a>(contents: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            chars: contents.into_iter().map(|c| c.chars().count() as u64).sum(),
+        }
+    }
+
+    /// `ceil(chars / 4)`, at least 1: the prompt as OpenAI's limiter estimates it before a
+    /// request runs, and the base every deployment's learnt ratio scales.
+    pub fn base_tokens(self) -> u64 {
+        self.chars.div_ceil(CHARS_PER_TOKEN).max(1)
     }
 }
 
-/// Estimated prompt tokens of a chat whose message contents are `contents`.
-pub fn prompt_tokens<'a>(api: Api, contents: impl IntoIterator<Item = &'a str>) -> u64 {
-    scale(api, count(contents))
+/// How a provider's limiter counts a request against its token limits, and so what the ledger
+/// keeps counted once the real usage is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accounting {
+    /// Counted once, when the request arrives (a prompt estimate plus `max_tokens`), and never
+    /// corrected: the window keeps the larger of what was reserved and what was used.
+    /// OpenAI-compatible servers; also Gemini, whose limiter is not documented (the safe choice).
+    AtArrival,
+    /// Input counted as the provider tokenizes it; output counted from `max_tokens` when the
+    /// request arrives and corrected to the real output when it ends (Anthropic's ITPM/OTPM):
+    /// the window keeps what was used.
+    Corrected,
 }
 
-/// o200k tokens of a chat whose message contents are `contents`, framing included. Count once,
-/// then [`scale`] for each candidate's provider.
+impl Accounting {
+    /// How `api`'s providers count.
+    pub fn of(api: Api) -> Self {
+        match api {
+            Api::OpenAi | Api::Gemini => Accounting::AtArrival,
+            Api::Anthropic => Accounting::Corrected,
+        }
+    }
+
+    /// The (input, output) tokens that stay counted for a request that reserved `reserved` and
+    /// used `used`, both (input, output).
+    pub fn charged(self, reserved: (u64, u64), used: (u64, u64)) -> (u64, u64) {
+        match self {
+            Accounting::AtArrival => (reserved.0.max(used.0), reserved.1.max(used.1)),
+            Accounting::Corrected => used,
+        }
+    }
+
+    /// The settlement of reservation `r` for a request that used `prompt` + `completion`
+    /// tokens at `cost_micros`: the tokens this limiter keeps counted, and the real cost.
+    pub fn settlement(
+        self,
+        r: &Reservation,
+        prompt: u64,
+        completion: u64,
+        cost_micros: u64,
+    ) -> ActualUsage {
+        let reserved = (r.input_tokens, r.tokens.saturating_sub(r.input_tokens));
+        let (input, output) = self.charged(reserved, (prompt, completion));
+        ActualUsage {
+            tokens: input.saturating_add(output),
+            input_tokens: input,
+            cost_micros,
+        }
+    }
+}
+
+/// What one deployment has taught the estimator.
+#[derive(Debug, Clone, Copy)]
+struct Learnt {
+    /// Moving average of completion tokens; `None` before any answer.
+    output: Option<f64>,
+    /// Moving average of reported prompt tokens per [`PromptSize::base_tokens`].
+    prompt_ratio: f64,
+}
+
+/// Per-deployment estimates, learnt from what providers report. Shared by every request of a
+/// router (and of a simulated one).
+#[derive(Debug)]
+pub struct Estimator {
+    default_output: u64,
+    learnt: Mutex<Vec<Learnt>>,
+}
+
+/// The prompt ratio a deployment starts from, before its provider reported anything: Anthropic's
+/// tokenizer yields noticeably more tokens than four characters each for English text.
+fn initial_ratio(api: Api) -> f64 {
+    match api {
+        Api::OpenAi | Api::Gemini => 1.0,
+        Api::Anthropic => 1.2,
+    }
+}
+
+impl Estimator {
+    /// An estimator for `registry`'s deployments, answering `defaults.output_tokens` for the
+    /// completion before any history.
+    pub fn new(registry: &Registry) -> Self {
+        let learnt = registry
+            .deployment_ids()
+            .map(|d| Learnt {
+                output: None,
+                prompt_ratio: initial_ratio(registry.provider_of(d).api),
+            })
+            .collect();
+        Self {
+            default_output: registry.defaults.output_tokens,
+            learnt: Mutex::new(learnt),
+        }
+    }
+
+    fn learnt(&self, d: DeploymentId) -> Option<Learnt> {
+        let learnt = self.learnt.lock().unwrap_or_else(|e| e.into_inner());
+        learnt.get(d.0).copied()
+    }
+
+    /// Estimated prompt tokens of `size` on `d`, by what its provider reported so far.
+    pub fn prompt_tokens(&self, d: DeploymentId, size: PromptSize) -> u64 {
+        let ratio = self.learnt(d).map_or(1.0, |l| l.prompt_ratio);
+        scaled(size.base_tokens(), ratio)
+    }
+
+    /// Expected completion tokens on `d` for a request capped at `max_tokens`.
+    pub fn output_tokens(&self, d: DeploymentId, max_tokens: Option<u64>) -> u64 {
+        let guess = match self.learnt(d).and_then(|l| l.output) {
+            Some(avg) => (1.5 * avg).ceil() as u64,
+            None => self.default_output,
+        };
+        max_tokens.map_or(guess, |cap| guess.min(cap)).max(1)
+    }
+
+    /// Learns from a request of `size` that `d` reported as `prompt_tokens` + `completion_tokens`.
+    pub fn record(
+        &self,
+        d: DeploymentId,
+        size: PromptSize,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) {
+        let mut learnt = self.learnt.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = learnt.get_mut(d.0) else {
+            return;
+        };
+        let x = completion_tokens as f64;
+        l.output = Some(l.output.map_or(x, |avg| avg + ALPHA * (x - avg)));
+        if prompt_tokens > 0 {
+            let ratio = prompt_tokens as f64 / size.base_tokens() as f64;
+            l.prompt_ratio += ALPHA * (ratio - l.prompt_ratio);
+        }
+    }
+}
+
+/// `tokens` scaled by `ratio`, rounded up, saturating.
+fn scaled(tokens: u64, ratio: f64) -> u64 {
+    let x = (tokens as f64 * ratio).ceil();
+    if x >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        x as u64
+    }
+}
+
+/// Tokens a chat format adds per message (role and separators) and once per reply, in [`count`].
+const PER_MESSAGE: u64 = 4;
+const PER_REPLY: u64 = 3;
+
+/// Exact o200k tokens of a chat whose message contents are `contents`, framing included: for
+/// showing a person (`llmroute chat -v`, `preview`). Loads the tokenizer on first use (about
+/// 200 ms), so the request path never calls it.
 pub fn count<'a>(contents: impl IntoIterator<Item = &'a str>) -> u64 {
     let bpe = tiktoken_rs::o200k_base_singleton();
     contents
@@ -40,79 +207,85 @@ pub fn count<'a>(contents: impl IntoIterator<Item = &'a str>) -> u64 {
         + PER_REPLY
 }
 
-/// What `api`'s tokenizer makes of `o200k` o200k tokens.
-pub fn scale(api: Api, o200k: u64) -> u64 {
-    o200k.saturating_mul(ratio_percent(api)) / 100
-}
-
-/// Completion-size history per deployment: an exponentially weighted moving average.
-#[derive(Debug)]
-pub struct OutputEstimator {
-    default: u64,
-    averages: Mutex<Vec<Option<f64>>>,
-}
-
-/// Weight of the newest completion in the moving average.
-const ALPHA: f64 = 0.2;
-
-impl OutputEstimator {
-    /// An estimator for `deployments` deployments that answers `default` before any history.
-    pub fn new(deployments: usize, default: u64) -> Self {
-        Self {
-            default,
-            averages: Mutex::new(vec![None; deployments]),
-        }
-    }
-
-    /// Estimated completion tokens on `d` for a request capped at `max_tokens`.
-    pub fn estimate(&self, d: DeploymentId, max_tokens: Option<u64>) -> u64 {
-        let averages = self.averages.lock().unwrap_or_else(|e| e.into_inner());
-        let guess = match averages.get(d.0).copied().flatten() {
-            Some(avg) => (1.5 * avg).ceil() as u64,
-            None => self.default,
-        };
-        max_tokens.map_or(guess, |cap| guess.min(cap)).max(1)
-    }
-
-    /// Records a completion's real size.
-    pub fn record(&self, d: DeploymentId, completion_tokens: u64) {
-        let mut averages = self.averages.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = averages.get_mut(d.0) {
-            let x = completion_tokens as f64;
-            *slot = Some(slot.map_or(x, |avg| avg + ALPHA * (x - avg)));
-        }
-    }
-}
-
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
+    fn registry() -> Registry {
+        let yaml = r#"
+providers:
+  - name: o
+    api: openai
+    base_url: http://x
+    api_key_env: K
+    models: [{ name: m, price: { input: 1, output: 1 } }]
+  - name: a
+    api: anthropic
+    base_url: http://x
+    api_key_env: K
+    models: [{ name: m, price: { input: 1, output: 1 } }]
+"#;
+        Registry::from_yaml_str(yaml, "t.yaml").unwrap()
+    }
+
     #[test]
-    fn prompt_tokens_count_content_and_framing() {
-        // "hello world" is 2 o200k tokens; + 4 per message + 3 per reply.
-        assert_eq!(prompt_tokens(Api::OpenAi, ["hello world"]), 9);
+    fn the_prompt_estimate_is_a_quarter_of_the_characters_rounded_up() {
+        assert_eq!(PromptSize::of(["abcd", "e"]).base_tokens(), 2);
+        assert_eq!(PromptSize::of(["é".repeat(8).as_str()]).base_tokens(), 2);
+        assert_eq!(PromptSize::of([""]).base_tokens(), 1);
         assert_eq!(
-            prompt_tokens(Api::OpenAi, ["hello world", "hello world"]),
-            15
+            PromptSize::of(["x".repeat(8_000).as_str()]).base_tokens(),
+            2_000
         );
-        assert!(
-            prompt_tokens(Api::Anthropic, ["hello world"; 50])
-                > prompt_tokens(Api::OpenAi, ["hello world"; 50])
-        );
+    }
+
+    #[test]
+    fn the_prompt_ratio_starts_per_api_and_converges_on_what_the_provider_reports() {
+        let e = Estimator::new(&registry());
+        let (o, a) = (DeploymentId(0), DeploymentId(1));
+        let size = PromptSize { chars: 4_000 };
+        assert_eq!(e.prompt_tokens(o, size), 1_000);
+        assert_eq!(e.prompt_tokens(a, size), 1_200);
+        for _ in 0..60 {
+            e.record(a, size, 1_500, 10);
+        }
+        assert!((1_495..=1_500).contains(&e.prompt_tokens(a, size)));
+        assert_eq!(e.prompt_tokens(o, size), 1_000);
     }
 
     #[test]
     fn output_estimate_uses_the_default_then_history_capped_by_max_tokens() {
-        let e = OutputEstimator::new(2, 512);
+        let e = Estimator::new(&registry());
         let d = DeploymentId(1);
-        assert_eq!(e.estimate(d, None), 512);
-        assert_eq!(e.estimate(d, Some(100)), 100);
-        e.record(d, 200);
-        assert_eq!(e.estimate(d, None), 300);
-        e.record(d, 100);
+        let size = PromptSize { chars: 40 };
+        assert_eq!(e.output_tokens(d, None), 512);
+        assert_eq!(e.output_tokens(d, Some(100)), 100);
+        e.record(d, size, 0, 200);
+        assert_eq!(e.output_tokens(d, None), 300);
+        e.record(d, size, 0, 100);
         // avg = 200 + 0.2 * (100 - 200) = 180; x1.5 = 270
-        assert_eq!(e.estimate(d, Some(1000)), 270);
-        assert_eq!(e.estimate(DeploymentId(0), None), 512);
+        assert_eq!(e.output_tokens(d, Some(1000)), 270);
+        assert_eq!(e.output_tokens(DeploymentId(0), None), 512);
+    }
+
+    #[test]
+    fn at_arrival_keeps_what_was_reserved_corrected_keeps_what_was_used() {
+        let reserved = (1_000, 256);
+        assert_eq!(
+            Accounting::AtArrival.charged(reserved, (900, 40)),
+            (1_000, 256)
+        );
+        assert_eq!(
+            Accounting::AtArrival.charged(reserved, (1_100, 300)),
+            (1_100, 300)
+        );
+        assert_eq!(
+            Accounting::Corrected.charged(reserved, (900, 40)),
+            (900, 40)
+        );
+        assert_eq!(Accounting::of(Api::OpenAi), Accounting::AtArrival);
+        assert_eq!(Accounting::of(Api::Gemini), Accounting::AtArrival);
+        assert_eq!(Accounting::of(Api::Anthropic), Accounting::Corrected);
     }
 }

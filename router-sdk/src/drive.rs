@@ -6,6 +6,7 @@ use std::future::Future;
 
 use reqwest::header::HeaderMap;
 use router_core::config::DeploymentId;
+use router_core::estimate::Accounting;
 use router_core::flow::{self, Flow, GiveUp, Next, Reached, Settle};
 use router_core::ledger::{Admission, Denial};
 use tracing::{Instrument, Span};
@@ -105,9 +106,12 @@ impl Router {
         match self.inner.ledger.admit(&need, candidates).await? {
             Admission::Granted(r) => {
                 request.planned.plan.next_reservation();
-                let price = self.inner.registry.deployment(r.deployment).price;
+                let registry = &self.inner.registry;
+                let price = registry.deployment(r.deployment).price;
+                let accounting = Accounting::of(registry.provider_of(r.deployment).api);
                 let d = r.deployment;
-                let held = Guard::new(self.inner.settler.clone(), r, price, need.slot_ttl);
+                let held = Guard::new(self.inner.settler.clone(), r, price, need.slot_ttl)
+                    .counting(accounting);
                 *guard = Some(held);
                 Ok(request.flow.admitted(d))
             }
@@ -220,12 +224,19 @@ impl Router {
         let d = guard.deployment();
         let _ = request.flow.answered();
         let estimate = request.planned.plan.estimate_of(d);
-        let usage = usage.unwrap_or(Usage {
-            prompt_tokens: estimate.prompt_tokens,
-            completion_tokens: estimate.completion_tokens,
-        });
+        let usage = match usage {
+            Some(usage) => {
+                let prompt = request.planned.plan.prompt;
+                let (input, output) = (usage.prompt_tokens, usage.completion_tokens);
+                self.inner.estimator.record(d, prompt, input, output);
+                usage
+            }
+            None => Usage {
+                prompt_tokens: estimate.prompt_tokens,
+                completion_tokens: estimate.completion_tokens,
+            },
+        };
         guard.settle(usage).await;
-        self.inner.outputs.record(d, usage.completion_tokens);
         if let Some(headers) = headers {
             self.observe(d, headers).await;
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use router_core::config::{DeploymentId, Price};
+use router_core::estimate::Accounting;
 use router_core::ledger::{ActualUsage, Ledger, Reservation};
 
 use crate::settler::{Owed, Settler};
@@ -54,6 +55,8 @@ pub(crate) struct Guard {
     settler: Arc<Settler>,
     deployment: DeploymentId,
     price: Price,
+    /// How the provider counts, so what stays counted once the usage is known.
+    accounting: Accounting,
     slot_ttl: Duration,
     /// The estimate: what stands when the real usage is unknown.
     estimate: ActualUsage,
@@ -86,6 +89,7 @@ impl Guard {
             settler,
             deployment: reservation.deployment,
             price,
+            accounting: Accounting::Corrected,
             slot_ttl,
             estimate,
             reservation: Some(reservation),
@@ -93,23 +97,27 @@ impl Guard {
         }
     }
 
+    /// Settles as a provider that counts as `accounting` does (default: what was used).
+    pub(crate) fn counting(mut self, accounting: Accounting) -> Self {
+        self.accounting = accounting;
+        self
+    }
+
     /// The deployment the reservation is on.
     pub(crate) fn deployment(&self) -> DeploymentId {
         self.deployment
     }
 
-    /// Settles with what the provider reported it used.
+    /// Settles with what the provider reported it used: the window keeps what its limiter
+    /// counted, the tenant's budget gets the real cost.
     pub(crate) async fn settle(self, usage: Usage) {
-        let cost = micros(
-            self.price
-                .cost(usage.prompt_tokens, usage.completion_tokens),
-        );
-        self.finish(ActualUsage {
-            tokens: usage.total_tokens(),
-            input_tokens: usage.prompt_tokens,
-            cost_micros: cost,
-        })
-        .await;
+        let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
+        let cost = micros(self.price.cost(prompt, completion));
+        let actual = match &self.reservation {
+            Some(r) => self.accounting.settlement(r, prompt, completion, cost),
+            None => return,
+        };
+        self.finish(actual).await;
     }
 
     /// Settles with the estimate: whether and how much the provider spent is unknown.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry};
-use router_core::estimate::{self, OutputEstimator};
+use router_core::estimate::{self, Estimator, PromptSize};
 use router_core::flow::{self, Ask, Reports};
 use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
 use router_core::retry::RetryPolicy;
@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     pub(crate) ledger: Arc<dyn Ledger>,
     pub(crate) http: reqwest::Client,
     pub(crate) policy: RetryPolicy,
-    pub(crate) outputs: OutputEstimator,
+    pub(crate) estimator: Estimator,
     pub(crate) keys: Arc<dyn KeySource>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sleeper: Arc<dyn Sleeper>,
@@ -124,8 +124,7 @@ impl RouterBuilder {
                 .build()
                 .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?,
         };
-        let outputs =
-            OutputEstimator::new(registry.deployments.len(), registry.defaults.output_tokens);
+        let estimator = Estimator::new(&registry);
         let policy = self
             .policy
             .unwrap_or_else(|| RetryPolicy::new(registry.retry));
@@ -137,7 +136,7 @@ impl RouterBuilder {
             ledger: ledger.clone(),
             http,
             policy,
-            outputs,
+            estimator,
             keys: self.keys,
             clock: self.clock,
             sleeper: self.sleeper,
@@ -165,8 +164,10 @@ pub(crate) struct Planned {
 /// What a request would be offered to: its estimate and its candidates, cheapest first.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Preview {
-    /// Estimated prompt tokens.
+    /// Estimated prompt tokens (the largest of the candidates' estimates).
     pub prompt_tokens: u64,
+    /// The prompt's exact o200k token count (tiktoken; OpenAI's current models count this).
+    pub o200k_tokens: u64,
     /// Estimated completion tokens.
     pub completion_tokens: u64,
     /// Candidates with a key set, cheapest first: (provider, model, estimated cost in USD).
@@ -277,6 +278,7 @@ impl Router {
         let largest = |f: fn(&flow::Estimate) -> u64| plan.estimates.iter().map(f).max();
         Ok(Preview {
             prompt_tokens: largest(|e| e.prompt_tokens).unwrap_or(0),
+            o200k_tokens: estimate::count(req.messages.iter().map(|m| m.content.as_str())),
             completion_tokens: largest(|e| e.completion_tokens).unwrap_or(0),
             candidates,
         })
@@ -317,13 +319,13 @@ impl Router {
             .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
             .collect();
         let ask = Ask {
-            o200k: estimate::count(req.messages.iter().map(|m| m.content.as_str())),
+            prompt: PromptSize::of(req.messages.iter().map(|m| m.content.as_str())),
             max_tokens: req.max_tokens,
             tenant: self.tenant_of(req)?,
             priority: req.priority,
             deadline: req.deadline.unwrap_or(registry.retry.deadline),
         };
-        let plan = flow::Plan::new(registry, &self.inner.outputs, &usable, ask, self.now_ms());
+        let plan = flow::Plan::new(registry, &self.inner.estimator, &usable, ask, self.now_ms());
         Ok(Planned {
             plan,
             keys,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use router_core::clock::{Clock, ManualClock};
 use router_core::config::{DeploymentId, Registry};
-use router_core::estimate::{self, OutputEstimator};
+use router_core::estimate::{Accounting, Estimator};
 use router_core::flow::{self, GiveUp, Next, Reached, Reports, Settle};
 use router_core::ledger::{
     ActualUsage, Admission, Denial, Ledger, LedgerFuture, MemoryStore, Reservation, Verdict,
@@ -71,7 +71,7 @@ struct Sim<'r> {
     candidates: Vec<DeploymentId>,
     clock: ManualClock,
     ledger: MemoryStore,
-    outputs: OutputEstimator,
+    estimator: Estimator,
     reports: Reports,
     providers: Providers,
     traffic: Traffic,
@@ -101,7 +101,7 @@ impl<'r> Sim<'r> {
             candidates,
             ledger: MemoryStore::with_clock(registry, Arc::new(clock.clone())),
             clock,
-            outputs: OutputEstimator::new(deployments, registry.defaults.output_tokens),
+            estimator: Estimator::new(registry),
             reports: Reports::new(deployments, registry.retry.max_cooldown),
             providers: Providers::new(registry, factor),
             traffic: Traffic::new(profile, START_MS),
@@ -144,7 +144,7 @@ impl<'r> Sim<'r> {
         let req = Request::plan(
             self.registry,
             &self.candidates,
-            &self.outputs,
+            &self.estimator,
             self.profile.max_tokens,
             arrival,
         );
@@ -203,10 +203,20 @@ impl<'r> Sim<'r> {
     /// Sends the admitted request to the simulated provider; its answer comes back later.
     fn call(&mut self, req: Box<Request>, d: DeploymentId) -> Result<(), SimError> {
         let now = self.clock.now_ms();
-        let prompt = estimate::scale(self.registry.provider_of(d).api, req.o200k);
+        let api = self.registry.provider_of(d).api;
+        let prompt = crate::tokenized(api, req.o200k);
+        // The provider's limiter counts as its real counterpart does: at arrival, a quarter of
+        // the characters plus max_tokens (or the model's cap); or, corrected, what was used.
+        let counted = match Accounting::of(api) {
+            Accounting::AtArrival => {
+                let cap = self.profile.max_tokens;
+                req.o200k + cap.unwrap_or_else(|| self.registry.output_cap(d))
+            }
+            Accounting::Corrected => prompt + req.output,
+        };
         let end = now + self.profile.latency.of(req.output);
         let deadline = req.plan.deadline_ms;
-        let (at, outcome) = match self.providers.offer(d, now, prompt + req.output, end) {
+        let (at, outcome) = match self.providers.offer(d, now, counted, end) {
             Ok(()) if end > deadline => (deadline.max(now), Outcome::TimedOut),
             Ok(()) => (end, Outcome::Served { prompt }),
             Err(retry_after) => (now + REFUSAL_MS, Outcome::RateLimited(retry_after)),
@@ -224,11 +234,11 @@ impl<'r> Sim<'r> {
         let (kind, stated, reached) = match outcome {
             Outcome::Served { prompt } => {
                 let _ = req.flow.answered();
-                ready(
-                    self.ledger
-                        .settle(&r, ActualUsage::split(prompt, req.output)),
-                )?;
-                self.outputs.record(d, req.output);
+                let api = self.registry.provider_of(d).api;
+                let actual = Accounting::of(api).settlement(&r, prompt, req.output, 0);
+                ready(self.ledger.settle(&r, actual))?;
+                self.estimator
+                    .record(d, req.plan.prompt, prompt, req.output);
                 self.observe(d)?;
                 let latency = self.clock.now_ms() - req.arrived;
                 let tokens = (req.o200k, prompt, req.output);

@@ -25,12 +25,17 @@
 //!   headers sent to the ledger when they matter or every few seconds
 //!   ([`router_core::flow::Reports`]). Simulated requests are interactive and have no tenant.
 //! - **Providers** keep their *own* books, apart from the ledger: an exact sliding 60 s log of
-//!   the requests they accepted with their real tokens (counted on arrival), plus the requests in
+//!   the requests they accepted, counted on arrival as their real counterparts count
+//!   ([`Accounting`](router_core::estimate::Accounting)): OpenAI-compatible and Gemini providers
+//!   a quarter of the prompt's characters plus `max_tokens` (or the model's
+//!   `max_output_tokens`), Anthropic the real prompt and completion; plus the requests in
 //!   flight, per deployment and per provider-wide limit. A request that would break a limit is
 //!   refused with a 429 whose `Retry-After` (whole seconds) says when their window frees. By
 //!   default they enforce exactly the configured limits, so a 429 means the ledger let too much
-//!   through (it can: a completion longer than its estimate, or a call the router timed out while
-//!   the provider kept working on it). `provider_headroom` scales the limits the providers really
+//!   through (it can: a completion longer than its estimate where the provider counts real use,
+//!   or a call the router timed out while the provider kept working on it). Simulated prompts
+//!   are text of four characters per o200k token; Anthropic's tokenizer makes 20 % more tokens of
+//!   it, the others as many. `provider_headroom` scales the limits the providers really
 //!   enforce; `foreign_load` is the share of each limit taken by traffic outside llmroute, a
 //!   steady load that leaves that much less for us. OpenAI-compatible and Anthropic providers
 //!   report what remains (and when their window is empty again) in rate-limit headers, which the
@@ -63,7 +68,17 @@ pub use profile::{Latency, Profile, TokenSize};
 pub use provider::REFUSAL_MS;
 pub use report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
 
+use router_core::config::Api;
 use router_core::ledger::LedgerError;
+
+/// Prompt tokens a provider of `api` makes of a simulated prompt of `o200k` o200k tokens (the
+/// simulated tokenizers).
+pub(crate) fn tokenized(api: Api, o200k: u64) -> u64 {
+    match api {
+        Api::Anthropic => o200k.saturating_mul(6) / 5,
+        Api::OpenAi | Api::Gemini => o200k,
+    }
+}
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use router_core::config::{DeploymentId, Registry};
-use router_core::estimate::OutputEstimator;
+use router_core::estimate::{Estimator, PromptSize};
 use router_core::flow::{Ask, Flow, Plan, Priority};
 use router_core::ledger::Reservation;
 use router_core::retry::{FailureKind, RetryPolicy};
@@ -32,18 +32,21 @@ impl Request {
     pub(crate) fn plan(
         registry: &Registry,
         candidates: &[DeploymentId],
-        outputs: &OutputEstimator,
+        estimator: &Estimator,
         max_tokens: Option<u64>,
         (now, o200k, output): (u64, u64, u64),
     ) -> Self {
         let ask = Ask {
-            o200k,
+            // Four characters per o200k token: the text a simulated request stands for.
+            prompt: PromptSize {
+                chars: o200k.saturating_mul(4),
+            },
             max_tokens,
             tenant: None,
             priority: Priority::Interactive,
             deadline: registry.retry.deadline,
         };
-        let plan = Plan::new(registry, outputs, candidates, ask, now);
+        let plan = Plan::new(registry, estimator, candidates, ask, now);
         let flow = Flow::new(RetryPolicy::new(registry.retry), &plan);
         Self {
             arrived: now,

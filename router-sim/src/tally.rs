@@ -4,7 +4,6 @@ use super::Profile;
 use super::provider::Providers;
 use super::report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
 use router_core::config::{DeploymentId, Registry};
-use router_core::estimate;
 
 /// Counters of one deployment during the run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -64,7 +63,7 @@ impl Tally {
         self.completion_tokens += completion;
         for &other in candidates {
             let api = registry.provider_of(other).api;
-            self.counts[other.0].baseline_prompt += estimate::scale(api, o200k);
+            self.counts[other.0].baseline_prompt += crate::tokenized(api, o200k);
         }
         self.latencies.push(latency);
     }

@@ -22,7 +22,9 @@ async fn three_chats_then_quota(state: Option<&str>) {
     };
     for _ in 0..3 {
         let mut cmd = with_state(s.llmroute(&["oa"]));
-        cmd.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
+        // A max_tokens under the 46 used: what stays counted is the provider's usage.
+        cmd.args(["chat", "--no-stream", "--max-tokens", "1", "-p"])
+            .arg(s.prompt("Hi"));
         run_async(cmd, 0).await;
     }
     let mut cmd = with_state(s.llmroute(&[]));
@@ -116,8 +118,16 @@ async fn quota_for_a_tenant_matches_what_was_admitted_and_settled() {
     let (s, _server) = tenant_scene().await;
     for _ in 0..2 {
         let mut cmd = s.llmroute(&["oa"]);
-        cmd.args(["chat", "--tenant", "acme", "--no-stream", "-p"])
-            .arg(s.prompt("Hi"));
+        cmd.args([
+            "chat",
+            "--tenant",
+            "acme",
+            "--no-stream",
+            "--max-tokens",
+            "1",
+            "-p",
+        ])
+        .arg(s.prompt("Hi"));
         run_async(cmd, 0).await;
     }
     let mut cmd = s.llmroute(&[]);

@@ -51,6 +51,8 @@ pub(crate) struct RawDefaults {
     #[serde(default)]
     pub(crate) output_tokens: Option<At<Number>>,
     #[serde(default)]
+    pub(crate) max_output_tokens: Option<At<Number>>,
+    #[serde(default)]
     pub(crate) slot_ttl_secs: Option<At<Number>>,
 }
 
@@ -113,6 +115,8 @@ pub(crate) struct RawModel {
     pub(crate) price: At<RawPrice>,
     #[serde(default)]
     pub(crate) limits: Option<RawLimits>,
+    #[serde(default)]
+    pub(crate) max_output_tokens: Option<At<Number>>,
 }
 
 /// `price:` in USD per million tokens.

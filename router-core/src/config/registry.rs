@@ -116,6 +116,9 @@ pub struct Deployment {
     pub price: Price,
     /// Limits of this deployment.
     pub limits: Limits,
+    /// The model's cap on completion tokens when a request sets no `max_tokens`
+    /// (`max_output_tokens`); `None`: `defaults.max_output_tokens`.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// Values used when a request leaves them out.
@@ -125,6 +128,9 @@ pub struct Defaults {
     pub model: Option<String>,
     /// Estimated completion tokens before any history exists.
     pub output_tokens: u64,
+    /// A model's cap on completion tokens when neither the request (`max_tokens`) nor the model
+    /// sets one: what providers count against TPM for such a request.
+    pub max_output_tokens: u64,
     /// How long a concurrency slot lives when its holder never settles (crash), in ms.
     pub slot_ttl_ms: u64,
 }
@@ -132,6 +138,8 @@ pub struct Defaults {
 impl Defaults {
     /// `output_tokens` when `providers.yaml` does not set it.
     pub const OUTPUT_TOKENS: u64 = 512;
+    /// `max_output_tokens` when `providers.yaml` does not set it.
+    pub const MAX_OUTPUT_TOKENS: u64 = 4_096;
     /// `slot_ttl_ms` when `providers.yaml` does not set `slot_ttl_secs` (600 s).
     pub const SLOT_TTL_MS: u64 = 600_000;
 }
@@ -141,6 +149,7 @@ impl Default for Defaults {
         Defaults {
             model: None,
             output_tokens: Self::OUTPUT_TOKENS,
+            max_output_tokens: Self::MAX_OUTPUT_TOKENS,
             slot_ttl_ms: Self::SLOT_TTL_MS,
         }
     }
@@ -324,6 +333,14 @@ impl Registry {
     /// The provider serving a deployment.
     pub fn provider_of(&self, id: DeploymentId) -> &Provider {
         self.provider(self.deployment(id).provider)
+    }
+
+    /// The completion tokens a request that sets no `max_tokens` may get from `id`: its model's
+    /// `max_output_tokens`, else `defaults.max_output_tokens`.
+    pub fn output_cap(&self, id: DeploymentId) -> u64 {
+        self.deployment(id)
+            .max_output_tokens
+            .unwrap_or(self.defaults.max_output_tokens)
     }
 
     /// All deployment ids, in configuration order.

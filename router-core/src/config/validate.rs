@@ -49,6 +49,13 @@ fn defaults(ctx: &Ctx<'_>, raw: Option<&RawDefaults>) -> Result<Defaults, Config
         let hint = format!("remove it to use the default {}", Defaults::OUTPUT_TOKENS);
         out.output_tokens = ctx.positive("defaults.output_tokens", v, &hint)?.get();
     }
+    if let Some(v) = &raw.max_output_tokens {
+        let hint = format!(
+            "remove it to use the default {}",
+            Defaults::MAX_OUTPUT_TOKENS
+        );
+        out.max_output_tokens = ctx.positive("defaults.max_output_tokens", v, &hint)?.get();
+    }
     if let Some(v) = &raw.slot_ttl_secs {
         let field = "defaults.slot_ttl_secs";
         let hint = format!(
@@ -213,11 +220,20 @@ fn deployment(
         &model,
         raw.aliases.as_deref().unwrap_or_default(),
     )?;
+    let max_output_tokens = match &raw.max_output_tokens {
+        Some(v) => {
+            let field = format!("{path}.max_output_tokens");
+            let hint = "remove it to use `defaults.max_output_tokens`";
+            Some(ctx.positive(&field, v, hint)?.get())
+        }
+        None => None,
+    };
     Ok(Deployment {
         provider,
         aliases,
         price: ctx.price(path, &raw.price)?,
         limits: ctx.limits(path, raw.limits.as_ref())?,
+        max_output_tokens,
         model,
     })
 }

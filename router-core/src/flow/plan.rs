@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DeploymentId, Registry};
-use crate::estimate::{self, OutputEstimator};
+use crate::estimate::{Accounting, Estimator, PromptSize};
 use crate::ledger::{MAX_SLOT_TTL, Need, TenantNeed, TenantSpec, usd_to_micros};
 use crate::select;
 
@@ -35,27 +35,34 @@ impl Priority {
     }
 }
 
-/// What one candidate is expected to use for this request.
+/// What one candidate is expected to use for this request, and what its provider's limiter
+/// will count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Estimate {
-    /// Prompt tokens, by the candidate's own tokenizer.
+    /// Expected prompt tokens, as the candidate's provider reports them.
     pub prompt_tokens: u64,
-    /// Completion tokens, from the candidate's recent history, capped by `max_tokens`.
+    /// Expected completion tokens, from the candidate's recent history, capped by `max_tokens`.
     pub completion_tokens: u64,
+    /// Prompt tokens the provider's limiter counts when the request arrives (admission reserves
+    /// them against TPM and ITPM).
+    pub counted_prompt: u64,
+    /// Completion tokens the limiter counts: `max_tokens`, else the model's cap (against TPM
+    /// and OTPM).
+    pub counted_output: u64,
 }
 
 impl Estimate {
-    /// Prompt plus completion.
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens.saturating_add(self.completion_tokens)
+    /// What admission reserves against TPM: the limiter's count of prompt and output.
+    pub fn counted(&self) -> u64 {
+        self.counted_prompt.saturating_add(self.counted_output)
     }
 }
 
 /// What a driver knows of a request before planning it.
 #[derive(Debug, Clone)]
 pub struct Ask {
-    /// Prompt size in o200k tokens (each candidate's tokenizer is derived from it).
-    pub o200k: u64,
+    /// The prompt's size.
+    pub prompt: PromptSize,
     /// The request's cap on completion tokens.
     pub max_tokens: Option<u64>,
     /// The tenant accounted for, when it has a tier.
@@ -81,23 +88,36 @@ pub struct Plan {
     pub started_ms: u64,
     /// When it gives up (ms).
     pub deadline_ms: u64,
+    /// The prompt's size, for learning from what the provider reports.
+    pub prompt: PromptSize,
 }
 
 impl Plan {
     /// Plans `ask` over `candidates` (deployments that serve the model and have a key) at
-    /// `now_ms`: each candidate's prompt by its own tokenizer and completion by its own history,
-    /// ranked by the cost of that estimate; the tenant's cost on each candidate for its budget;
-    /// batch requests get `priorities.batch_share` of each limit.
+    /// `now_ms`: each candidate's expected prompt and completion by what its provider reported
+    /// so far, ranked by the cost of that estimate, and the tenant's cost on each candidate for
+    /// its budget; each candidate's reservation is what its provider's limiter will count (see
+    /// [`Estimate`]); batch requests get `priorities.batch_share` of each limit.
     pub fn new(
         registry: &Registry,
-        outputs: &OutputEstimator,
+        estimator: &Estimator,
         candidates: &[DeploymentId],
         ask: Ask,
         now_ms: u64,
     ) -> Plan {
-        let estimate_of = |d: DeploymentId| Estimate {
-            prompt_tokens: estimate::scale(registry.provider_of(d).api, ask.o200k),
-            completion_tokens: outputs.estimate(d, ask.max_tokens),
+        let estimate_of = |d: DeploymentId| {
+            let prompt_tokens = estimator.prompt_tokens(d, ask.prompt);
+            // A limiter that counts at arrival counts its own character estimate at least.
+            let counted_prompt = match Accounting::of(registry.provider_of(d).api) {
+                Accounting::AtArrival => prompt_tokens.max(ask.prompt.base_tokens()),
+                Accounting::Corrected => prompt_tokens,
+            };
+            Estimate {
+                prompt_tokens,
+                completion_tokens: estimator.output_tokens(d, ask.max_tokens),
+                counted_prompt,
+                counted_output: ask.max_tokens.unwrap_or_else(|| registry.output_cap(d)),
+            }
         };
         let ranked: Vec<DeploymentId> = select::rank_by(registry, candidates, |d| {
             let e = estimate_of(d);
@@ -109,13 +129,13 @@ impl Plan {
         let estimates: Vec<Estimate> = ranked.iter().map(|&d| estimate_of(d)).collect();
         // Drivers renew the slot while the request lives, so it expires only with a dead holder.
         let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms).min(MAX_SLOT_TTL);
-        let largest = estimates.iter().map(Estimate::total).max().unwrap_or(0);
-        let largest_prompt = estimates.iter().map(|e| e.prompt_tokens).max();
-        // Each candidate's prompt goes against ITPM, its completion against OTPM.
+        let largest = estimates.iter().map(Estimate::counted).max().unwrap_or(0);
+        let largest_prompt = estimates.iter().map(|e| e.counted_prompt).max();
+        // Each candidate's counted prompt goes against ITPM, its counted output against OTPM.
         let mut need = Need::new(largest, slot_ttl)
-            .with_candidate_tokens(estimates.iter().map(Estimate::total).collect())
+            .with_candidate_tokens(estimates.iter().map(Estimate::counted).collect())
             .with_input_tokens(largest_prompt.unwrap_or(0))
-            .with_candidate_input_tokens(estimates.iter().map(|e| e.prompt_tokens).collect());
+            .with_candidate_input_tokens(estimates.iter().map(|e| e.counted_prompt).collect());
         need.tenant = ask.tenant.map(|spec| TenantNeed {
             spec,
             costs: ranked
@@ -139,6 +159,7 @@ impl Plan {
             priority: ask.priority,
             started_ms: now_ms,
             deadline_ms,
+            prompt: ask.prompt,
         }
     }
 
@@ -210,14 +231,14 @@ providers:
     base_url: http://localhost/v1
     api_key_env: O_KEY
     models:
-      - { name: o, aliases: [chat], price: { input: 1.1, output: 1.1 } }
+      - { name: o, aliases: [chat], price: { input: 1.1, output: 1.1 }, max_output_tokens: 2000 }
 "#;
         Registry::from_yaml_str(yaml, "plan.yaml").unwrap()
     }
 
     fn ask(priority: Priority) -> Ask {
         Ask {
-            o200k: 10_000,
+            prompt: PromptSize { chars: 40_000 },
             max_tokens: Some(100),
             tenant: None,
             priority,
@@ -228,7 +249,7 @@ providers:
     #[test]
     fn each_candidate_is_estimated_by_its_own_tokenizer() {
         let registry = registry();
-        let outputs = OutputEstimator::new(2, 512);
+        let outputs = Estimator::new(&registry);
         let all = [DeploymentId(0), DeploymentId(1)];
         let plan = Plan::new(&registry, &outputs, &all, ask(Priority::Interactive), 1_000);
         let anthropic = plan.estimate_of(DeploymentId(0));
@@ -241,14 +262,45 @@ providers:
         assert_eq!(anthropic.completion_tokens, 100);
         // Anthropic's tokenizer makes the cheaper list price the dearer request.
         assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
-        assert_eq!(plan.need.tokens, anthropic.total());
+        assert_eq!(plan.need.tokens, anthropic.counted());
         assert_eq!(plan.deadline_ms, 31_000);
+    }
+
+    #[test]
+    fn admission_reserves_what_the_limiter_counts_and_ranking_uses_the_expected_cost() {
+        let registry = registry();
+        let estimator = Estimator::new(&registry);
+        let (anthropic, openai) = (DeploymentId(0), DeploymentId(1));
+        // The OpenAI-compatible provider reported fewer prompt tokens than a quarter of the
+        // characters, and short completions.
+        for _ in 0..50 {
+            estimator.record(openai, PromptSize { chars: 40_000 }, 8_000, 20);
+        }
+        let mut ask = ask(Priority::Interactive);
+        ask.max_tokens = Some(256);
+        let plan = Plan::new(&registry, &estimator, &[anthropic, openai], ask.clone(), 0);
+        let e = plan.estimate_of(openai);
+        assert!((8_000..8_100).contains(&e.prompt_tokens), "{e:?}");
+        assert_eq!(e.completion_tokens, 30, "1.5 x the recent average");
+        // Its limiter counts a quarter of the characters and max_tokens when the request arrives.
+        assert_eq!((e.counted_prompt, e.counted_output), (10_000, 256));
+        let rank = plan.ranked.iter().position(|&d| d == openai).unwrap();
+        assert_eq!(plan.need.tokens_on(rank), 10_256);
+        assert_eq!(plan.need.input_on(rank), 10_000);
+        // Anthropic counts the prompt as it tokenizes it.
+        let a = plan.estimate_of(anthropic);
+        assert_eq!((a.counted_prompt, a.counted_output), (a.prompt_tokens, 256));
+        // With no max_tokens, the model's cap is counted.
+        ask.max_tokens = None;
+        let plan = Plan::new(&registry, &estimator, &[openai], ask, 0);
+        assert_eq!(plan.estimate_of(openai).counted_output, 2_000);
+        assert_eq!(plan.estimate_of(openai).completion_tokens, 30);
     }
 
     #[test]
     fn an_admission_on_fewer_candidates_carries_their_own_tokens_and_costs() {
         let registry = registry();
-        let outputs = OutputEstimator::new(2, 512);
+        let outputs = Estimator::new(&registry);
         let all = [DeploymentId(0), DeploymentId(1)];
         let mut ask = ask(Priority::Interactive);
         ask.tenant = Some(TenantSpec {
@@ -259,11 +311,11 @@ providers:
         let mut plan = Plan::new(&registry, &outputs, &all, ask, 0);
         assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
         let full = plan.need_for(&plan.ranked.clone());
-        let anthropic = plan.estimate_of(DeploymentId(0)).total();
+        let anthropic = plan.estimate_of(DeploymentId(0)).counted();
         assert_eq!(full.tokens_on(1), anthropic);
         let only = plan.need_for(&[DeploymentId(0)]);
         assert_eq!(only.tokens_on(0), anthropic);
-        let prompt = plan.estimate_of(DeploymentId(0)).prompt_tokens;
+        let prompt = plan.estimate_of(DeploymentId(0)).counted_prompt;
         assert_eq!(full.input_on(1), prompt);
         assert_eq!(
             only.input_on(0),
@@ -286,7 +338,7 @@ providers:
     #[test]
     fn batch_requests_get_their_share_and_tenants_their_cost_per_candidate() {
         let registry = registry();
-        let outputs = OutputEstimator::new(2, 512);
+        let outputs = Estimator::new(&registry);
         let all = [DeploymentId(0), DeploymentId(1)];
         let mut batch = ask(Priority::Batch);
         batch.tenant = Some(TenantSpec {

@@ -30,6 +30,7 @@ fn flow(ranked: &[DeploymentId], priority: Priority) -> Flow {
         priority,
         started_ms: 0,
         deadline_ms: 60_000,
+        prompt: Default::default(),
     };
     Flow::new(policy(), &plan)
 }

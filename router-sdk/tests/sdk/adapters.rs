@@ -59,10 +59,13 @@ async fn openai_chat_returns_content_usage_and_cost_and_settles() {
         ),
         ("oa", "gpt-test")
     );
+    // An OpenAI-compatible limiter counts at arrival and never gives back: the window keeps
+    // the larger of the reported prompt (1117) and the estimate, plus the model's output cap
+    // (`defaults.max_output_tokens`, 4096: the request set no max_tokens) over the 46 used.
     let snap = w.snapshot("gpt-test").await;
     assert_eq!(
         (snap.usage.requests, snap.usage.tokens, snap.usage.in_flight),
-        (1, 1163, 0)
+        (1, 1117 + 4096, 0)
     );
 }
 
@@ -138,8 +141,9 @@ async fn openai_stream_asks_for_usage_and_ends_with_it() {
     );
     assert_eq!(done.finish_reason, Some(FinishReason::Stop));
     assert!((done.cost_usd - (9.0 * 2.0 + 3.0 * 8.0) / 1e6).abs() < 1e-12);
+    // Counted at arrival: the 9 reported prompt tokens and the 4096 output cap.
     let snap = w.snapshot("gpt-test").await;
-    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
+    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (9 + 4096, 0));
 }
 
 #[tokio::test]

@@ -148,7 +148,12 @@ async fn settlements_the_ledger_refuses_at_first_are_retried_until_they_land() {
         .expect(1)
         .mount(&w.servers[0])
         .await;
-    w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    // A max_tokens below the 46 tokens used: what stays counted is the provider's usage.
+    let req = ChatRequest {
+        max_tokens: Some(1),
+        ..ChatRequest::new("Hello")
+    };
+    w.router.chat(req).await.unwrap();
     // The caller has its answer; the settlement is retried in the background.
     w.router.drain().await;
     assert_eq!(w.in_flight().await, 0, "the slot came back");

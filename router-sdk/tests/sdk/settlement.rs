@@ -103,13 +103,12 @@ async fn a_stream_cut_short_is_an_error_and_settles_what_was_reported() {
         .respond_with(ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream"))
         .mount(&w.servers[0])
         .await;
-    let items: Vec<_> = w
-        .router
-        .chat_stream(ChatRequest::new("Hello"))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    // A max_tokens below the 3 tokens reported: what stays counted is the reported usage.
+    let req = ChatRequest {
+        max_tokens: Some(1),
+        ..ChatRequest::new("Hello")
+    };
+    let items: Vec<_> = w.router.chat_stream(req).await.unwrap().collect().await;
     assert!(
         matches!(items.last(), Some(Err(Error::Transport { .. }))),
         "{items:?}"
