@@ -1,16 +1,28 @@
 //! A worker for the router benchmark harness (`drive_cmd.py`): K of these share one Redis.
 //!
-//! Reads the spec (`--spec FILE`), builds a router over the spec's providers with the shared
-//! Redis as its ledger, prints `READY`, waits for `START <epoch seconds>` on stdin, sends each
-//! request at its time (concurrently), and writes one JSON row per request to `--out FILE`.
-//! Each request carries the stop sequence `x-bench-id:<id>`, which the mock upstream reads to
-//! join client timings with its own service times.
+//! ```sh
+//! bench_worker --spec FILE --out FILE                                  # through llmroute
+//! bench_worker --spec FILE --out FILE --floor [--floor-provider NAME]  # no router: the floor
+//! ```
+//!
+//! Reads the spec, builds a router over the spec's providers with the shared Redis as its
+//! ledger, warms it up on the mock's unlimited `warmup` provider, prints `READY`, waits for `START <epoch seconds>` on stdin, sends each request at
+//! its time (concurrently), and writes one JSON row per request to `--out`, then a
+//! `worker_meta` row with the CPU time the process used during the run. Every upstream call
+//! carries the header `x-bench-id: <id>`, which the mock upstream reads to join client timings
+//! with its own service times.
+//!
+//! With `--floor` there is no router: a plain `reqwest` client posts each request straight to
+//! one provider's `{api_base}/chat/completions` (default `premium`), with the same body and
+//! header, consuming streams to the end. Its "router-added" latency is what the harness and a
+//! bare HTTP client add on their own, so a router's overhead is its figure minus the floor's.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use router_core::config::Registry;
 use router_sdk::{ChatChunk, ChatRequest, Message, Receipt, Router, StaticKeys};
@@ -20,10 +32,19 @@ use serde_json::{Value, json};
 #[derive(Deserialize)]
 struct Spec {
     worker: usize,
+    #[serde(default = "default_model_group")]
+    model_group: String,
     providers: BTreeMap<String, Provider>,
     redis_url: String,
     request_timeout_s: f64,
+    run_deadline_s: f64,
+    #[serde(default)]
+    warmup_api_base: Option<String>,
     requests: Vec<Job>,
+}
+
+fn default_model_group() -> String {
+    "chat".into()
 }
 
 #[derive(Deserialize)]
@@ -46,7 +67,66 @@ struct Job {
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
-/// `providers.yaml` for the spec: one OpenAI-compatible deployment per provider, all `chat`.
+/// What a request came back with, whichever way it was sent.
+struct Answer {
+    provider: String,
+    response_id: Option<String>,
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    cost_usd: Option<f64>,
+}
+
+/// Why a request failed: the row's `error_type` and `error`.
+struct Refusal {
+    kind: String,
+    message: String,
+}
+
+impl Refusal {
+    fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// How requests leave this process.
+enum Sender {
+    /// Through llmroute, over the spec's providers, asking for the model group.
+    Router { router: Router, model: String },
+    /// Straight to one provider, no router.
+    Floor {
+        http: reqwest::Client,
+        url: String,
+        provider: String,
+        price_in: f64,
+        price_out: f64,
+        model: String,
+    },
+}
+
+/// The model name of the warm-up deployment (the mock's unlimited `warmup` provider).
+const WARMUP: &str = "warmup";
+
+/// One OpenAI-compatible provider with one model, in `providers.yaml` form.
+fn deployment(
+    name: &str,
+    base_url: &str,
+    aliases: &str,
+    price: (f64, f64),
+    limits: &str,
+) -> String {
+    format!(
+        "  - name: {name}\n    api: openai\n    base_url: {base_url}\n    api_key_env: BENCH_KEY\n    \
+         models:\n      - name: {name}\n        aliases: [{aliases}]\n        \
+         price: {{ input: {}, output: {} }}\n        limits: {{ {limits} }}\n",
+        price.0, price.1
+    )
+}
+
+/// `providers.yaml` for the spec: one deployment per provider, all aliased to the model group,
+/// plus the unlimited `warmup` deployment (model `warmup`, no alias) when the mock has one.
 fn config(spec: &Spec) -> String {
     let mut yaml = format!("state: {}\nproviders:\n", spec.redis_url);
     for (name, p) in &spec.providers {
@@ -57,15 +137,19 @@ fn config(spec: &Spec) -> String {
         if p.tpm > 0 {
             limits.push(format!("tpm: {}", p.tpm));
         }
-        yaml.push_str(&format!(
-            "  - name: {name}\n    api: openai\n    base_url: {}\n    api_key_env: BENCH_KEY\n    \
-             models:\n      - name: {name}\n        aliases: [chat]\n        \
-             price: {{ input: {}, output: {} }}\n        limits: {{ {} }}\n",
-            p.api_base,
-            p.price_in,
-            p.price_out,
-            limits.join(", ")
+        yaml.push_str(&deployment(
+            name,
+            &p.api_base,
+            &spec.model_group,
+            (p.price_in, p.price_out),
+            &limits.join(", "),
         ));
+    }
+    if let Some(base) = &spec.warmup_api_base
+        && !spec.providers.contains_key(WARMUP)
+    {
+        // Prices must be positive; the warm-up's cost is not scored.
+        yaml.push_str(&deployment(WARMUP, base, "", (0.001, 0.001), ""));
     }
     yaml
 }
@@ -85,18 +169,49 @@ fn cpu_ms() -> u64 {
         .map_or(0, |(u, s)| (u + s) * 10)
 }
 
-async fn send(router: &Router, job: &Job, timeout: Duration) -> Result<Receipt, router_sdk::Error> {
+fn epoch_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+async fn via_router(
+    router: &Router,
+    model: &str,
+    job: &Job,
+    timeout: Duration,
+) -> Result<Answer, Refusal> {
     let req = ChatRequest {
-        model: Some("chat".into()),
+        model: Some(model.to_owned()),
         messages: job.messages.clone(),
         max_tokens: Some(job.max_tokens),
-        stop: vec![format!("x-bench-id:{}", job.bench_id)],
+        headers: vec![("x-bench-id".into(), job.bench_id.clone())],
         deadline: Some(timeout),
         ..ChatRequest::default()
     };
-    if !job.stream {
-        return router.chat(req).await.map(|a| a.receipt);
+    let receipt = if job.stream {
+        router_stream(router, req).await
+    } else {
+        router.chat(req).await.map(|a| a.receipt)
+    };
+    match receipt {
+        Ok(r) => Ok(Answer {
+            provider: r.provider,
+            response_id: None,
+            prompt_tokens: Some(r.usage.prompt_tokens),
+            completion_tokens: Some(r.usage.completion_tokens),
+            cost_usd: Some(r.cost_usd),
+        }),
+        Err(e) => {
+            let debug = format!("{e:?}");
+            let kind = debug.split([' ', '{', '(']).next().unwrap_or("Error");
+            Err(Refusal::new(kind, e.to_string()))
+        }
     }
+}
+
+async fn router_stream(router: &Router, req: ChatRequest) -> Result<Receipt, router_sdk::Error> {
     let mut stream = router.chat_stream(req).await?;
     while let Some(item) = stream.next().await {
         if let ChatChunk::Done(receipt) = item? {
@@ -108,58 +223,256 @@ async fn send(router: &Router, job: &Job, timeout: Duration) -> Result<Receipt, 
     ))
 }
 
+/// The usage object of an OpenAI answer or chunk, if it has one.
+fn usage_of(v: &Value) -> Option<(u64, u64)> {
+    let u = v.get("usage")?;
+    Some((
+        u.get("prompt_tokens")?.as_u64()?,
+        u.get("completion_tokens")?.as_u64()?,
+    ))
+}
+
+fn transport(e: &reqwest::Error) -> Refusal {
+    let kind = if e.is_timeout() {
+        "ClientTimeout"
+    } else if e.is_connect() {
+        "Connect"
+    } else {
+        "Transport"
+    };
+    Refusal::new(kind, e.to_string())
+}
+
+async fn direct(
+    http: &reqwest::Client,
+    url: &str,
+    provider: &str,
+    (price_in, price_out): (f64, f64),
+    model: &str,
+    job: &Job,
+) -> Result<Answer, Refusal> {
+    let mut body = json!({"model": model, "messages": job.messages, "max_tokens": job.max_tokens});
+    if job.stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    let resp = http
+        .post(url)
+        .bearer_auth("sk-bench")
+        .header("x-bench-id", &job.bench_id)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| transport(&e))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        let text: String = text.chars().take(500).collect();
+        return Err(Refusal::new(format!("HTTP{}", status.as_u16()), text));
+    }
+    let (mut id, mut usage) = (None, None);
+    if job.stream {
+        let mut events = resp.bytes_stream().eventsource();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| Refusal::new("Stream", e.to_string()))?;
+            if event.data.trim() == "[DONE]" {
+                break;
+            }
+            let chunk: Value = serde_json::from_str(&event.data)
+                .map_err(|e| Refusal::new("BadChunk", e.to_string()))?;
+            if let Some(s) = chunk.get("id").and_then(Value::as_str) {
+                id = Some(s.to_owned());
+            }
+            usage = usage_of(&chunk).or(usage);
+        }
+    } else {
+        let answer: Value = resp.json().await.map_err(|e| transport(&e))?;
+        id = answer.get("id").and_then(Value::as_str).map(str::to_owned);
+        usage = usage_of(&answer);
+    }
+    Ok(Answer {
+        provider: provider.to_owned(),
+        response_id: id,
+        prompt_tokens: usage.map(|u| u.0),
+        completion_tokens: usage.map(|u| u.1),
+        cost_usd: usage.map(|(p, c)| (p as f64 * price_in + c as f64 * price_out) / 1e6),
+    })
+}
+
+/// Send one job; the whole request, stream included, is bounded by `timeout`.
+async fn send(sender: &Sender, job: &Job, timeout: Duration) -> Result<Answer, Refusal> {
+    let attempt = async {
+        match sender {
+            // Through the router the request's own `deadline` is the primary bound.
+            Sender::Router { router, model } => via_router(router, model, job, timeout).await,
+            Sender::Floor {
+                http,
+                url,
+                provider,
+                price_in,
+                price_out,
+                model,
+            } => direct(http, url, provider, (*price_in, *price_out), model, job).await,
+        }
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Refusal::new(
+                "ClientTimeout",
+                format!("no answer within {}s (timeout)", timeout.as_secs_f64()),
+            ))
+        })
+}
+
+/// Two small requests to the mock's unlimited `warmup` provider before `READY`, one JSON and
+/// one stream, so that one-time costs (connections, the tokenizer's tables, Redis scripts)
+/// are paid before the run, not by its first requests.
+async fn warm_up(sender: &Sender, spec: &Spec) -> Result<(), String> {
+    let Some(base) = &spec.warmup_api_base else {
+        return Ok(());
+    };
+    let limit = Duration::from_secs(10);
+    for stream in [false, true] {
+        let job = Job {
+            bench_id: format!("warmup-w{}", spec.worker),
+            t_offset: 0.0,
+            messages: vec![Message::user("warm up")],
+            max_tokens: 4,
+            stream,
+        };
+        let call = async {
+            match sender {
+                Sender::Router { router, .. } => via_router(router, WARMUP, &job, limit).await,
+                Sender::Floor { http, model, .. } => {
+                    let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+                    direct(http, &url, WARMUP, (0.0, 0.0), model, &job).await
+                }
+            }
+        };
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(r)) => return Err(format!("{}: {}", r.kind, r.message)),
+            Err(_) => return Err(format!("no answer within {}s", limit.as_secs())),
+        }
+    }
+    Ok(())
+}
+
 fn row(
-    spec: &Spec,
+    worker: usize,
     job: &Job,
     lag_ms: f64,
     took: Duration,
-    answer: Result<Receipt, router_sdk::Error>,
+    answer: Result<Answer, Refusal>,
 ) -> Value {
     let mut row = json!({
-        "bench_id": job.bench_id, "worker": spec.worker, "stream": job.stream,
+        "bench_id": job.bench_id, "worker": worker, "stream": job.stream,
         "latency_ms": took.as_secs_f64() * 1000.0, "sched_lag_ms": lag_ms,
     });
     match answer {
-        Ok(r) => {
+        Ok(a) => {
             row["ok"] = json!(true);
-            row["provider"] = json!(r.provider);
-            row["prompt_tokens"] = json!(r.usage.prompt_tokens);
-            row["completion_tokens"] = json!(r.usage.completion_tokens);
-            row["router_cost"] = json!(r.cost_usd);
+            row["provider"] = json!(a.provider);
+            if let Some(id) = a.response_id {
+                row["response_id"] = json!(id);
+            }
+            if let Some(t) = a.prompt_tokens {
+                row["prompt_tokens"] = json!(t);
+            }
+            if let Some(t) = a.completion_tokens {
+                row["completion_tokens"] = json!(t);
+            }
+            if let Some(c) = a.cost_usd {
+                row["router_cost"] = json!(c);
+            }
         }
-        Err(e) => {
+        Err(r) => {
             row["ok"] = json!(false);
-            row["error_type"] = json!(
-                format!("{e:?}")
-                    .split([' ', '{', '('])
-                    .next()
-                    .unwrap_or("")
-                    .to_owned()
-            );
-            row["error"] = json!(e.to_string());
+            row["error_type"] = json!(r.kind);
+            row["error"] = json!(r.message);
         }
     }
     row
 }
 
+struct Args {
+    spec: String,
+    out: String,
+    floor: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    const USAGE: &str =
+        "usage: bench_worker --spec FILE --out FILE [--floor [--floor-provider NAME]]";
+    let (mut spec, mut out, mut floor, mut floor_provider) = (None, None, false, None);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--spec" => spec = args.next(),
+            "--out" => out = args.next(),
+            "--floor" => floor = true,
+            "--floor-provider" => {
+                floor_provider = Some(
+                    args.next()
+                        .ok_or(format!("{USAGE} (--floor-provider NAME)"))?,
+                );
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("{USAGE} (unknown argument `{other}`)")),
+        }
+    }
+    if floor_provider.is_some() && !floor {
+        return Err(format!("{USAGE} (--floor-provider needs --floor)"));
+    }
+    Ok(Args {
+        spec: spec.ok_or(format!("{USAGE} (missing --spec)"))?,
+        out: out.ok_or(format!("{USAGE} (missing --out)"))?,
+        floor: floor.then(|| floor_provider.unwrap_or_else(|| "premium".into())),
+    })
+}
+
+async fn sender(spec: &Spec, floor: Option<&str>) -> Result<Sender, Failure> {
+    let Some(name) = floor else {
+        let registry = Registry::from_yaml_str(&config(spec), "bench.yaml")?;
+        let keys = StaticKeys::new().with("BENCH_KEY", "sk-bench");
+        let router = Router::builder(registry)
+            .keys(Arc::new(keys))
+            .build()
+            .await?;
+        let model = spec.model_group.clone();
+        return Ok(Sender::Router { router, model });
+    };
+    let p = spec.providers.get(name).ok_or_else(|| {
+        let known: Vec<&str> = spec.providers.keys().map(String::as_str).collect();
+        format!(
+            "--floor-provider {name}: the spec has no such provider (it has {})",
+            known.join(", ")
+        )
+    })?;
+    // The same client settings as the router's own default client.
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    Ok(Sender::Floor {
+        http,
+        url: format!("{}/chat/completions", p.api_base.trim_end_matches('/')),
+        provider: name.to_owned(),
+        price_in: p.price_in,
+        price_out: p.price_out,
+        model: spec.model_group.clone(),
+    })
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-            .ok_or_else(|| format!("usage: bench_worker --spec FILE --out FILE (missing {name})"))
-    };
-    let spec: Spec = serde_json::from_str(&std::fs::read_to_string(arg("--spec")?)?)?;
-    let out_path = arg("--out")?;
-    let registry = Registry::from_yaml_str(&config(&spec), "bench.yaml")?;
-    let keys = StaticKeys::new().with("BENCH_KEY", "sk-bench");
-    let router = Router::builder(registry)
-        .keys(Arc::new(keys))
-        .build()
-        .await?;
+    let args = parse_args()?;
+    let spec: Spec = serde_json::from_str(&std::fs::read_to_string(&args.spec)?)?;
+    let sender = Arc::new(sender(&spec, args.floor.as_deref()).await?);
+    if let Err(e) = warm_up(&sender, &spec).await {
+        eprintln!("bench_worker: the warm-up failed, going on without it: {e}");
+    }
     println!("READY");
     std::io::stdout().flush()?;
     let mut line = String::new();
@@ -171,34 +484,59 @@ async fn main() -> Result<(), Failure> {
         .parse()?;
     let cpu_before = cpu_ms();
     let timeout = Duration::from_secs_f64(spec.request_timeout_s);
+    let stop_in = (start + spec.run_deadline_s - epoch_now()).max(0.0);
+    let stop_at = tokio::time::Instant::now() + Duration::from_secs_f64(stop_in);
     let spec = Arc::new(spec);
     let mut tasks = Vec::new();
     for i in 0..spec.requests.len() {
-        let (spec, router) = (spec.clone(), router.clone());
+        let (spec, sender) = (spec.clone(), sender.clone());
         tasks.push(tokio::spawn(async move {
             let job = &spec.requests[i];
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default();
-            let due = start + job.t_offset - now.as_secs_f64();
+            let due = start + job.t_offset - epoch_now();
             if due > 0.0 {
                 tokio::time::sleep(Duration::from_secs_f64(due)).await;
             }
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default();
-            let lag_ms = (now.as_secs_f64() - start - job.t_offset) * 1000.0;
+            let lag_ms = (epoch_now() - start - job.t_offset) * 1000.0;
             let began = Instant::now();
-            let answer = send(&router, job, timeout).await;
-            row(&spec, job, lag_ms, began.elapsed(), answer)
+            let answer = send(&sender, job, timeout).await;
+            row(spec.worker, job, lag_ms, began.elapsed(), answer)
         }));
     }
-    let mut out = std::io::BufWriter::new(std::fs::File::create(out_path)?);
-    for task in tasks {
-        writeln!(out, "{}", task.await?)?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&args.out)?);
+    for (job, mut task) in spec.requests.iter().zip(tasks) {
+        let row = match tokio::time::timeout_at(stop_at, &mut task).await {
+            Ok(Ok(row)) => row,
+            Ok(Err(e)) => row(
+                spec.worker,
+                job,
+                0.0,
+                Duration::ZERO,
+                Err(Refusal::new("WorkerPanic", e.to_string())),
+            ),
+            Err(_) => {
+                task.abort();
+                row(
+                    spec.worker,
+                    job,
+                    0.0,
+                    Duration::ZERO,
+                    Err(Refusal::new(
+                        "harness_timeout",
+                        "not finished by the run deadline",
+                    )),
+                )
+            }
+        };
+        writeln!(out, "{row}")?;
     }
-    router.drain().await;
-    let meta = json!({"kind": "worker_meta", "worker": spec.worker, "cpu_ms_during_run": cpu_ms() - cpu_before});
+    if let Sender::Router { router, .. } = sender.as_ref() {
+        router.drain().await;
+    }
+    let meta = json!({
+        "kind": "worker_meta", "worker": spec.worker,
+        "mode": if args.floor.is_some() { "floor" } else { "router" },
+        "cpu_ms_during_run": cpu_ms().saturating_sub(cpu_before),
+    });
     writeln!(out, "{meta}")?;
     out.flush()?;
     Ok(())

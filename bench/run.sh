@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
+# and print a side-by-side markdown table. See bench/README.md.
+#
+#   bench/run.sh [--quick] [--no-build] [--litellm-python PATH]
+#
+# Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
+# temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench/run.sh [--quick] [--no-build] [--litellm-python PATH]
+
+  --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
+  --no-build             do not run cargo; use the bench_worker already built
+  --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
+  -h, --help             this text
+
+Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
+OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR.
+EOF
+}
+
+QUICK=0
+BUILD=1
+LITELLM_PY=""
+while (($#)); do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --no-build) BUILD=0 ;;
+        --litellm-python)
+            [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
+            LITELLM_PY=$2
+            shift
+            ;;
+        --litellm-python=*) LITELLM_PY=${1#*=} ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HARNESS=${LLMROUTE_BENCH_HARNESS:-$REPO/../shared/bench}
+for f in drive_cmd.py mock_upstream.py report.py providers.json; do
+    if [[ ! -f $HARNESS/$f ]]; then
+        echo "run.sh: no benchmark harness at '$HARNESS' (missing $f)." >&2
+        echo "        Set LLMROUTE_BENCH_HARNESS to the directory holding drive_cmd.py and mock_upstream.py." >&2
+        exit 1
+    fi
+done
+HARNESS=$(cd "$HARNESS" && pwd)
+PROVIDERS=$HARNESS/providers.json
+command -v redis-server >/dev/null || { echo "run.sh: redis-server is not installed" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "run.sh: python3 is not installed" >&2; exit 1; }
+if [[ -n $LITELLM_PY ]]; then
+    "$LITELLM_PY" -c 'import litellm, redis' 2>/dev/null || {
+        echo "run.sh: '$LITELLM_PY' cannot import litellm and redis" >&2
+        exit 1
+    }
+fi
+
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+[[ $TARGET == /* ]] || TARGET=$REPO/$TARGET
+WORKER=$TARGET/release/examples/bench_worker
+if ((BUILD)); then
+    (cd "$REPO" && cargo build --release -p router-sdk --example bench_worker)
+fi
+[[ -x $WORKER ]] || { echo "run.sh: no worker at $WORKER (drop --no-build?)" >&2; exit 1; }
+
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/llmroute-bench.XXXXXX")}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+echo "results: $OUT"
+
+# ---------------------------------------------------------------------------------------------
+# Our own Redis and mocks; everything started here is stopped on exit, by pid.
+
+PIDS=()      # redis-server and the mocks
+DRIVER=""    # the running driver, leader of its own process group (its workers included)
+
+stop_pid() { # stop_pid PID: TERM, up to 5 s, then KILL
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$? pid
+    trap - EXIT INT TERM
+    if [[ -n $DRIVER ]]; then
+        kill -TERM -- "-$DRIVER" 2>/dev/null || true
+        sleep 0.5
+        kill -KILL -- "-$DRIVER" 2>/dev/null || true
+        wait "$DRIVER" 2>/dev/null || true
+    fi
+    for pid in "${PIDS[@]}"; do
+        stop_pid "$pid"
+    done
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Lifetime bound for the mocks, in case this script is killed with SIGKILL.
+EXIT_AFTER=$((QUICK ? 600 : 1800))
+
+REDIS_PORT=""
+for _ in 1 2 3 4 5; do
+    port=$(free_port)
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" \
+        --daemonize no --logfile "$OUT/redis.log" &
+    pid=$!
+    for _ in $(seq 50); do
+        if python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1',$port),1); s.sendall(b'PING\r\n'); sys.exit(s.recv(16)!=b'+PONG\r\n')" 2>/dev/null; then
+            REDIS_PORT=$port
+            break
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [[ -n $REDIS_PORT ]]; then
+        PIDS+=("$pid")
+        break
+    fi
+    stop_pid "$pid"
+done
+[[ -n $REDIS_PORT ]] || { echo "run.sh: redis-server did not start (see $OUT/redis.log)" >&2; exit 1; }
+REDIS=127.0.0.1:$REDIS_PORT
+
+start_mock() { # start_mock NAME [--observe]: sets MOCK_URL
+    local name=$1 pid i
+    shift
+    rm -f "$OUT/$name.port"
+    python3 "$HARNESS/mock_upstream.py" --config "$PROVIDERS" --port 0 --port-file "$OUT/$name.port" \
+        --exit-after "$EXIT_AFTER" "$@" >"$OUT/$name.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for ((i = 0; i < 100; i++)); do
+        if [[ -s $OUT/$name.port ]]; then
+            MOCK_URL=http://127.0.0.1:$(cat "$OUT/$name.port")
+            if python3 -c "import urllib.request; urllib.request.urlopen('$MOCK_URL/healthz', timeout=1)" 2>/dev/null; then
+                return 0
+            fi
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "run.sh: the $name mock did not start (see $OUT/$name.log)" >&2
+    exit 1
+}
+start_mock mock-enforce
+ENFORCE=$MOCK_URL
+OBSERVE=""
+if ((!QUICK)); then
+    start_mock mock-observe --observe
+    OBSERVE=$MOCK_URL
+fi
+echo "redis $REDIS, enforce mock $ENFORCE${OBSERVE:+, observe mock $OBSERVE}"
+
+# ---------------------------------------------------------------------------------------------
+# The runs. Each waits for its place in the UTC minute (--align), then offers its load.
+
+FAILED=()
+bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...
+    local dir=$1 label=$2 mock=$3 n=$4 align=$5 k=$6 rc=0
+    shift 6
+    local cmd mode=enforce
+    [[ $mock == "$ENFORCE" ]] || mode=observe
+    printf -v cmd '%q ' "$WORKER" "$@"
+    echo
+    echo "== $label: $n requests / 30 s, K=$k, $mode mock, align $align  (from $(date -u +%T) UTC)"
+    setsid python3 "$HARNESS/drive_cmd.py" --mock-url "$mock" --redis "$REDIS" --providers "$PROVIDERS" \
+        -k "$k" -n "$n" --duration 30 --align "$align" --label "$label" --out "$OUT/$dir" \
+        --worker-cmd "${cmd}--spec {spec} --out {out}" >"$OUT/$dir.log" 2>&1 &
+    DRIVER=$!
+    wait "$DRIVER" || rc=$?
+    DRIVER=""
+    if ((rc != 0)) || [[ ! -f $OUT/$dir/summary.json ]]; then
+        echo "   FAILED (exit $rc); see $OUT/$dir.log and $OUT/$dir/worker*.log" >&2
+        FAILED+=("$dir")
+    else
+        python3 - "$OUT/$dir/summary.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+ra = s["router_added_ms_single_attempt"]
+print(f"   ok {s['succeeded']}/{s['requests']}, upstream 429 {s['upstream_429']}, "
+      f"would-be 429 {s['upstream_would_reject_429']}, router-added p50 {ra['p50']} ms, p99 {ra['p99']} ms")
+EOF
+    fi || true
+}
+
+peer() { # peer DIR: the LiteLLM peer, usage-based-routing-v2, K=4, on the enforce mock
+    local dir=$1 rc=0
+    echo
+    echo "== LiteLLM usage-based-routing-v2 K=4: 600 requests / 30 s, enforce mock, align inside  (from $(date -u +%T) UTC)"
+    setsid "$LITELLM_PY" "$HARNESS/litellm_peer.py" run --python "$LITELLM_PY" --strategy usage-based-routing-v2 \
+        -k 4 -n 600 --duration 30 --align inside --mock-url "$ENFORCE" --redis "$REDIS" \
+        --providers "$PROVIDERS" --out "$OUT/$dir" >"$OUT/$dir.log" 2>&1 &
+    DRIVER=$!
+    wait "$DRIVER" || rc=$?
+    DRIVER=""
+    if ((rc != 0)) || [[ ! -f $OUT/$dir/summary.json ]]; then
+        echo "   FAILED (exit $rc); see $OUT/$dir.log" >&2
+        FAILED+=("$dir")
+    fi
+}
+
+T0=$(date +%s)
+# Inside- and cross-aligned runs alternate where possible: a cross run starts 15 s before a
+# minute boundary, just after an inside run, so fewer minutes are spent waiting.
+bench floor-k4 "floor (no router) K=4" "$ENFORCE" 600 inside 4 --floor
+if ((QUICK)); then
+    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
+    ORDER=(floor-k4 llmroute-k4)
+else
+    bench llmroute-k4-observe-cross "llmroute K=4 (observe, cross)" "$OBSERVE" 600 cross 4
+    bench llmroute-k1 "llmroute K=1" "$ENFORCE" 600 inside 1
+    bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8
+    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
+    bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4
+    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack)
+    if [[ -n $LITELLM_PY ]]; then
+        peer litellm-ubr2-k4
+        ORDER+=(litellm-ubr2-k4)
+    fi
+fi
+ELAPSED=$(($(date +%s) - T0))
+
+DIRS=()
+for d in "${ORDER[@]}"; do DIRS+=("$OUT/$d"); done
+{
+    echo
+    echo "## Runs (harness report.py)"
+    echo
+    python3 "$HARNESS/report.py" "${DIRS[@]}"
+    echo
+    echo "## Router overhead = router-added latency - the floor's (single-attempt successes)"
+    echo
+    python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
+    echo
+    echo "Runs took $((ELAPSED / 60)) min $((ELAPSED % 60)) s. Results: $OUT"
+} | tee "$OUT/report.md"
+if ((${#FAILED[@]})); then
+    echo "run.sh: failed runs: ${FAILED[*]}" >&2
+    exit 1
+fi

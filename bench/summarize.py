@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Router overhead against the harness floor, from finished runs' summary.json (stdlib only).
+
+    python3 bench/summarize.py --floor OUT/floor-k4 OUT/llmroute-k1 OUT/llmroute-k4 ...
+
+The floor is a run of `bench_worker --floor`: no router, a bare HTTP client posting straight to
+one provider. Its "router-added" latency (client latency minus the mock's service time) is what
+the harness, the loopback and an HTTP client add by themselves. A router's overhead is its own
+router-added latency minus the floor's, at the same percentile. Both use single-attempt
+successes (`router_added_ms_single_attempt`), the figure report.py shows.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def load(d):
+    with open(os.path.join(d, "summary.json")) as f:
+        return json.load(f)
+
+
+def fmt(x, nd=2):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def minus(a, b):
+    return None if a is None or b is None else a - b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--floor", help="the floor run's directory")
+    ap.add_argument("runs", nargs="+", help="run directories (those without summary.json are listed as missing)")
+    args = ap.parse_args()
+    floor = None
+    if args.floor and os.path.exists(os.path.join(args.floor, "summary.json")):
+        floor = load(args.floor)["summary"]["router_added_ms_single_attempt"]
+    hdr = ["run", "mock", "ok/failed", "router-added ms p50 / p99", "overhead vs floor ms p50 / p99",
+           "upstream 429 (enforce) / would-be 429 (observe)", "cost/oracle", "CPU ms/req", "redis cmds/req"]
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    if floor:
+        print(f"| floor (reference) | | | {fmt(floor['p50'])} / {fmt(floor['p99'])} | 0 / 0 | | | | |")
+    for d in args.runs:
+        if not os.path.exists(os.path.join(d, "summary.json")):
+            print(f"| {os.path.basename(d.rstrip('/'))} | missing: the run failed, see its worker*.log | "
+                  + "| " * (len(hdr) - 2))
+            continue
+        doc = load(d)
+        s, m = doc["summary"], doc["meta"]
+        ra = s["router_added_ms_single_attempt"]
+        mode = m.get("mock_mode", "?")
+        over = (f"{fmt(minus(ra['p50'], floor['p50']))} / {fmt(minus(ra['p99'], floor['p99']))}"
+                if floor else "n/a (no floor run)")
+        rejected = s["upstream_would_reject_429"] if mode == "observe" else s["upstream_429"]
+        cpu = s.get("router_cpu", {}).get("ms_per_request")
+        print("| " + " | ".join([
+            m.get("label", d), mode, f"{s['succeeded']}/{s['failed']}",
+            f"{fmt(ra['p50'])} / {fmt(ra['p99'])}", over,
+            f"{rejected} ({'would-be' if mode == 'observe' else 'real'})",
+            "n/a" if s.get("cost_vs_oracle") is None else str(s["cost_vs_oracle"]),
+            "n/a" if cpu is None else str(cpu),
+            str(s.get("redis_commands_per_request", "n/a")),
+        ]) + " |")
+    if not floor:
+        print("\n(no floor run with a summary.json: overhead not computed)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
