@@ -294,7 +294,7 @@ for c = 1, n do
     for s = 1, own do
       take(held[s])
     end
-    redis.call('SET', KEYS[1], fmt('%d', held[1].bk), 'PX', math.max(1, ttl))
+    redis.call('SET', KEYS[1], fmt('%d', held[1].bk), 'PX', SLOTS_TTL_MS)
     return {1, now, c - 1, held[1].bk, p and p.day or 0, p and p.month or 0}
   end
 end

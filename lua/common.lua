@@ -43,9 +43,10 @@ end
 -- an expired slot is remembered for SETTLE_GRACE_MS more, so that a late settle still corrects
 -- the counts once (twin: window.rs `Slots`). TTL SLOTS_TTL_MS, refreshed by every admission
 -- and renewal: it outlives the longest slot and its grace.
--- Reservation key (llmroute:{ns}:v3:r:<id>, one per live reservation): the bucket its tokens
--- were reserved in, for an admission repeated with the same id. It expires with the slot (TTL =
--- the slot's, extended by renewal) and goes when the reservation is settled or released.
+-- Reservation key (llmroute:{ns}:v3:r:<id>, one per reservation): the bucket its tokens were
+-- reserved in, for an admission repeated with the same id (which answers it only while its slot
+-- is live). Same TTL as the slots zset, refreshed by renewal; it goes when its live slot is
+-- settled or released.
 
 -- Time `ms` after now, saturated at TIME_CAP_MS (never past what a double holds exactly).
 local function after(now, ms)
@@ -231,4 +232,52 @@ local function spend(key, day, month, micros, now, month_end)
     redis.call('HSET', key, 'mm', math.max(0, (tonumber(v[4]) or 0) + micros))
   end
   redis.call('PEXPIRE', key, math.max(1, month_end - now) + DAY_MS)
+end
+
+-- Follows a provider's report on a deployment's window hash `key` (see observe.lua): ARGV[a ..
+-- a + 3] are its rpm, tpm, itpm and otpm limits (0 = unlimited), then remaining (-1 = not
+-- reported) and reset ms from now of requests, tokens, input tokens and output tokens.
+local function observe_at(key, now, a)
+  local nb = math.floor(now / BUCKET_MS)
+  local w = expire(key, now)
+  -- Remember what the provider said (qr, qt, qi, qx: remaining requests, tokens, input and
+  -- output tokens, -1 when not reported; qa: when), for `llmroute quota`.
+  if tonumber(ARGV[a + 4]) >= 0 or tonumber(ARGV[a + 6]) >= 0 or tonumber(ARGV[a + 8]) >= 0
+      or tonumber(ARGV[a + 10]) >= 0 then
+    redis.call('HSET', key, 'qr', ARGV[a + 4], 'qt', ARGV[a + 6], 'qi', ARGV[a + 8],
+      'qx', ARGV[a + 10], 'qa', now)
+    keep_window(key, w, now)
+  end
+  local function follow(remaining, reset_ms, limit, used, prefix, total)
+    if remaining < 0 then
+      return
+    end
+    local reset_at = after(now, reset_ms)
+    if limit <= 0 then
+      -- A dimension we do not limit: only "nothing left" is actionable.
+      if remaining == 0 then
+        w.cd = extend_cooldown(key, now, w.cd, reset_at)
+      end
+      return
+    end
+    -- Less left than we believe (nothing left included): count the difference as used until the
+    -- provider's reset. A deployment we filled ourselves is left as it is.
+    local believed = math.max(0, limit - used)
+    if remaining >= believed then
+      return
+    end
+    local k = math.ceil(reset_at / BUCKET_MS) - (SPAN + 1)
+    k = math.min(math.max(k, nb - SPAN), nb)
+    if not is_live(w, k) then
+      k = w.b
+    end
+    redis.call('HINCRBY', key, prefix .. k, believed - remaining)
+    redis.call('HINCRBY', key, total, believed - remaining)
+    redis.call('HSET', key, 'o', w.o, 'h', LAYOUT_NOTE)
+    keep_window(key, w, now)
+  end
+  follow(tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a]), w.R, 'r', 'R')
+  follow(tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]), tonumber(ARGV[a + 1]), w.T, 't', 'T')
+  follow(tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 2]), w.I, 'i', 'I')
+  follow(tonumber(ARGV[a + 10]), tonumber(ARGV[a + 11]), tonumber(ARGV[a + 3]), w.X, 'x', 'X')
 end

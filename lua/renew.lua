@@ -4,8 +4,7 @@
 -- KEYS: [1] the reservation key, [2] the deployment's slots zset, then the slots zset of its
 --   provider (when it has provider-wide limits) and of its tenant (with a tenant).
 -- ARGV: [1] now ms or '', [2] reservation id, [3] ttl ms (at most one hour).
--- Every zset involved gets its TTL refreshed (SLOTS_TTL_MS outlives the slot and its grace); the
--- reservation key expires with the slot again.
+-- Every key involved gets its TTL refreshed (SLOTS_TTL_MS outlives the slot and its grace).
 -- Reply: {1} renewed, {0} the slot is gone (settled, released or expired).
 -- Twin: `Engine::renew` in router-core/src/ledger/engine.rs.
 
@@ -21,5 +20,5 @@ for k = 2, #KEYS do
   redis.call('ZADD', KEYS[k], 'XX', expiry, id)
   redis.call('PEXPIRE', KEYS[k], SLOTS_TTL_MS)
 end
-redis.call('PEXPIRE', KEYS[1], math.max(1, ttl))
+redis.call('PEXPIRE', KEYS[1], SLOTS_TTL_MS)
 return {1}

@@ -9,7 +9,12 @@
 --   (0 to settle, -1 to release), [6] input token correction, [7] output token correction,
 --   [8] number of deployment/provider scopes, [9] 1 with a tenant, else 0; with a tenant:
 --   [10] cost correction in micro-USD (actual - reserved), [11] the day and [12] the month the
---   cost was reserved in.
+--   cost was reserved in; then, at index o (10 without a tenant, 13 with one): 1 when the
+--   provider's rate-limit report on the deployment comes along, else 0; with a report,
+--   [o + 1 ..] is what observe.lua takes from its ARGV[2] on (limits, then remaining and reset
+--   of each dimension), followed on the deployment's window hash after the settlement, whether
+--   or not the slot was still there: settlement and observation are one call, sent after the
+--   caller has its answer.
 -- A slot that expired less than SETTLE_GRACE_MS ago is still settled (a late settle): the
 -- correction goes to the reserved bucket only if it is still in the window; a bucket that left
 -- the window has nothing to correct, nor has a budget period that has ended. Counters never go
@@ -20,43 +25,58 @@
 
 local now = now_ms()
 local id = ARGV[2]
-local score = redis.call('ZSCORE', KEYS[3], id)
-if not score then
-  return {0}
-end
-redis.call('DEL', KEYS[1])
-if tonumber(score) + SETTLE_GRACE_MS <= now then
-  -- Forgotten (whether or not reaped yet): other scopes are left alone, their slot of this id
-  -- may be a newer admission's.
-  redis.call('ZREM', KEYS[3], id)
-  return {0}
-end
-local scopes = tonumber(ARGV[8])
 local tenant = ARGV[9] == '1'
--- Window hash and slots zset of each scope holding the slot.
-local pairs_ = {{KEYS[2], KEYS[3]}}
-if scopes == 2 then
-  pairs_[2] = {KEYS[4], KEYS[5]}
-end
-local ti = 2 + 2 * scopes
-if tenant then
-  pairs_[#pairs_ + 1] = {KEYS[ti], KEYS[ti + 1]}
-end
-for _, k in ipairs(pairs_) do
-  redis.call('ZREM', k[2], id)
-end
-local bucket, dt, dr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local di, dx = tonumber(ARGV[6]), tonumber(ARGV[7])
-if dt ~= 0 or dr ~= 0 or di ~= 0 or dx ~= 0 then
+
+-- Settles the slot: 1 if settled now, 0 if there was nothing left to settle.
+local function settle_slot()
+  local score = redis.call('ZSCORE', KEYS[3], id)
+  if not score then
+    return 0
+  end
+  if tonumber(score) > now then
+    -- The live slot of this id is its latest admission: the reservation key is its own. (A dead
+    -- slot's settlement leaves the key to a newer admission of the same id, or to its TTL.)
+    redis.call('DEL', KEYS[1])
+  end
+  if tonumber(score) + SETTLE_GRACE_MS <= now then
+    -- Forgotten (whether or not reaped yet): other scopes are left alone, their slot of this id
+    -- may be a newer admission's.
+    redis.call('ZREM', KEYS[3], id)
+    return 0
+  end
+  local scopes = tonumber(ARGV[8])
+  -- Window hash and slots zset of each scope holding the slot.
+  local pairs_ = {{KEYS[2], KEYS[3]}}
+  if scopes == 2 then
+    pairs_[2] = {KEYS[4], KEYS[5]}
+  end
+  local ti = 2 + 2 * scopes
+  if tenant then
+    pairs_[#pairs_ + 1] = {KEYS[ti], KEYS[ti + 1]}
+  end
   for _, k in ipairs(pairs_) do
-    local w = expire(k[1], now)
-    if is_live(w, bucket) then
-      adjust(k[1], w, bucket, dr, dt, di, dx)
+    redis.call('ZREM', k[2], id)
+  end
+  local bucket, dt, dr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local di, dx = tonumber(ARGV[6]), tonumber(ARGV[7])
+  if dt ~= 0 or dr ~= 0 or di ~= 0 or dx ~= 0 then
+    for _, k in ipairs(pairs_) do
+      local w = expire(k[1], now)
+      if is_live(w, bucket) then
+        adjust(k[1], w, bucket, dr, dt, di, dx)
+      end
     end
   end
+  if tenant and tonumber(ARGV[10]) ~= 0 then
+    spend(KEYS[ti + 2], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[10]), now,
+      periods(now).month_end)
+  end
+  return 1
 end
-if tenant and tonumber(ARGV[10]) ~= 0 then
-  spend(KEYS[ti + 2], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[10]), now,
-    periods(now).month_end)
+
+local settled = settle_slot()
+local o = tenant and 13 or 10
+if ARGV[o] == '1' then
+  observe_at(KEYS[2], now, o + 1)
 end
-return {1}
+return {settled}

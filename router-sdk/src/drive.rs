@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use router_core::config::DeploymentId;
 use router_core::estimate::Accounting;
 use router_core::flow::{self, Flow, GiveUp, Next, Reached, Settle};
-use router_core::ledger::{Admission, Denial};
+use router_core::ledger::{Admission, Denial, Observation};
 use tracing::{Instrument, Span};
 
 use crate::error::Error;
@@ -159,6 +159,13 @@ impl Router {
         let in_stream = reported.is_some();
         let event = flow_failure(&failure, in_stream);
         let after = request.flow.failed(event, self.now_ms(), self.unit());
+        let observed = match &failure {
+            CallFailure::Provider { headers, .. } | CallFailure::Decode { headers, .. } => {
+                self.report(d, headers)
+            }
+            CallFailure::Timeout(_) | CallFailure::Connect(_) => None,
+        };
+        let guard = guard.reporting(observed);
         match after.settle {
             Settle::Release => guard.release().await,
             Settle::Refused => guard.refused().await,
@@ -167,11 +174,6 @@ impl Router {
                 Some(usage) => guard.settle(usage).await,
                 None => guard.settle_estimate().await,
             },
-        }
-        if let CallFailure::Provider { headers, .. } | CallFailure::Decode { headers, .. } =
-            &failure
-        {
-            self.observe(d, headers).await;
         }
         if let Some(c) = after.cooldown {
             if let Err(e) = self.inner.ledger.cooldown(c.deployment, c.duration).await {
@@ -236,10 +238,8 @@ impl Router {
                 completion_tokens: estimate.completion_tokens,
             },
         };
-        guard.settle(usage).await;
-        if let Some(headers) = headers {
-            self.observe(d, headers).await;
-        }
+        let observed = headers.and_then(|h| self.report(d, h));
+        guard.reporting(observed).settle(usage).await;
         tracing::info!(
             deployment = %self.inner.registry.deployment_name(d),
             prompt_tokens = usage.prompt_tokens,
@@ -342,22 +342,15 @@ impl Router {
         }
     }
 
-    /// Sends a provider's rate-limit headers to the ledger when [`flow::Reports`] says they are
-    /// worth a call.
-    pub(crate) async fn observe(&self, d: DeploymentId, headers: &HeaderMap) {
+    /// The provider's rate-limit headers on `d` as a report for the ledger, when
+    /// [`flow::Reports`] says they are worth sending (they go with the settlement).
+    pub(crate) fn report(&self, d: DeploymentId, headers: &HeaderMap) -> Option<Observation> {
         let api = self.inner.registry.provider_of(d).api;
         let observation = headers::observation(api, headers, self.system_now());
         let limits = self.inner.registry.deployment(d).limits;
-        let Some(sent) = self
-            .inner
+        self.inner
             .reports
             .to_send(d, observation, limits, self.now_ms())
-        else {
-            return;
-        };
-        if let Err(e) = self.inner.ledger.observe(d, sent).await {
-            tracing::warn!(error = %e, "could not record the provider's rate-limit headers");
-        }
     }
 }
 

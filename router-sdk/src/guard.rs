@@ -1,15 +1,14 @@
 //! Settlement on every path: a reservation held by a guard is settled exactly once, by the code
 //! that knows what happened, or by the guard's `Drop` when the caller dropped the future or the
-//! stream. A settlement or release the ledger fails to take is retried off the caller's path,
-//! with backoff, until it lands or the reservation's slot would have expired anyway.
+//! stream. The settlement carries the provider's rate-limit report when there is one to follow,
+//! and the [`Settler`] sends it (off the caller's path for a remote ledger).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use router_core::config::{DeploymentId, Price};
 use router_core::estimate::Accounting;
-use router_core::ledger::{ActualUsage, Ledger, Reservation};
+use router_core::ledger::{ActualUsage, Ledger, Observation, Reservation, Settlement};
 
 use crate::settler::{Owed, Settler};
 use crate::types::Usage;
@@ -64,6 +63,8 @@ pub(crate) struct Guard {
     reservation: Option<Reservation>,
     /// Whether the reservation is being handed back rather than settled.
     releasing: bool,
+    /// The provider's rate-limit report to follow with the settlement.
+    observed: Option<Observation>,
     /// Renews the slot while the guard lives.
     _heartbeat: Option<Heartbeat>,
 }
@@ -94,12 +95,20 @@ impl Guard {
             estimate,
             reservation: Some(reservation),
             releasing: false,
+            observed: None,
         }
     }
 
     /// Settles as a provider that counts as `accounting` does (default: what was used).
     pub(crate) fn counting(mut self, accounting: Accounting) -> Self {
         self.accounting = accounting;
+        self
+    }
+
+    /// Sends `observed` (the provider's latest report on this deployment) with the settlement;
+    /// `None` keeps the report already held.
+    pub(crate) fn reporting(mut self, observed: Option<Observation>) -> Self {
+        self.observed = observed.or(self.observed);
         self
     }
 
@@ -134,10 +143,8 @@ impl Guard {
     async fn finish(mut self, actual: ActualUsage) {
         // Should the caller drop this future mid-way, `Drop` settles with what is known now.
         self.estimate = actual;
-        if let Some(r) = self.reservation.clone() {
-            self.settler
-                .pay(Owed::Settle(r, actual), self.slot_ttl)
-                .await;
+        if let Some(owed) = self.owed() {
+            self.settler.pay(owed).await;
             self.reservation = None;
         }
     }
@@ -145,10 +152,24 @@ impl Guard {
     /// Hands the reservation back: the request never reached the provider.
     pub(crate) async fn release(mut self) {
         self.releasing = true;
-        if let Some(r) = self.reservation.clone() {
-            self.settler.pay(Owed::Release(r), self.slot_ttl).await;
+        if let Some(owed) = self.owed() {
+            self.settler.pay(owed).await;
             self.reservation = None;
         }
+    }
+
+    /// What is owed for the reservation as things stand (`None` once paid).
+    fn owed(&self) -> Option<Owed> {
+        let reservation = self.reservation.clone()?;
+        let actual = (!self.releasing).then_some(self.estimate);
+        Some(Owed {
+            settlement: Settlement {
+                reservation,
+                actual,
+                observed: self.observed,
+            },
+            slot_ttl: self.slot_ttl,
+        })
     }
 }
 
@@ -160,23 +181,9 @@ impl Drop for Guard {
     /// (settling is idempotent, so a settle cut short by the drop and completed by the task is
     /// still counted once).
     fn drop(&mut self) {
-        let Some(r) = self.reservation.take() else {
-            return;
-        };
-        let owed = if self.releasing {
-            Owed::Release(r)
-        } else {
-            Owed::Settle(r, self.estimate)
-        };
-        let ledger = self.settler.ledger.clone();
-        let now = {
-            let owed = owed.clone();
-            async move { owed.pay(&*ledger).await }
-        }
-        .now_or_never();
-        match now {
-            Some(Ok(_)) => {}
-            Some(Err(_)) | None => self.settler.retry_in_background(owed, self.slot_ttl),
+        if let Some(owed) = self.owed() {
+            self.reservation = None;
+            self.settler.pay_soon(owed);
         }
     }
 }

@@ -214,9 +214,10 @@ impl Router {
         &self.inner.ledger
     }
 
-    /// Waits until every settlement handed to the background has landed or been given up: a
-    /// dropped request's (with a store that does not answer at once, such as Redis), or one the
-    /// ledger failed to take at first and is retried with backoff. Call it before the process
+    /// Waits until every settlement handed to the background has landed or been given up. With
+    /// Redis every request's settlement (and the provider's rate-limit report with it) is sent
+    /// after the caller has its answer, batched from a bounded queue; with any store, one the
+    /// ledger failed to take at first is retried with backoff. Call it before the process
     /// exits, so nothing stays held in the shared ledger until its slot expires.
     pub async fn drain(&self) {
         self.inner.settler.drain().await;

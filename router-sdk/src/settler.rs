@@ -1,63 +1,105 @@
-//! Settlements and releases handed to the ledger: at once on the caller's path, and when the
-//! ledger fails, again in the background with backoff until they land or the reservation's slot
-//! would have expired anyway; [`Settler::drain`] waits for the background.
+//! What requests owe the ledger once their call is over: a settlement (or release) and the
+//! provider's rate-limit report, one [`Settlement`] each.
+//!
+//! For a remote ledger (Redis) they leave the caller's path: [`Settler::pay`] puts them on a
+//! bounded queue and returns; one task per router takes whatever is pending and sends it as one
+//! batch ([`Ledger::settle_batch`]: one script call per settlement, one write for the batch).
+//! An in-process ledger answers at once and is paid in place. Whatever the ledger fails to take
+//! is retried on a task with backoff until it lands or the reservation's slot would have expired
+//! anyway. Nothing is dropped: a full queue makes the caller wait, and [`Settler::drain`] waits
+//! until the queue and the retries are empty.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use router_core::ledger::{ActualUsage, Ledger, LedgerError, Reservation};
-use tokio::sync::Notify;
+use router_core::ledger::{Ledger, LedgerError, Settlement};
+use tokio::sync::{Notify, mpsc};
 
-/// What is still owed to the ledger for one reservation.
+/// Settlements waiting for the queue's task, at most (callers wait beyond that).
+const QUEUE: usize = 4_096;
+/// Settlements sent in one batch, at most.
+const BATCH: usize = 256;
+
+/// A settlement with how long its reservation's slot lives (how long retrying it makes sense).
 #[derive(Debug, Clone)]
-pub(crate) enum Owed {
-    Settle(Reservation, ActualUsage),
-    Release(Reservation),
+pub(crate) struct Owed {
+    pub(crate) settlement: Settlement,
+    pub(crate) slot_ttl: Duration,
 }
 
 impl Owed {
-    fn reservation(&self) -> &Reservation {
-        match self {
-            Owed::Settle(r, _) | Owed::Release(r) => r,
-        }
-    }
-
-    pub(crate) async fn pay(&self, ledger: &dyn Ledger) -> Result<bool, LedgerError> {
-        match self {
-            Owed::Settle(r, actual) => ledger.settle(r, *actual).await,
-            Owed::Release(r) => ledger.release(r).await,
-        }
+    async fn pay(&self, ledger: &dyn Ledger) -> Result<bool, LedgerError> {
+        let batch = std::slice::from_ref(&self.settlement);
+        let mut results = ledger.settle_batch(batch).await;
+        results.pop().unwrap_or(Ok(false))
     }
 }
 
-/// Hands settlements and releases to the ledger: at once on the caller's path, and when that
-/// fails, again in the background with backoff. [`Settler::drain`] waits for the background.
-#[derive(Debug)]
-pub(crate) struct Settler {
-    pub(crate) ledger: Arc<dyn Ledger>,
-    /// Settlements running in the background.
+/// What the settler, its queue's task and its retries share.
+#[derive(Debug, Default)]
+struct Books {
+    /// Settlements handed over and not yet landed or given up.
     pending: AtomicUsize,
     drained: Notify,
     given_up: AtomicU64,
 }
 
-impl Settler {
-    pub(crate) fn new(ledger: Arc<dyn Ledger>) -> Self {
-        Self {
-            ledger,
-            pending: AtomicUsize::new(0),
-            drained: Notify::new(),
-            given_up: AtomicU64::new(0),
+impl Books {
+    fn add(&self) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn done(&self) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.drained.notify_waiters();
         }
     }
 
-    /// Waits until every settlement handed to the background has landed or been given up.
+    fn give_up(&self, owed: &Owed, why: &str) {
+        self.given_up.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            reservation = owed.settlement.reservation.id,
+            error = why,
+            "gave up a settlement: its slot expires with its TTL"
+        );
+    }
+}
+
+/// Hands settlements to the ledger: queued and batched for a remote ledger, in place for an
+/// in-process one; retried in the background when the ledger fails.
+#[derive(Debug)]
+pub(crate) struct Settler {
+    pub(crate) ledger: Arc<dyn Ledger>,
+    /// The queue's sending end, for a remote ledger (when built inside a Tokio runtime).
+    queue: Option<mpsc::Sender<Owed>>,
+    books: Arc<Books>,
+}
+
+impl Settler {
+    /// A settler for `ledger`; for a remote one, starts the queue's task on the current runtime.
+    /// The task ends when the settler is dropped and the queue is empty.
+    pub(crate) fn new(ledger: Arc<dyn Ledger>) -> Self {
+        let books = Arc::new(Books::default());
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let queue = runtime.filter(|_| ledger.remote()).map(|runtime| {
+            let (tx, rx) = mpsc::channel(QUEUE);
+            runtime.spawn(send_batches(ledger.clone(), books.clone(), rx));
+            tx
+        });
+        Self {
+            ledger,
+            queue,
+            books,
+        }
+    }
+
+    /// Waits until every settlement handed over has landed or been given up.
     pub(crate) async fn drain(&self) {
         loop {
-            let drained = self.drained.notified();
-            if self.pending.load(Ordering::Acquire) == 0 {
+            let drained = self.books.drained.notified();
+            if self.books.pending.load(Ordering::Acquire) == 0 {
                 return;
             }
             drained.await;
@@ -67,54 +109,118 @@ impl Settler {
     /// Settlements given up since the router was built (the ledger refused them until their slot
     /// would have expired).
     pub(crate) fn given_up(&self) -> u64 {
-        self.given_up.load(Ordering::Relaxed)
+        self.books.given_up.load(Ordering::Relaxed)
     }
 
-    /// Pays `owed` now; if the ledger fails, keeps trying in the background.
-    pub(crate) async fn pay(self: &Arc<Self>, owed: Owed, slot_ttl: Duration) {
+    /// Pays `owed`: queued for a remote ledger (waiting only while the queue is full), else at
+    /// once; what the ledger fails to take is retried in the background.
+    pub(crate) async fn pay(&self, owed: Owed) {
+        if let Some(queue) = &self.queue {
+            self.books.add();
+            match queue.send(owed).await {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(owed)) => {
+                    // The task is gone (its runtime shut down): pay here.
+                    self.books.done();
+                    self.pay_here(owed).await;
+                    return;
+                }
+            }
+        }
+        self.pay_here(owed).await;
+    }
+
+    async fn pay_here(&self, owed: Owed) {
         if let Err(e) = owed.pay(&*self.ledger).await {
             tracing::warn!(
-                reservation = owed.reservation().id,
+                reservation = owed.settlement.reservation.id,
                 error = %e,
                 "ledger refused a settlement; retrying it in the background"
             );
-            self.retry_in_background(owed, slot_ttl);
+            self.retry_in_background(owed);
         }
     }
 
-    /// Retries `owed` on a task until it lands or `slot_ttl` has passed (the slot has expired by
-    /// then and the ledger no longer counts it in flight).
-    pub(crate) fn retry_in_background(self: &Arc<Self>, owed: Owed, slot_ttl: Duration) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.give_up(&owed, "no async runtime to retry on");
-            return;
+    /// Pays `owed` without waiting, from code that cannot wait (a `Drop`): queued when there is
+    /// room, else paid now if the ledger answers at once, else retried in the background.
+    pub(crate) fn pay_soon(&self, owed: Owed) {
+        use futures_util::FutureExt;
+        let owed = match &self.queue {
+            Some(queue) => {
+                self.books.add();
+                match queue.try_send(owed) {
+                    Ok(()) => return,
+                    Err(
+                        mpsc::error::TrySendError::Full(owed)
+                        | mpsc::error::TrySendError::Closed(owed),
+                    ) => {
+                        self.books.done();
+                        owed
+                    }
+                }
+            }
+            None => owed,
         };
-        self.pending.fetch_add(1, Ordering::AcqRel);
-        let settler = self.clone();
-        runtime.spawn(async move {
-            let backoff = ExponentialBuilder::new()
-                .with_min_delay(Duration::from_millis(50))
-                .with_max_delay(Duration::from_secs(5))
-                .with_jitter()
-                .without_max_times()
-                .with_total_delay(Some(slot_ttl));
-            let ledger = settler.ledger.clone();
-            let result = (|| owed.pay(&*ledger)).retry(backoff).await;
-            if let Err(e) = result {
-                settler.give_up(&owed, &e.to_string());
-            }
-            if settler.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                settler.drained.notify_waiters();
-            }
-        });
+        let now = {
+            let (owed, ledger) = (owed.clone(), self.ledger.clone());
+            async move { owed.pay(&*ledger).await }
+        }
+        .now_or_never();
+        match now {
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => self.retry_in_background(owed),
+        }
     }
 
-    fn give_up(&self, owed: &Owed, why: &str) {
-        self.given_up.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            reservation = owed.reservation().id,
-            error = why,
-            "gave up a settlement: its slot expires with its TTL"
-        );
+    /// Retries `owed` on a task until it lands or its slot TTL has passed (the slot has expired
+    /// by then and the ledger no longer counts it in flight).
+    pub(crate) fn retry_in_background(&self, owed: Owed) {
+        retry_in_background(self.ledger.clone(), self.books.clone(), owed);
+    }
+}
+
+fn retry_in_background(ledger: Arc<dyn Ledger>, books: Arc<Books>, owed: Owed) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        books.give_up(&owed, "no async runtime to retry on");
+        return;
+    };
+    books.add();
+    runtime.spawn(async move {
+        let backoff = ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times()
+            .with_total_delay(Some(owed.slot_ttl));
+        let result = (|| owed.pay(&*ledger)).retry(backoff).await;
+        if let Err(e) = result {
+            books.give_up(&owed, &e.to_string());
+        }
+        books.done();
+    });
+}
+
+/// The queue's task: takes whatever is pending (up to [`BATCH`]), sends it as one batch, and
+/// hands each settlement the ledger failed to take to a retry.
+async fn send_batches(ledger: Arc<dyn Ledger>, books: Arc<Books>, mut rx: mpsc::Receiver<Owed>) {
+    let mut batch: Vec<Owed> = Vec::with_capacity(BATCH);
+    while rx.recv_many(&mut batch, BATCH).await > 0 {
+        let settlements: Vec<Settlement> = batch.iter().map(|o| o.settlement.clone()).collect();
+        let results = ledger.settle_batch(&settlements).await;
+        for (i, owed) in batch.drain(..).enumerate() {
+            match results.get(i) {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(
+                        reservation = owed.settlement.reservation.id,
+                        error = %e,
+                        "ledger refused a settlement; retrying it in the background"
+                    );
+                    retry_in_background(ledger.clone(), books.clone(), owed);
+                }
+                None => retry_in_background(ledger.clone(), books.clone(), owed),
+            }
+            books.done();
+        }
     }
 }

@@ -68,7 +68,10 @@ impl Router {
             .until_answer(&mut request, |d| self.open_stream(&input, d))
             .instrument(span.clone())
             .await?;
-        let api = self.inner.registry.provider_of(guard.deployment()).api;
+        let d = guard.deployment();
+        // The opening headers' report goes with the settlement, whenever the stream ends.
+        let guard = guard.reporting(self.report(d, response.headers()));
+        let api = self.inner.registry.provider_of(d).api;
         let events = response
             .bytes_stream()
             .eventsource()
@@ -105,9 +108,7 @@ impl Router {
     ) -> Result<reqwest::Response, CallFailure> {
         let (api, request) = self.wire(input, d, true);
         let (limits, now) = (self.call_limits(input.deadline_ms), self.system_now());
-        let response = transport::send(&self.inner.http, api, request, limits, now).await?;
-        self.observe(d, response.headers()).await;
-        Ok(response)
+        transport::send(&self.inner.http, api, request, limits, now).await
     }
 }
 

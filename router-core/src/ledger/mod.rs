@@ -61,7 +61,7 @@ pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
     ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
     Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,
-    TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
+    Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
 };
 pub use window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS};
 
@@ -174,4 +174,39 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     /// Use against limits, and spend against budget in the current UTC day and month, of one
     /// tenant.
     fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot>;
+
+    /// Settles or releases each of `batch`, each followed by its provider's report on the
+    /// reservation's deployment when it carries one (as [`Ledger::observe`]): what a driver
+    /// owes once the caller has the answer. Each settlement stands alone: the answer is its
+    /// result (as `settle` / `release` answer), in order. With Redis each settlement and its
+    /// report are one script call, and the batch goes out in one write.
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [Settlement],
+    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(batch.len());
+            for s in batch {
+                let settled = match s.actual {
+                    Some(actual) => self.settle(&s.reservation, actual).await,
+                    None => self.release(&s.reservation).await,
+                };
+                let observed = match (settled, s.observed) {
+                    (Ok(done), Some(obs)) => self
+                        .observe(s.reservation.deployment, obs)
+                        .await
+                        .map(|()| done),
+                    (result, _) => result,
+                };
+                out.push(observed);
+            }
+            out
+        })
+    }
+
+    /// Whether each call is a network round trip (Redis): drivers then settle off the caller's
+    /// path, in batches. In-process stores answer at once and are settled in place.
+    fn remote(&self) -> bool {
+        false
+    }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, join_all};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
@@ -260,6 +261,7 @@ impl RedisStore {
         r: &Reservation,
         actual: ActualUsage,
         request_delta: i64,
+        observed: Option<&Observation>,
     ) -> Result<bool, LedgerError> {
         let scopes = self.scopes(r.deployment)?;
         let mut inv = SETTLE.prepare_invoke();
@@ -283,6 +285,15 @@ impl RedisStore {
                     .arg(signed_diff(actual.cost_micros, h.cost_micros))
                     .arg(h.day)
                     .arg(h.month);
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
+        match observed {
+            Some(obs) => {
+                inv.arg(1);
+                push_observation(&mut inv, self.table.def(scopes[0]).limits, obs);
             }
             None => {
                 inv.arg(0);
@@ -339,23 +350,7 @@ impl RedisStore {
         let limits = self.table.def(s).limits;
         let mut inv = OBSERVE.prepare_invoke();
         inv.key(&self.scope_keys[s].window).arg(self.now_arg());
-        for l in [limits.rpm, limits.tpm, limits.itpm, limits.otpm] {
-            inv.arg(l.map_or(0, |v| v.get()));
-        }
-        let reports = [
-            obs.requests,
-            obs.tokens,
-            obs.input_tokens,
-            obs.output_tokens,
-        ];
-        for reported in reports {
-            match reported {
-                Some((remaining, reset)) => inv
-                    .arg(i64::try_from(remaining).unwrap_or(i64::MAX))
-                    .arg(millis(reset)),
-                None => inv.arg(-1i64).arg(0u64),
-            };
-        }
+        push_observation(&mut inv, limits, &obs);
         self.run(&inv).await.map(drop)
     }
 
@@ -388,11 +383,11 @@ impl Ledger for RedisStore {
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
-        self.finish(r, actual, 0).boxed()
+        self.finish(r, actual, 0, None).boxed()
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
-        self.finish(r, ActualUsage::default(), -1).boxed()
+        self.finish(r, ActualUsage::default(), -1, None).boxed()
     }
 
     fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
@@ -405,6 +400,27 @@ impl Ledger for RedisStore {
 
     fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
         self.observe_inner(d, obs).boxed()
+    }
+
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [Settlement],
+    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        // Sent together on the multiplexed connection: one write, one round trip for all.
+        join_all(batch.iter().map(|s| match s.actual {
+            Some(actual) => self.finish(&s.reservation, actual, 0, s.observed.as_ref()),
+            None => self.finish(
+                &s.reservation,
+                ActualUsage::default(),
+                -1,
+                s.observed.as_ref(),
+            ),
+        }))
+        .boxed()
+    }
+
+    fn remote(&self) -> bool {
+        true
     }
 
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
@@ -421,6 +437,29 @@ impl Ledger for RedisStore {
                 .ok_or_else(|| self.protocol("tenant_snapshot.lua", &reply))
         }
         .boxed()
+    }
+}
+
+/// A provider's report as script arguments (see `observe_at` in lua/common.lua): the
+/// deployment's rpm, tpm, itpm and otpm limits (0 = unlimited), then remaining (-1 = not
+/// reported) and reset ms of requests, tokens, input and output tokens.
+fn push_observation(inv: &mut ScriptInvocation<'_>, limits: Limits, obs: &Observation) {
+    for l in [limits.rpm, limits.tpm, limits.itpm, limits.otpm] {
+        inv.arg(l.map_or(0, |v| v.get()));
+    }
+    let reports = [
+        obs.requests,
+        obs.tokens,
+        obs.input_tokens,
+        obs.output_tokens,
+    ];
+    for reported in reports {
+        match reported {
+            Some((remaining, reset)) => inv
+                .arg(i64::try_from(remaining).unwrap_or(i64::MAX))
+                .arg(millis(reset)),
+            None => inv.arg(-1i64).arg(0u64),
+        };
     }
 }
 

@@ -493,3 +493,15 @@ pub struct TenantSnapshot {
     /// Time elapsed in the month so far (for projections).
     pub month_elapsed: Duration,
 }
+
+/// What a driver owes the ledger for one reservation once the call is over: its settlement (or
+/// release) and the provider's rate-limit report on its deployment, if one is to be followed.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    /// The reservation.
+    pub reservation: Reservation,
+    /// `Some`: settle with this usage; `None`: release (the request never reached the provider).
+    pub actual: Option<ActualUsage>,
+    /// The provider's report on the reservation's deployment.
+    pub observed: Option<Observation>,
+}

@@ -5,6 +5,7 @@ mod adapters;
 mod failover;
 mod faults;
 mod secrets;
+mod settle_queue;
 mod settlement;
 mod shared_redis;
 mod support;

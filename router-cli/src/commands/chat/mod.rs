@@ -126,9 +126,10 @@ fn read_prompt(path: &PathBuf) -> Result<String, Failure> {
     Ok(text)
 }
 
-/// Runs the command until it ends or SIGINT / SIGTERM stops it. A signal drops the request
-/// mid-way (its guard settles the estimate and frees the slot), waits for what the router still
-/// has to settle ([`settle_pending`]), and ends with exit status 130 / 143.
+/// Runs the command until it ends or SIGINT / SIGTERM stops it. Either way it waits for what the
+/// router still has to settle ([`settle_pending`]: with Redis, settlements leave the request's
+/// path) before it exits. A signal drops the request mid-way (its guard settles the estimate and
+/// frees the slot) and ends with exit status 130 / 143.
 pub(crate) async fn run(
     ctx: &Context<'_>,
     args: &ChatArgs,
@@ -143,24 +144,24 @@ pub(crate) async fn run(
         .map_err(Failure::router)?;
     let mut signals = Signals::install()?;
     let sent = answer::answer(args, ctx.verbose(), &router, out);
-    let signal = match until_signal(sent, &mut signals).await {
-        Ok(result) => return result,
-        Err(signal) => signal,
-    };
+    let ended = until_signal(sent, &mut signals).await;
     if until_signal(settle_pending(&router), &mut signals)
         .await
         .is_err()
     {
-        tracing::warn!("a second signal: exiting without waiting for pending settlements");
+        tracing::warn!("a signal: exiting without waiting for pending settlements");
     }
-    Err(stopped_by(signal, "chat"))
+    match ended {
+        Ok(result) => result,
+        Err(signal) => Err(stopped_by(signal, "chat")),
+    }
 }
 
 /// How long a stopped chat waits for its settlements before it exits anyway.
 const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
-/// Waits (up to [`SETTLE_WAIT`]) for the settlements `router` handed to the background when a
-/// request was dropped mid-way ([`Router::drain`]), so exiting does not cut them short.
+/// Waits (up to [`SETTLE_WAIT`]) for the settlements `router` handed to the background
+/// ([`Router::drain`]), so exiting does not cut them short.
 async fn settle_pending(router: &Router) {
     if tokio::time::timeout(SETTLE_WAIT, router.drain())
         .await
