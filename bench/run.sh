@@ -191,6 +191,11 @@ bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...
         echo "   FAILED (exit $rc); see $OUT/$dir.log and $OUT/$dir/worker*.log" >&2
         FAILED+=("$dir")
     else
+        # Script calls (EVALSHA, EVAL) since the driver's CONFIG RESETSTAT, which precedes the
+        # workers' start: their warm-up requests (two per worker) are included.
+        redis-cli -h 127.0.0.1 -p "$REDIS_PORT" INFO commandstats |
+            awk -F'[:=,]' '/^cmdstat_(evalsha|eval):/ { n += $3 } END { printf "{\"script_calls\": %d}\n", n }' \
+            >"$OUT/$dir/scripts.json" || true
         python3 - "$OUT/$dir/summary.json" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]

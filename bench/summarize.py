@@ -28,6 +28,17 @@ def minus(a, b):
     return None if a is None or b is None else a - b
 
 
+def scripts_per_request(d, s):
+    """Redis script calls (EVALSHA and EVAL, inside none counted) per request, from the
+    scripts.json run.sh writes after a run; warm-up requests are in the count, not the divisor."""
+    path = os.path.join(d, "scripts.json")
+    if not os.path.exists(path):
+        return "n/a"
+    with open(path) as f:
+        calls = json.load(f).get("script_calls")
+    return "n/a" if calls is None else f"{calls / max(1, s['requests']):.2f}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--floor", help="the floor run's directory")
@@ -37,11 +48,12 @@ def main():
     if args.floor and os.path.exists(os.path.join(args.floor, "summary.json")):
         floor = load(args.floor)["summary"]["router_added_ms_single_attempt"]
     hdr = ["run", "mock", "ok/failed", "router-added ms p50 / p99", "overhead vs floor ms p50 / p99",
-           "upstream 429 (enforce) / would-be 429 (observe)", "cost/oracle", "CPU ms/req", "redis cmds/req"]
+           "upstream 429 (enforce) / would-be 429 (observe)", "cost/oracle", "CPU ms/req", "redis cmds/req",
+           "script calls/req"]
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     if floor:
-        print(f"| floor (reference) | | | {fmt(floor['p50'])} / {fmt(floor['p99'])} | 0 / 0 | | | | |")
+        print(f"| floor (reference) | | | {fmt(floor['p50'])} / {fmt(floor['p99'])} | 0 / 0 | | | | | |")
     for d in args.runs:
         if not os.path.exists(os.path.join(d, "summary.json")):
             print(f"| {os.path.basename(d.rstrip('/'))} | missing: the run failed, see its worker*.log | "
@@ -62,6 +74,7 @@ def main():
             "n/a" if s.get("cost_vs_oracle") is None else str(s["cost_vs_oracle"]),
             "n/a" if cpu is None else str(cpu),
             str(s.get("redis_commands_per_request", "n/a")),
+            scripts_per_request(d, s),
         ]) + " |")
     if not floor:
         print("\n(no floor run with a summary.json: overhead not computed)", file=sys.stderr)

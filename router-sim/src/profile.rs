@@ -46,7 +46,9 @@ pub struct Profile {
     pub prompt: TokenSize,
     /// Completion size, before any `max_tokens` cap.
     pub output: TokenSize,
-    /// `max_tokens` sent with every request: caps completions and their estimate.
+    /// `max_tokens` sent with every request: caps completions and their estimate, and is what
+    /// OpenAI-compatible and Gemini providers count against TPM for the output (`None`: the
+    /// model's `max_output_tokens`). Default 1024, as applications usually set one.
     pub max_tokens: Option<u64>,
     /// 0: Poisson arrivals. B > 0: bursts at (1 + B) x `rps`, silent in between, same mean.
     pub burstiness: f64,
@@ -75,7 +77,7 @@ impl Default for Profile {
                 mean: 300,
                 spread: 0.5,
             },
-            max_tokens: None,
+            max_tokens: Some(1024),
             burstiness: 0.0,
             model: None,
             seed: 1,

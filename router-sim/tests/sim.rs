@@ -173,20 +173,10 @@ fn overflow_goes_to_the_next_cheapest_and_the_ledger_keeps_providers_happy() {
                 (cheap.name.as_str(), mid.name.as_str()),
                 ("cheap/small", "mid/medium")
             );
-            // Requests and slots are counted exactly, so an RPM or concurrency 429 would mean the
-            // ledger over-admitted. Tokens are reserved from an estimate (each candidate's own
-            // tokenizer, completions from history x 1.5), and this provider counts the real
-            // completion on arrival: a completion far above its estimate can still overshoot a
-            // TPM limit, rarely. Reserving what providers count (`max_tokens`) makes it exact.
-            let rare = if limits.contains("tpm") {
-                r.totals.requests / 1000
-            } else {
-                0
-            };
-            assert!(
-                r.totals.rate_limited <= rare,
-                "{limits} b={burstiness}: {r:#?}"
-            );
+            // Requests and slots are counted exactly, and tokens as these (OpenAI-compatible)
+            // providers count them on arrival (a quarter of the characters plus max_tokens):
+            // any 429 would mean the ledger over-admitted.
+            assert_eq!(r.totals.rate_limited, 0, "{limits} b={burstiness}: {r:#?}");
             assert_eq!(
                 r.totals.failed, 0,
                 "{limits} b={burstiness}: {:#?}",
@@ -335,7 +325,10 @@ fn errors_name_the_problem() {
 fn an_hour_at_20_rps_on_the_example_configuration() {
     let registry = Registry::from_yaml_str(include_str!("../../providers.yaml"), "providers.yaml")
         .expect("the example configuration is valid");
-    for rps in [20.0, 60.0] {
+    // 40 rps is the main job's mean rate, about what the example configuration can serve when
+    // providers count `max_tokens` (1024) on arrival; far above it, waiting requests re-ask the
+    // ledger whenever capacity may have returned, and a debug build takes minutes.
+    for rps in [20.0, 40.0] {
         let started = std::time::Instant::now();
         let r = run(&registry, &profile(rps, 3600));
         let took = started.elapsed();

@@ -40,9 +40,11 @@ pub(crate) struct SimulateArgs {
     /// Spread of completion sizes: standard deviation / mean (0: all the same size)
     #[arg(long, value_name = "CV", default_value_t = Profile::default().output.spread)]
     output_spread: f64,
-    /// `max_tokens` sent with every request: caps completions and their estimates
-    #[arg(long, value_name = "N")]
-    max_tokens: Option<u64>,
+    /// `max_tokens` sent with every request: caps completions and their estimates; providers
+    /// count it against TPM when a request arrives. `none`: send none (providers then count the
+    /// model's `max_output_tokens`)
+    #[arg(long, value_name = "N|none", default_value = "1024", value_parser = max_tokens_arg)]
+    max_tokens: MaxTokens,
     /// 0: steady (Poisson) arrivals; B > 0: bursts at (1 + B) x the mean rate with silences
     /// between them, averaging --rps
     #[arg(long, value_name = "B", default_value_t = 0.0)]
@@ -85,7 +87,7 @@ impl SimulateArgs {
                 mean: self.output_tokens,
                 spread: self.output_spread,
             },
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_tokens.0,
             burstiness: self.burstiness,
             model: self.model.clone(),
             seed: self.seed,
@@ -395,4 +397,18 @@ providers:
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("m").is_err());
     }
+}
+
+/// `--max-tokens`: a number, or `none`.
+#[derive(Debug, Clone, Copy)]
+struct MaxTokens(Option<u64>);
+
+fn max_tokens_arg(value: &str) -> Result<MaxTokens, String> {
+    if value == "none" {
+        return Ok(MaxTokens(None));
+    }
+    value
+        .parse::<u64>()
+        .map(|n| MaxTokens(Some(n)))
+        .map_err(|_| format!("expected a whole number of tokens or `none`, got {value:?}"))
 }

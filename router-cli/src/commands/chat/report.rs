@@ -19,8 +19,9 @@ pub(super) fn routing_failed(verbose: bool, e: router_sdk::Error) -> Failure {
 pub(super) fn report_candidates(router: &Router, req: &ChatRequest) -> Result<(), Failure> {
     let preview = router.preview(req).map_err(Failure::router)?;
     report(format_args!(
-        "estimate {} prompt + {} completion tokens; candidates, cheapest first:",
-        preview.prompt_tokens, preview.completion_tokens
+        "estimate {} prompt ({} exact o200k tokens) + {} completion tokens; candidates, \
+         cheapest first:",
+        preview.prompt_tokens, preview.o200k_tokens, preview.completion_tokens
     ));
     for (provider, model, cost) in &preview.candidates {
         report(format_args!("  {provider}/{model}  ~${cost:.6}"));

@@ -1,0 +1,84 @@
+//! What estimation costs on a request's path: the prompt's size, and the whole plan (each
+//! candidate's two estimates, the ranking and what to reserve) for an 8,000-character prompt
+//! over five candidates. Beside them, the exact tiktoken count kept for `chat -v` and `preview`.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use router_core::config::Registry;
+use router_core::estimate::{self, Estimator, PromptSize};
+use router_core::flow::{Ask, Plan, Priority};
+
+const YAML: &str = r#"
+providers:
+  - name: o
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: O_KEY
+    models:
+      - { name: m1, aliases: [chat], price: { input: 1, output: 1 }, limits: { tpm: 100000 } }
+      - { name: m2, aliases: [chat], price: { input: 2, output: 1 }, limits: { tpm: 100000 } }
+  - name: a
+    api: anthropic
+    base_url: http://127.0.0.1:1
+    api_key_env: A_KEY
+    models:
+      - { name: m3, aliases: [chat], price: { input: 3, output: 1 }, limits: { itpm: 100000 } }
+  - name: g
+    api: gemini
+    base_url: http://127.0.0.1:1/v1beta
+    api_key_env: G_KEY
+    models:
+      - { name: m4, aliases: [chat], price: { input: 4, output: 1 } }
+      - { name: m5, aliases: [chat], price: { input: 5, output: 1 } }
+"#;
+
+/// About 8,000 characters of English-like text.
+fn prompt() -> String {
+    let words = [
+        "the", "router", "keeps", "every", "instance", "inside", "its", "limits,",
+    ];
+    let mut text = String::new();
+    let mut i = 0;
+    while text.len() < 8_000 {
+        text.push_str(words[i % words.len()]);
+        text.push(' ');
+        i += 1;
+    }
+    text.truncate(8_000);
+    text
+}
+
+fn estimation(c: &mut Criterion) {
+    let registry = Registry::from_yaml_str(YAML, "bench.yaml").unwrap();
+    let estimator = Estimator::new(&registry);
+    let candidates = registry.resolve("chat");
+    let text = prompt();
+    let mut g = c.benchmark_group("estimate");
+    g.bench_function("prompt_size_8000_chars", |b| {
+        b.iter(|| PromptSize::of([black_box(text.as_str())]))
+    });
+    g.bench_function("plan_8000_chars_5_candidates", |b| {
+        b.iter(|| {
+            let ask = Ask {
+                prompt: PromptSize::of([black_box(text.as_str())]),
+                max_tokens: Some(256),
+                tenant: None,
+                priority: Priority::Interactive,
+                deadline: Duration::from_secs(60),
+            };
+            Plan::new(&registry, &estimator, &candidates, ask, 0)
+        })
+    });
+    // Loaded once before timing, as `chat -v` pays it once per process.
+    let _ = estimate::count(["warm up"]);
+    g.bench_function("tiktoken_o200k_8000_chars", |b| {
+        b.iter(|| estimate::count([black_box(text.as_str())]))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, estimation);
+criterion_main!(benches);
