@@ -52,8 +52,9 @@ impl Message {
 
 pub use router_core::flow::Priority;
 
-/// A chat request, independent of provider.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// A chat request, independent of provider. Its `Debug` shows the extra headers' names, never
+/// their values (a header may carry a credential for a proxy).
+#[derive(Clone, PartialEq, Default)]
 pub struct ChatRequest {
     /// Model name or alias; `None` uses `defaults.model` from the configuration.
     pub model: Option<String>,
@@ -76,6 +77,23 @@ pub struct ChatRequest {
     /// body (`authorization`, `x-api-key`, `x-goog-api-key`, `content-type`, `content-length`,
     /// `host`, `transfer-encoding`) are refused with [`Error::InvalidRequest`](crate::Error).
     pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ChatRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ChatRequest")
+            .field("model", &self.model)
+            .field("messages", &self.messages)
+            .field("max_tokens", &self.max_tokens)
+            .field("temperature", &self.temperature)
+            .field("stop", &self.stop)
+            .field("tenant", &self.tenant)
+            .field("deadline", &self.deadline)
+            .field("priority", &self.priority)
+            .field("headers (values hidden)", &headers)
+            .finish()
+    }
 }
 
 impl ChatRequest {

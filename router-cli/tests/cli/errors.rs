@@ -122,3 +122,22 @@ async fn a_provider_error_exits_4() {
         "{line}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_or_reserved_header_exits_2_naming_it_and_never_its_value() {
+    let (s, _server) = openai_scene("rpm: 10").await;
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["chat", "--header", "nonsense", "-p"])
+        .arg(s.prompt("Hi"));
+    let line = run_async(cmd, 2).await.1;
+    assert!(
+        one_line(&line).contains("--header \"nonsense\": write it as NAME=VALUE"),
+        "{line}"
+    );
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["chat", "--header", "x-api-key=sk-elsewhere", "-p"])
+        .arg(s.prompt("Hi"));
+    let line = run_async(cmd, 2).await.1;
+    assert!(one_line(&line).contains("`x-api-key`"), "{line}");
+    assert!(!line.contains("sk-elsewhere"), "{line}");
+}

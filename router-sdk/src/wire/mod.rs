@@ -148,11 +148,13 @@ pub(crate) fn extra_headers(pairs: &[(String, String)]) -> Result<HeaderMap, Str
                  body); remove it from the request's headers"
             ));
         }
-        let value = HeaderValue::from_str(value).map_err(|_| {
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
             format!(
                 "header `{name}`: its value is not a valid HTTP header value (control characters?)"
             )
         })?;
+        // A header may carry a credential (for a proxy): never shown in `Debug` output.
+        value.set_sensitive(true);
         map.append(header, value);
     }
     Ok(map)

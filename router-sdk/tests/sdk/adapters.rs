@@ -221,3 +221,35 @@ async fn provider_rate_limit_headers_are_ground_truth_for_the_ledger() {
         Err(router_sdk::Error::NoCapacity { .. })
     ));
 }
+
+#[tokio::test]
+async fn extra_headers_reach_the_provider_and_never_show_their_values() {
+    let w = World::new(&[Upstream::openai("oa", (2.0, 8.0))]).await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .and(header("x-trace-id", "trace-7"))
+        .and(header(
+            "authorization",
+            format!("Bearer {}", planted_key("oa")).as_str(),
+        ))
+        .respond_with(ok_json("openai/ok.json"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let req = ChatRequest {
+        headers: vec![("x-trace-id".into(), "trace-7".into())],
+        ..ChatRequest::new("Hello")
+    };
+    assert!(!format!("{req:?}").contains("trace-7"), "{req:?}");
+    w.router.chat(req).await.unwrap();
+    // A header that would carry the key is refused before anything is sent, naming it.
+    let bad = ChatRequest {
+        headers: vec![("Authorization".into(), "Bearer sk-other".into())],
+        ..ChatRequest::new("Hello")
+    };
+    let err = w.router.chat(bad).await.unwrap_err().to_string();
+    assert!(
+        err.contains("`Authorization`") && !err.contains("sk-other"),
+        "{err}"
+    );
+}
