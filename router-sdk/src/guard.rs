@@ -8,45 +8,10 @@ use std::time::Duration;
 
 use router_core::config::{DeploymentId, Price};
 use router_core::estimate::Accounting;
-use router_core::ledger::{ActualUsage, Ledger, Observation, Reservation, Settlement};
+use router_core::ledger::{ActualUsage, Observation, Reservation, Settlement};
 
 use crate::settler::{Owed, Settler};
 use crate::types::Usage;
-
-/// Keeps a live request's slot held: renews it every third of its TTL until dropped, so a long
-/// request (a slow stream, a long deadline) never loses its slot while its holder lives, and a
-/// crashed holder's slot still expires within the TTL.
-#[derive(Debug)]
-struct Heartbeat(tokio::task::AbortHandle);
-
-impl Heartbeat {
-    fn start(ledger: Arc<dyn Ledger>, reservation: Reservation, ttl: Duration) -> Option<Self> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let every = (ttl / 3).max(Duration::from_millis(100));
-        let task = runtime.spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                match ledger.renew(&reservation, ttl).await {
-                    Ok(true) => {}
-                    // Settled, released, or expired: nothing left to keep.
-                    Ok(false) => return,
-                    Err(e) => tracing::warn!(
-                        reservation = reservation.id,
-                        error = %e,
-                        "could not renew a slot; trying again at the next beat"
-                    ),
-                }
-            }
-        });
-        Some(Self(task.abort_handle()))
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Holds a reservation until it is settled or released.
 #[derive(Debug)]
@@ -65,8 +30,6 @@ pub(crate) struct Guard {
     releasing: bool,
     /// The provider's rate-limit report to follow with the settlement.
     observed: Option<Observation>,
-    /// Renews the slot while the guard lives.
-    _heartbeat: Option<Heartbeat>,
 }
 
 pub(crate) use router_core::ledger::usd_to_micros as micros;
@@ -84,9 +47,9 @@ impl Guard {
             input_tokens: reservation.input_tokens,
             cost_micros: reservation.tenant.as_ref().map_or(0, |t| t.cost_micros),
         };
-        let heartbeat = Heartbeat::start(settler.ledger.clone(), reservation.clone(), slot_ttl);
+        // Renewed while the guard holds it, every third of its TTL.
+        settler.renewals.hold(&reservation, slot_ttl);
         Self {
-            _heartbeat: heartbeat,
             settler,
             deployment: reservation.deployment,
             price,
@@ -158,9 +121,11 @@ impl Guard {
         }
     }
 
-    /// What is owed for the reservation as things stand (`None` once paid).
+    /// What is owed for the reservation as things stand (`None` once paid); it is no longer
+    /// renewed from here on.
     fn owed(&self) -> Option<Owed> {
         let reservation = self.reservation.clone()?;
+        self.settler.renewals.drop_held(reservation.id);
         let actual = (!self.releasing).then_some(self.estimate);
         Some(Owed {
             settlement: Settlement {

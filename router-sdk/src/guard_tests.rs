@@ -5,7 +5,7 @@ use router_core::clock::ManualClock;
 use router_core::config::Registry;
 use router_core::ledger::{Admission, MemoryStore, Need};
 
-use router_core::ledger::{ActualUsage, LedgerError, Reservation};
+use router_core::ledger::{ActualUsage, Ledger, LedgerError, Reservation};
 
 use crate::settler::Settler;
 
@@ -138,4 +138,37 @@ async fn a_live_guard_keeps_its_slot_past_the_ttl_and_frees_it_when_dropped() {
     };
     clock.advance_ms(3_001);
     assert_eq!(in_flight(&ledger).await, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_task_keeps_every_live_slot_a_short_ttl_arriving_later_included() {
+    let yaml = YAML.replace("concurrency: 1", "concurrency: 5");
+    let registry = Registry::from_yaml_str(&yaml, "guard.yaml").unwrap();
+    let clock = ManualClock::new(1_800_000_000_000);
+    let ledger = Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
+    let price = registry.deployment(DeploymentId(0)).price;
+    let settler = Arc::new(Settler::new(ledger.clone()));
+    let mut guards = Vec::new();
+    // A long TTL first (the task then sleeps its longest), then a 1 s one, due much sooner.
+    for ttl in [Duration::from_secs(600), Duration::from_secs(1)] {
+        let need = Need::new(10, ttl);
+        let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
+            panic!("an empty ledger admits");
+        };
+        guards.push(Guard::new(settler.clone(), r, price, ttl));
+        // Let the renewing task run and go to sleep before the next one arrives.
+        clock.advance_ms(10);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for _ in 0..40 {
+        clock.advance_ms(100);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        in_flight(&ledger).await,
+        2,
+        "both kept for 4 s, past the 1 s TTL"
+    );
+    drop(guards.pop());
+    assert_eq!(in_flight(&ledger).await, 1);
 }

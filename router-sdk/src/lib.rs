@@ -76,6 +76,7 @@ mod chat;
 mod drive;
 mod error;
 mod guard;
+mod renewals;
 mod router;
 pub mod secret;
 mod settler;

@@ -17,6 +17,8 @@ use backon::{ExponentialBuilder, Retryable};
 use router_core::ledger::{Ledger, LedgerError, Settlement};
 use tokio::sync::{Notify, mpsc};
 
+use crate::renewals::Renewals;
+
 /// Settlements waiting for the queue's task, at most (callers wait beyond that).
 const QUEUE: usize = 4_096;
 /// Settlements sent in one batch, at most.
@@ -72,6 +74,8 @@ impl Books {
 #[derive(Debug)]
 pub(crate) struct Settler {
     pub(crate) ledger: Arc<dyn Ledger>,
+    /// The slots held by live guards, renewed while they live.
+    pub(crate) renewals: Arc<Renewals>,
     /// The queue's sending end, for a remote ledger (when built inside a Tokio runtime).
     queue: Option<mpsc::Sender<Owed>>,
     books: Arc<Books>,
@@ -89,6 +93,7 @@ impl Settler {
             tx
         });
         Self {
+            renewals: Renewals::new(ledger.clone()),
             ledger,
             queue,
             books,
