@@ -6,15 +6,17 @@
 //! A [`Router`] holds the validated configuration (deployments: one model at one provider, each
 //! with a price and limits), a shared limits ledger and an HTTP client. For each request it:
 //!
-//! 1. **estimates** prompt tokens (tiktoken) and completion tokens (recent history, capped by
-//!    `max_tokens`), and ranks the deployments serving the requested model or alias by the
-//!    estimated cost of *this* request;
+//! 1. **estimates**, per deployment, what its provider's limiter will count (a prompt estimate
+//!    from the characters, calibrated by the provider's reports, plus `max_tokens`) and what the
+//!    request will cost (the same prompt plus the expected completion from recent history), and
+//!    ranks the deployments serving the requested model or alias by that cost;
 //! 2. **admits** it through the ledger, in one atomic step, on the cheapest deployment whose
-//!    RPM, TPM, ITPM / OTPM, concurrency and cooldown all have room (waiting, up to the request's deadline,
-//!    when none has);
+//!    RPM, TPM, ITPM / OTPM, concurrency and cooldown all have room for what its limiter will
+//!    count (waiting, up to the request's deadline, when none has);
 //! 3. **calls** the provider (OpenAI-compatible, Anthropic or Gemini wire format);
-//! 4. **settles** with the usage the provider reported, on every path: success, provider error,
-//!    timeout, broken stream, and a dropped future or stream;
+//! 4. **settles** with the usage the provider reported, counted as its limiter counts it, on
+//!    every path: success, provider error, timeout, broken stream, and a dropped future or
+//!    stream (with Redis, after the caller has its answer: see [`Router::drain`]);
 //! 5. on failure, **classifies** before acting: rate limits, overloads, server errors and
 //!    timeouts put a shared cooldown on that deployment (the provider's stated wait wins) and
 //!    fail over to the next-cheapest at once; billing failures cool down for at least an hour;

@@ -18,7 +18,7 @@
 //!   with a given mean and spread (coefficient of variation). Seeded generators make every run
 //!   repeatable: the same configuration, profile and seed give the same report.
 //! - **The router** is the SDK's own request flow ([`router_core::flow`]): each candidate
-//!   estimated by its own tokenizer and history and ranked by that estimate, admission through
+//!   estimated by what its provider reported and ranked by that estimate, admission through
 //!   the ledger, waits as the flow says (never past the deadline), settlement as far as each call
 //!   got, shared cooldowns (stated waits clamped at `retry.max_cooldown_secs`), failover to a
 //!   candidate that has not failed in this request, up to `max_attempts` calls, and rate-limit
