@@ -20,8 +20,8 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Limits, Registry};
 use router_core::ledger::{
-    ActualUsage, Admission, BudgetMicros, Ledger, MemoryStore, Need, Observation, Reservation,
-    TenantNeed, TenantSpec,
+    ActualUsage, Admission, BudgetMicros, Ledger, LedgerError, MemoryStore, Need, Observation,
+    Reservation, Settlement, TenantNeed, TenantSpec,
 };
 
 use crate::support::{connect_to, open_sqlite, temp_dir};
@@ -100,7 +100,11 @@ enum Op {
     Renew(usize, u64),
     Cooldown(usize, u64),
     /// Deployment, then (remaining, reset ms) of requests, tokens, input and output tokens.
-    Observe(usize, [Option<(u64, u64)>; 4]),
+    Observe(usize, Reports),
+    /// Settlements sent as one batch, as drivers send them after the answer: per held
+    /// reservation, settle with (tokens, input) or release (`None`), with the provider's report
+    /// on its deployment or not.
+    Batch(Vec<BatchItem>),
     Advance(u64),
 }
 
@@ -138,6 +142,13 @@ fn advance() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// (remaining, reset ms) of requests, tokens, input and output tokens; `None` where not reported.
+type Reports = [Option<(u64, u64)>; 4];
+
+/// One settlement of a batch: which held reservation, (tokens, input) used or `None` to release,
+/// and the provider's report, if any.
+type BatchItem = (usize, Option<(u64, u64)>, Option<Reports>);
+
 fn op() -> impl Strategy<Value = Op> {
     let reset = || (0..40u64, 0..400_000u64);
     let tokens = || proptest::option::of((0..5000u64, 0..400_000u64));
@@ -152,6 +163,19 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(d, ms)| Op::Cooldown(d, ms)),
         1 => (0..3usize, proptest::option::of(reset()), [tokens(), tokens(), tokens()])
             .prop_map(|(d, r, [t, i, o])| Op::Observe(d, [r, t, i, o])),
+        2 => proptest::collection::vec(
+            (
+                any::<usize>(),
+                proptest::option::weighted(0.8, (0..3000u64, 0..2000u64)),
+                proptest::option::weighted(
+                    0.6,
+                    (proptest::option::of(reset()), [tokens(), tokens(), tokens()])
+                        .prop_map(|(r, [t, i, o])| [r, t, i, o]),
+                ),
+            ),
+            1..4,
+        )
+        .prop_map(Op::Batch),
         5 => advance().prop_map(Op::Advance),
     ]
 }
@@ -262,16 +286,35 @@ impl Stores {
                 all!(self, "cooldown", |l| l.cooldown(d, dur));
             }
             Op::Observe(d, reports) => {
-                let [requests, tokens, input_tokens, output_tokens] =
-                    reports.map(|r| r.map(|(n, ms)| (n, Duration::from_millis(ms))));
-                let obs = Observation {
-                    requests,
-                    tokens,
-                    input_tokens,
-                    output_tokens,
-                };
+                let obs = observation(*reports);
                 let d = self.ids[*d];
                 all!(self, "observe", |l| l.observe(d, obs));
+            }
+            Op::Batch(items) => {
+                let batch: Vec<Settlement> = items
+                    .iter()
+                    .filter_map(|(w, used, report)| {
+                        let (_, _, r) = self.pick(*w)?;
+                        Some(Settlement {
+                            reservation: r.clone(),
+                            actual: used.map(|(tokens, input)| ActualUsage {
+                                tokens,
+                                input_tokens: input,
+                                cost_micros: tokens / 3,
+                            }),
+                            observed: report.map(observation),
+                        })
+                    })
+                    .collect();
+                all!(self, "batch", |l| async {
+                    let results = l.settle_batch(&batch).await;
+                    Ok::<_, LedgerError>(
+                        results
+                            .into_iter()
+                            .map(|r| r.map_err(|e| e.to_string()))
+                            .collect::<Vec<_>>(),
+                    )
+                });
             }
             Op::Advance(ms) => self.clock.advance_ms(*ms),
         }
@@ -391,5 +434,17 @@ fn every_store_answers_alike() {
         if let Err(e) = result {
             panic!("the stores disagree: {e}");
         }
+    }
+}
+
+/// (remaining, reset ms) of requests, tokens, input and output tokens, as an observation.
+fn observation(reports: Reports) -> Observation {
+    let [requests, tokens, input_tokens, output_tokens] =
+        reports.map(|r| r.map(|(n, ms)| (n, Duration::from_millis(ms))));
+    Observation {
+        requests,
+        tokens,
+        input_tokens,
+        output_tokens,
     }
 }
