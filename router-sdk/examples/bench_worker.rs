@@ -326,7 +326,7 @@ async fn send(sender: &Sender, job: &Job, timeout: Duration) -> Result<Answer, R
 }
 
 /// Two small requests to the mock's unlimited `warmup` provider before `READY`, one JSON and
-/// one stream, so that one-time costs (connections, the tokenizer's tables, Redis scripts)
+/// one stream, so that one-time costs (connections, loading the Redis scripts)
 /// are paid before the run, not by its first requests.
 async fn warm_up(sender: &Sender, spec: &Spec) -> Result<(), String> {
     let Some(base) = &spec.warmup_api_base else {
