@@ -110,8 +110,8 @@ impl Router {
                 let price = registry.deployment(r.deployment).price;
                 let accounting = Accounting::of(registry.provider_of(r.deployment).api);
                 let d = r.deployment;
-                let held = Guard::new(self.inner.settler.clone(), r, price, need.slot_ttl)
-                    .counting(accounting);
+                let settler = self.inner.settler.clone();
+                let held = Guard::new(settler, r, price, accounting, need.slot_ttl);
                 *guard = Some(held);
                 Ok(request.flow.admitted(d))
             }

@@ -39,6 +39,7 @@ impl Guard {
         settler: Arc<Settler>,
         reservation: Reservation,
         price: Price,
+        accounting: Accounting,
         slot_ttl: Duration,
     ) -> Self {
         // The estimate settles the split it reserved: input against ITPM, the rest against OTPM.
@@ -53,19 +54,13 @@ impl Guard {
             settler,
             deployment: reservation.deployment,
             price,
-            accounting: Accounting::Corrected,
+            accounting,
             slot_ttl,
             estimate,
             reservation: Some(reservation),
             releasing: false,
             observed: None,
         }
-    }
-
-    /// Settles as a provider that counts as `accounting` does (default: what was used).
-    pub(crate) fn counting(mut self, accounting: Accounting) -> Self {
-        self.accounting = accounting;
-        self
     }
 
     /// Sends `observed` (the provider's latest report on this deployment) with the settlement;

@@ -1,11 +1,12 @@
-//! The guard's heartbeat and the settler's retries, on paused time.
+//! Slot renewal and the settler's retries, on paused time.
 #![allow(clippy::unwrap_used)]
 
 use router_core::clock::ManualClock;
 use router_core::config::Registry;
-use router_core::ledger::{Admission, MemoryStore, Need};
-
-use router_core::ledger::{ActualUsage, Ledger, LedgerError, Reservation};
+use router_core::estimate::Accounting;
+use router_core::ledger::{
+    ActualUsage, Admission, Ledger, LedgerError, MemoryStore, Need, Reservation,
+};
 
 use crate::settler::Settler;
 
@@ -93,7 +94,7 @@ async fn a_settlement_the_ledger_never_takes_is_given_up_with_its_slot_and_count
     };
     let price = registry.deployment(DeploymentId(0)).price;
     let settler = Arc::new(Settler::new(ledger.clone()));
-    let guard = Guard::new(settler.clone(), r, price, ttl);
+    let guard = Guard::new(settler.clone(), r, price, Accounting::AtArrival, ttl);
     guard.settle_estimate().await;
     assert_eq!(settler.given_up(), 0, "still trying in the background");
     // Paused time runs the backoff forward until the slot's TTL has passed.
@@ -119,7 +120,7 @@ async fn a_live_guard_keeps_its_slot_past_the_ttl_and_frees_it_when_dropped() {
     };
     let price = registry.deployment(DeploymentId(0)).price;
     let settler = Arc::new(Settler::new(ledger.clone()));
-    let guard = Guard::new(settler, r, price, ttl);
+    let guard = Guard::new(settler, r, price, Accounting::AtArrival, ttl);
     for _ in 0..10 {
         clock.advance_ms(1_000);
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -155,7 +156,13 @@ async fn one_task_keeps_every_live_slot_a_short_ttl_arriving_later_included() {
         let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
             panic!("an empty ledger admits");
         };
-        guards.push(Guard::new(settler.clone(), r, price, ttl));
+        guards.push(Guard::new(
+            settler.clone(),
+            r,
+            price,
+            Accounting::AtArrival,
+            ttl,
+        ));
         // Let the renewing task run and go to sleep before the next one arrives.
         clock.advance_ms(10);
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -4,6 +4,7 @@
 //! every due reservation, so a request costs a map entry, not a task and a timer of its own.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ pub(crate) struct Renewals {
     /// Wakes the task when a reservation arrives that may be due before the task wakes.
     arrived: Notify,
     /// Whether the task runs (it starts with the first reservation held in a runtime).
-    started: Mutex<bool>,
+    started: AtomicBool,
 }
 
 impl Renewals {
@@ -41,7 +42,7 @@ impl Renewals {
             ledger,
             live: Mutex::new(HashMap::new()),
             arrived: Notify::new(),
-            started: Mutex::new(false),
+            started: AtomicBool::new(false),
         })
     }
 
@@ -72,9 +73,7 @@ impl Renewals {
             );
             wake
         };
-        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        if !*started {
-            *started = true;
+        if !self.started.swap(true, Ordering::AcqRel) {
             runtime.spawn(renew_due(Arc::downgrade(self), self.ledger.clone()));
         } else if wake {
             self.arrived.notify_one();
