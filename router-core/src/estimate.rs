@@ -24,25 +24,47 @@ const CHARS_PER_TOKEN: u64 = 4;
 /// Weight of the newest observation in the moving averages.
 const ALPHA: f64 = 0.2;
 
-/// A prompt's size as estimation needs it: the characters of all its message contents.
+/// Tokens one image is taken to cost in a prompt: the most any provider documents for an image
+/// it does not scale down (Anthropic: about 1,600 for 1.15 megapixels; OpenAI: 765 for a
+/// 1024 x 1024 image at high detail; Gemini: 258). Conservative: admission may reserve more than
+/// the provider counts, never less.
+pub const IMAGE_TOKENS: u64 = 1600;
+
+/// A prompt's size as estimation needs it: the characters of all its text (message contents,
+/// tool calls and results, tool definitions as JSON) and its images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PromptSize {
-    /// Unicode scalar values in all message contents.
+    /// Unicode scalar values in all its text.
     pub chars: u64,
+    /// Images in it.
+    pub images: u64,
 }
 
 impl PromptSize {
-    /// The size of a chat whose message contents are `contents`.
+    /// The size of a text-only chat whose texts are `contents`.
     pub fn of<'a>(contents: impl IntoIterator<Item = &'a str>) -> Self {
         Self {
             chars: contents.into_iter().map(|c| c.chars().count() as u64).sum(),
+            images: 0,
         }
     }
 
-    /// `ceil(chars / 4)`, at least 1: the prompt as OpenAI's limiter estimates it before a
-    /// request runs, and the base every deployment's learnt ratio scales.
+    /// This size with `images` more images.
+    #[must_use]
+    pub fn with_images(mut self, images: u64) -> Self {
+        self.images = self.images.saturating_add(images);
+        self
+    }
+
+    /// `ceil(chars / 4)` plus [`IMAGE_TOKENS`] per image, at least 1: the prompt as OpenAI's
+    /// limiter estimates it before a request runs, and the base every deployment's learnt ratio
+    /// scales.
     pub fn base_tokens(self) -> u64 {
-        self.chars.div_ceil(CHARS_PER_TOKEN).max(1)
+        let images = self.images.saturating_mul(IMAGE_TOKENS);
+        self.chars
+            .div_ceil(CHARS_PER_TOKEN)
+            .saturating_add(images)
+            .max(1)
     }
 }
 
@@ -244,7 +266,10 @@ providers:
     fn the_prompt_ratio_starts_per_api_and_converges_on_what_the_provider_reports() {
         let e = Estimator::new(&registry());
         let (o, a) = (DeploymentId(0), DeploymentId(1));
-        let size = PromptSize { chars: 4_000 };
+        let size = PromptSize {
+            chars: 4_000,
+            images: 0,
+        };
         assert_eq!(e.prompt_tokens(o, size), 1_000);
         assert_eq!(e.prompt_tokens(a, size), 1_200);
         for _ in 0..60 {
@@ -258,7 +283,10 @@ providers:
     fn output_estimate_uses_the_default_then_history_capped_by_max_tokens() {
         let e = Estimator::new(&registry());
         let d = DeploymentId(1);
-        let size = PromptSize { chars: 40 };
+        let size = PromptSize {
+            chars: 40,
+            images: 0,
+        };
         assert_eq!(e.output_tokens(d, None), 512);
         assert_eq!(e.output_tokens(d, Some(100)), 100);
         e.record(d, size, 0, 200);

@@ -56,11 +56,13 @@ impl Router {
                     guard,
                     completion.usage,
                     completion.finish_reason,
+                    completion.id,
                     Some(&headers),
                 )
                 .await;
             Ok(ChatResponse {
                 content: completion.content,
+                tool_calls: completion.tool_calls,
                 receipt,
             })
         }

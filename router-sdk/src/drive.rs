@@ -22,6 +22,8 @@ use crate::wire::headers;
 /// One request on its way: its plan, its flow, and what happened so far.
 #[derive(Debug)]
 pub(crate) struct Request {
+    /// The caller's id for the request, or one drawn at random.
+    pub(crate) id: String,
     pub(crate) planned: Planned,
     pub(crate) flow: Flow,
     attempts: Vec<Attempt>,
@@ -35,15 +37,21 @@ impl Router {
     /// Plans `req` and starts its flow and its span.
     pub(crate) fn begin(&self, req: &ChatRequest) -> Result<Request, Error> {
         let planned = self.plan(req)?;
-        let request_id = format!("{:016x}", self.draw_u64());
+        let id = match &req.request_id {
+            Some(id) => id.clone(),
+            None => format!("{:016x}", self.draw_u64()),
+        };
+        let route = planned.route.as_ref().map(ToString::to_string);
         let span = tracing::info_span!(
             "request",
-            request_id = %request_id,
+            request_id = %id,
             tenant = planned.plan.tenant().unwrap_or("-"),
             model = %planned.model,
             priority = planned.plan.priority.as_str(),
+            route = route.as_deref().unwrap_or("-"),
         );
         Ok(Request {
+            id,
             flow: Flow::new(self.inner.policy, &planned.plan),
             planned,
             attempts: Vec::new(),
@@ -221,6 +229,7 @@ impl Router {
         guard: Guard,
         usage: Option<Usage>,
         finish_reason: Option<FinishReason>,
+        response_id: Option<String>,
         headers: Option<&HeaderMap>,
     ) -> Receipt {
         let d = guard.deployment();
@@ -233,10 +242,7 @@ impl Router {
                 self.inner.estimator.record(d, prompt, input, output);
                 usage
             }
-            None => Usage {
-                prompt_tokens: estimate.prompt_tokens,
-                completion_tokens: estimate.completion_tokens,
-            },
+            None => Usage::new(estimate.prompt_tokens, estimate.completion_tokens),
         };
         let observed = headers.and_then(|h| self.report(d, h));
         guard.reporting(observed).settle(usage).await;
@@ -249,14 +255,13 @@ impl Router {
         request.attempts.push(self.attempt(d, AttemptOutcome::Ok));
         let registry = &self.inner.registry;
         Receipt {
+            request_id: request.id.clone(),
+            response_id,
             finish_reason,
             provider: registry.provider_of(d).name.clone(),
             model: registry.deployment(d).model.clone(),
             usage,
-            cost_usd: registry
-                .deployment(d)
-                .price
-                .cost(usage.prompt_tokens, usage.completion_tokens),
+            cost_usd: usage.cost(&registry.deployment(d).price),
             attempts: std::mem::take(&mut request.attempts),
             waited: request.flow.waited(),
         }

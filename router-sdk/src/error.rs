@@ -27,6 +27,21 @@ pub enum Error {
     /// The request is unusable as it is (no messages, no model and no default).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// No model the request may go to can serve one of its features.
+    #[error(
+        "no model can serve this request: it uses {feature}, and {} lack the `{capability}` \
+         capability; add `{capability}` to a model's `capabilities` in the configuration if it \
+         has it, or ask for a model that does",
+        lacking.join(", ")
+    )]
+    Unsupported {
+        /// The feature, e.g. `tools`.
+        feature: String,
+        /// The capability it needs, as `capabilities:` names it.
+        capability: String,
+        /// The deployments (`provider/model`) that lack it.
+        lacking: Vec<String>,
+    },
     /// No candidate deployment has its API key set.
     #[error("no API key set for `{model}`: set {}", vars.join(" or "))]
     MissingKey {

@@ -79,7 +79,7 @@ impl Guard {
     /// counted, the tenant's budget gets the real cost.
     pub(crate) async fn settle(self, usage: Usage) {
         let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
-        let cost = micros(self.price.cost(prompt, completion));
+        let cost = micros(usage.cost(&self.price));
         let actual = match &self.reservation {
             Some(r) => self.accounting.settlement(r, prompt, completion, cost),
             None => return,

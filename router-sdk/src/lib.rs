@@ -79,6 +79,7 @@ mod drive;
 mod error;
 mod guard;
 mod renewals;
+mod request;
 mod router;
 pub mod secret;
 mod settler;
@@ -94,7 +95,8 @@ pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{
-    Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, FinishReason, Message, Priority,
-    Receipt, Role, Usage,
+    Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Effort, Features, FinishReason,
+    Image, Message, Part, Priority, Reasoning, Receipt, ResponseFormat, Role, Tool, ToolCall,
+    ToolCallAssembly, ToolCallDelta, ToolChoice, Usage,
 };
 pub use wire::classify::FailureClass;

@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use router_core::clock::{Clock, SystemClock};
-use router_core::config::{DeploymentId, ProviderId, Registry};
-use router_core::estimate::{self, Estimator, PromptSize};
+use router_core::config::{DeploymentId, ProviderId, Registry, RouteMatch};
+use router_core::estimate::{self, Estimator};
 use router_core::flow::{self, Ask, Reports};
 use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
 use router_core::retry::RetryPolicy;
 
 use crate::error::Error;
+use crate::request;
 use crate::secret::{ApiKey, EnvKeys, KeySource};
 use crate::settler::Settler;
 use crate::store::{self, Environment, LedgerChoice, LocalStore};
@@ -155,8 +156,10 @@ impl RouterBuilder {
 pub(crate) struct Planned {
     pub(crate) plan: flow::Plan,
     pub(crate) keys: HashMap<ProviderId, ApiKey>,
-    /// The model or alias asked for.
+    /// The model or alias the request goes to (a routed alias's choice, not the alias).
     pub(crate) model: String,
+    /// The routing rule that chose `model`, when the request named a routed alias.
+    pub(crate) route: Option<RouteMatch>,
     /// The request's extra headers, validated.
     pub(crate) headers: reqwest::header::HeaderMap,
 }
@@ -170,8 +173,11 @@ pub struct Preview {
     pub o200k_tokens: u64,
     /// Estimated completion tokens.
     pub completion_tokens: u64,
-    /// Candidates with a key set, cheapest first: (provider, model, estimated cost in USD).
+    /// Candidates with a key set that can serve the request, cheapest first: (provider, model,
+    /// estimated cost in USD).
     pub candidates: Vec<(String, String, f64)>,
+    /// The routing rule that chose the model, when the request named a routed alias.
+    pub route: Option<RouteMatch>,
 }
 
 impl Router {
@@ -258,7 +264,7 @@ impl Router {
     /// The estimate and the candidates of `req`, cheapest first, without admitting or calling.
     /// The estimate shown is the largest of the candidates' own.
     pub fn preview(&self, req: &ChatRequest) -> Result<Preview, Error> {
-        let Planned { plan, .. } = self.plan(req)?;
+        let Planned { plan, route, .. } = self.plan(req)?;
         let registry = &self.inner.registry;
         let candidates = plan
             .ranked
@@ -279,22 +285,20 @@ impl Router {
         let largest = |f: fn(&flow::Estimate) -> u64| plan.estimates.iter().map(f).max();
         Ok(Preview {
             prompt_tokens: largest(|e| e.prompt_tokens).unwrap_or(0),
-            o200k_tokens: estimate::count(req.messages.iter().map(|m| m.content.as_str())),
+            o200k_tokens: estimate::count(req.messages.iter().flat_map(|m| m.texts())),
             completion_tokens: largest(|e| e.completion_tokens).unwrap_or(0),
             candidates,
+            route,
         })
     }
 
-    /// Validates the request and plans it: candidates with a key, each one's estimate, the
-    /// ranking, what to reserve and the deadline ([`flow::Plan::new`]).
+    /// Validates the request and plans it: its route, the candidates that can serve it and have
+    /// a key, each one's estimate, the ranking, what to reserve and the deadline
+    /// ([`flow::Plan::new`]).
     pub(crate) fn plan(&self, req: &ChatRequest) -> Result<Planned, Error> {
         let registry = &self.inner.registry;
-        if req.messages.is_empty() {
-            return Err(Error::InvalidRequest(
-                "a chat needs at least one message".into(),
-            ));
-        }
-        let model = req
+        request::check(req)?;
+        let named = req
             .model
             .as_deref()
             .or(registry.defaults.model.as_deref())
@@ -302,25 +306,25 @@ impl Router {
                 Error::InvalidRequest("no model given and no `defaults.model` configured".into())
             })?;
         let headers = wire::extra_headers(&req.headers).map_err(Error::InvalidRequest)?;
-        let candidates = registry.resolve(model);
+        let prompt = request::prompt_size(req);
+        let (model, route) = request::route(registry, req, named, prompt)?;
+        let candidates = registry.resolve(&model);
         if candidates.is_empty() {
             let known = registry
                 .known_models()
                 .into_iter()
                 .map(String::from)
                 .collect();
-            return Err(Error::UnknownModel {
-                model: model.to_owned(),
-                known,
-            });
+            return Err(Error::UnknownModel { model, known });
         }
-        let keys = self.keys_for(model, &candidates)?;
+        let candidates = request::servable(registry, req, candidates)?;
+        let keys = self.keys_for(&model, &candidates)?;
         let usable: Vec<_> = candidates
             .into_iter()
             .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
             .collect();
         let ask = Ask {
-            prompt: PromptSize::of(req.messages.iter().map(|m| m.content.as_str())),
+            prompt,
             max_tokens: req.max_tokens,
             tenant: self.tenant_of(req)?,
             priority: req.priority,
@@ -330,7 +334,8 @@ impl Router {
         Ok(Planned {
             plan,
             keys,
-            model: model.to_owned(),
+            model,
+            route,
             headers,
         })
     }

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::router::Router;
 use crate::transport::{self, CallFailure};
-use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, Usage};
+use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, ToolCallAssembly, Usage};
 use crate::wire::StreamDecoder;
 use crate::wire::classify::Failure;
 
@@ -54,6 +54,8 @@ struct Live {
     decoder: StreamDecoder,
     usage: Option<Usage>,
     finish: Option<FinishReason>,
+    response_id: Option<String>,
+    tool_calls: ToolCallAssembly,
     pending: VecDeque<Result<ChatChunk, Error>>,
     ended: bool,
 }
@@ -85,6 +87,8 @@ impl Router {
             decoder: StreamDecoder::new(api),
             usage: None,
             finish: None,
+            response_id: None,
+            tool_calls: ToolCallAssembly::default(),
             pending: VecDeque::new(),
             ended: false,
         };
@@ -150,28 +154,45 @@ impl Live {
     }
 
     async fn apply(&mut self, items: Vec<StreamEvent>) {
+        // Text of one event goes out as one delta; a tool-call piece goes out in its place.
         let mut text = String::new();
         let mut done = false;
         for item in items {
             match item {
                 StreamEvent::Delta(t) => text.push_str(&t),
+                StreamEvent::ToolCall(delta) => {
+                    self.flush(&mut text);
+                    self.tool_calls.push(&delta);
+                    self.pending.push_back(Ok(ChatChunk::ToolCallDelta(delta)));
+                }
+                StreamEvent::Id(id) => self.response_id = Some(id),
                 StreamEvent::Finish(f) => self.finish = Some(f),
                 StreamEvent::Usage(u) => self.usage = Some(u),
                 StreamEvent::Done => done = true,
                 StreamEvent::Ignore => {}
             }
         }
-        if !text.is_empty() {
-            self.pending.push_back(Ok(ChatChunk::Delta(text)));
-        }
+        self.flush(&mut text);
         if done {
             self.complete().await;
         }
     }
 
-    /// The provider finished: settle with its usage and queue the receipt.
+    fn flush(&mut self, text: &mut String) {
+        if !text.is_empty() {
+            self.pending
+                .push_back(Ok(ChatChunk::Delta(std::mem::take(text))));
+        }
+    }
+
+    /// The provider finished: settle with its usage and queue the assembled tool calls and the
+    /// receipt.
     async fn complete(&mut self) {
         self.ended = true;
+        if !self.tool_calls.is_empty() {
+            let calls = std::mem::take(&mut self.tool_calls).finish();
+            self.pending.push_back(Ok(ChatChunk::ToolCalls(calls)));
+        }
         if let Some(guard) = self.guard.take() {
             let receipt = self
                 .router
@@ -180,6 +201,7 @@ impl Live {
                     guard,
                     self.usage,
                     self.finish.take(),
+                    self.response_id.take(),
                     None,
                 )
                 .await;

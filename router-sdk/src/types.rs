@@ -13,8 +13,206 @@ pub enum Role {
     System,
     /// The caller.
     User,
-    /// The model.
+    /// The model (its text, its tool calls, or both).
     Assistant,
+    /// The result of one tool call, answering the call named by
+    /// [`Message::tool_call_id`].
+    Tool,
+}
+
+/// An image in a message: at a URL, or inline.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Image {
+    /// An `https:` URL the provider fetches (Gemini: a `fileData` URI).
+    Url {
+        /// The URL.
+        url: String,
+    },
+    /// Base64-encoded bytes.
+    Base64 {
+        /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+        media_type: String,
+        /// The bytes, base64 (standard alphabet, padded).
+        data: String,
+    },
+}
+
+impl std::fmt::Debug for Image {
+    /// The URL, or the media type and size of inline data (never megabytes of base64).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Image::Url { url } => f.debug_struct("Url").field("url", url).finish(),
+            Image::Base64 { media_type, data } => f
+                .debug_struct("Base64")
+                .field("media_type", media_type)
+                .field("base64_len", &data.len())
+                .finish(),
+        }
+    }
+}
+
+/// One piece of a message's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image (needs the `vision` capability).
+    Image {
+        /// Where the image is.
+        image: Image,
+    },
+}
+
+/// A tool the model may call: a function with JSON Schema parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// The function's name (`^[a-zA-Z0-9_-]{1,64}$` on every provider).
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its parameters: a JSON Schema object.
+    pub parameters: serde_json::Value,
+    /// Ask the provider to hold the arguments to the schema exactly (OpenAI `strict`; ignored
+    /// where the provider has no such switch).
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool call.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call to this function.
+    Function(String),
+}
+
+/// A call the model made to a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id of the call; a [`Role::Tool`] message answers it by this id.
+    pub id: String,
+    /// The function called.
+    pub name: String,
+    /// The arguments as JSON text, exactly as the model wrote them (check before use: a model
+    /// may write invalid JSON).
+    pub arguments: String,
+}
+
+/// A piece of a streamed tool call. The first piece of call `index` carries its id and name;
+/// the `arguments` of all its pieces, joined in order, are the call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    /// Which call of the answer (0, 1, ...), in the order the model made them.
+    pub index: u32,
+    /// The call's id, on its first piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The function's name, on its first piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// More argument text.
+    pub arguments: String,
+}
+
+/// The shape the answer must have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Free text (the default).
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON matching a schema (needs the `json_schema` capability).
+    JsonSchema {
+        /// A name for the schema (`^[a-zA-Z0-9_-]{1,64}$`).
+        name: String,
+        /// The JSON Schema.
+        schema: serde_json::Value,
+        /// Ask the provider to hold the answer to the schema exactly, where it can.
+        #[serde(default)]
+        strict: bool,
+    },
+}
+
+/// How hard a reasoning model thinks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    /// Little thinking (Anthropic and Gemini: a 1,024-token budget).
+    Low,
+    /// Some (4,096 tokens).
+    Medium,
+    /// Much (16,384 tokens).
+    High,
+}
+
+impl Effort {
+    /// The thinking budget that stands for this effort on providers that take a budget.
+    pub fn budget_tokens(self) -> u64 {
+        match self {
+            Effort::Low => 1024,
+            Effort::Medium => 4096,
+            Effort::High => 16_384,
+        }
+    }
+
+    /// `low`, `medium` or `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+
+    /// The effort a budget stands for on providers that take an effort: the smallest whose
+    /// budget covers it.
+    pub fn of_budget(tokens: u64) -> Self {
+        [Effort::Low, Effort::Medium]
+            .into_iter()
+            .find(|e| tokens <= e.budget_tokens())
+            .unwrap_or(Effort::High)
+    }
+}
+
+/// Reasoning controls (need the `reasoning` capability): an effort, a token budget, or both.
+/// OpenAI-compatible servers get `reasoning_effort` (the effort, else the one the budget stands
+/// for); Anthropic gets `thinking` and Gemini `thinkingConfig` with the budget (else the one the
+/// effort stands for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// How hard to think.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
+    /// The most tokens to think with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
+}
+
+impl Reasoning {
+    /// The effort to send to providers that take one.
+    pub fn effort(&self) -> Effort {
+        self.effort
+            .unwrap_or_else(|| Effort::of_budget(self.budget_tokens.unwrap_or(0)))
+    }
+
+    /// The budget to send to providers that take one.
+    pub fn budget(&self) -> u64 {
+        self.budget_tokens
+            .unwrap_or_else(|| self.effort.unwrap_or(Effort::Medium).budget_tokens())
+    }
 }
 
 /// One chat message.
@@ -22,38 +220,98 @@ pub enum Role {
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
-    /// Its text.
-    pub content: String,
+    /// Its content: text and images.
+    #[serde(default)]
+    pub content: Vec<Part>,
+    /// The tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a [`Role::Tool`] message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
+    /// A message of `role` with one text part.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: vec![Part::Text {
+                text: content.into(),
+            }],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::System,
-            content: content.into(),
-        }
+        Self::text(Role::System, content)
     }
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: content.into(),
-        }
+        Self::text(Role::User, content)
     }
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
+        Self::text(Role::Assistant, content)
+    }
+    /// The assistant's turn that made `calls` (and said `text`, if not empty): send it back
+    /// with the results.
+    pub fn assistant_calls(text: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        let text: String = text.into();
         Self {
             role: Role::Assistant,
-            content: content.into(),
+            content: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![Part::Text { text }]
+            },
+            tool_calls: calls,
+            tool_call_id: None,
         }
+    }
+    /// The result of tool call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(call_id.into()),
+            ..Self::text(Role::Tool, content)
+        }
+    }
+    /// Adds an image after the content so far.
+    #[must_use]
+    pub fn with_image(mut self, image: Image) -> Self {
+        self.content.push(Part::Image { image });
+        self
+    }
+    /// The text parts, joined.
+    pub fn text_content(&self) -> String {
+        self.texts().collect()
+    }
+    /// The text parts, in order.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            Part::Image { .. } => None,
+        })
+    }
+    /// The images, in order.
+    pub fn images(&self) -> impl Iterator<Item = &Image> {
+        self.content.iter().filter_map(|p| match p {
+            Part::Image { image } => Some(image),
+            Part::Text { .. } => None,
+        })
     }
 }
 
 pub use router_core::flow::Priority;
 
-/// A chat request, independent of provider. Its `Debug` shows the extra headers' names, never
-/// their values (a header may carry a credential for a proxy).
+/// A chat request, independent of provider. Its `Debug` shows the extra headers' names and
+/// `extra_body`'s keys, never their values (a header may carry a credential for a proxy).
+///
+/// Fields a wire format has no place for are left out of that format's body, as the README's
+/// table says (e.g. `seed` and the penalties for Anthropic); features that change the answer
+/// (tools, images, JSON schema, reasoning) instead need a capability, and a request goes only to
+/// models that have it.
 #[derive(Clone, PartialEq, Default)]
 pub struct ChatRequest {
     /// Model name or alias; `None` uses `defaults.model` from the configuration.
@@ -64,8 +322,39 @@ pub struct ChatRequest {
     pub max_tokens: Option<u64>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
     /// Stop sequences.
     pub stop: Vec<String>,
+    /// Seed for sampling (OpenAI-compatible and Gemini).
+    pub seed: Option<i64>,
+    /// Presence penalty (OpenAI-compatible and Gemini).
+    pub presence_penalty: Option<f64>,
+    /// Frequency penalty (OpenAI-compatible and Gemini).
+    pub frequency_penalty: Option<f64>,
+    /// Tools the model may call (needs the `tools` capability).
+    pub tools: Vec<Tool>,
+    /// Whether and which tool to call; `None`: the provider's default (auto when tools are given).
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may make several calls in one turn (`None`: the provider's default).
+    pub parallel_tool_calls: Option<bool>,
+    /// The shape of the answer.
+    pub response_format: Option<ResponseFormat>,
+    /// Reasoning controls.
+    pub reasoning: Option<Reasoning>,
+    /// The end user, for the provider's abuse monitoring (OpenAI `user`, Anthropic
+    /// `metadata.user_id`).
+    pub user: Option<String>,
+    /// Key-value tags (OpenAI-compatible `metadata`; kept in traces).
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// The caller's id for this request, in traces and the receipt; one is drawn when `None`.
+    pub request_id: Option<String>,
+    /// Fields merged into the top level of the provider's JSON body as given, after
+    /// llmroute's own (they win): server options such as vLLM's `top_k` or DeepSeek's.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Only these providers (by their `name` in the configuration) may serve the request;
+    /// empty: any.
+    pub providers: Vec<String>,
     /// The tenant this request is accounted to.
     pub tenant: Option<String>,
     /// How long the whole request (waits, retries, the call) may take.
@@ -82,12 +371,27 @@ pub struct ChatRequest {
 impl std::fmt::Debug for ChatRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let extra: Vec<&str> = self.extra_body.keys().map(String::as_str).collect();
         f.debug_struct("ChatRequest")
             .field("model", &self.model)
             .field("messages", &self.messages)
             .field("max_tokens", &self.max_tokens)
             .field("temperature", &self.temperature)
+            .field("top_p", &self.top_p)
             .field("stop", &self.stop)
+            .field("seed", &self.seed)
+            .field("presence_penalty", &self.presence_penalty)
+            .field("frequency_penalty", &self.frequency_penalty)
+            .field("tools", &self.tools)
+            .field("tool_choice", &self.tool_choice)
+            .field("parallel_tool_calls", &self.parallel_tool_calls)
+            .field("response_format", &self.response_format)
+            .field("reasoning", &self.reasoning)
+            .field("user", &self.user)
+            .field("metadata", &self.metadata)
+            .field("request_id", &self.request_id)
+            .field("extra_body (values hidden)", &extra)
+            .field("providers", &self.providers)
             .field("tenant", &self.tenant)
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)
@@ -104,7 +408,26 @@ impl ChatRequest {
             ..Self::default()
         }
     }
+
+    /// What the request needs of a model, beyond text.
+    pub fn features(&self) -> Features {
+        let calls = self
+            .messages
+            .iter()
+            .any(|m| m.role == Role::Tool || !m.tool_calls.is_empty());
+        Features {
+            tools: !self.tools.is_empty() || calls,
+            images: self.messages.iter().any(|m| m.images().next().is_some()),
+            json_schema: matches!(
+                self.response_format,
+                Some(ResponseFormat::JsonSchema { .. })
+            ),
+            reasoning: self.reasoning.is_some(),
+        }
+    }
 }
+
+pub use router_core::config::Features;
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +439,8 @@ pub enum FinishReason {
     Length,
     /// The provider filtered the content.
     ContentFilter,
+    /// The model called tools: answer them with [`Role::Tool`] messages.
+    ToolCalls,
     /// Anything else, as the provider named it.
     Other(String),
 }
@@ -127,9 +452,34 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Completion tokens, reasoning / thinking tokens included.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache (billed at the
+    /// model's `cached_input` price).
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+    /// Of the completion tokens, those spent reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
+    /// `prompt` prompt and `completion` completion tokens, none cached or reasoning.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            ..Self::default()
+        }
+    }
+
+    /// The cost in USD at `price`: cached prompt tokens at its cached-input price.
+    pub fn cost(&self, price: &router_core::config::Price) -> f64 {
+        price.cost_cached(
+            self.prompt_tokens,
+            self.cached_prompt_tokens,
+            self.completion_tokens,
+        )
+    }
+
     /// Prompt plus completion, saturating at `u64::MAX`.
     pub fn total_tokens(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
@@ -139,8 +489,12 @@ impl Usage {
 /// What an adapter makes of a complete (non-streaming) provider response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
+    /// The provider's id of the response.
+    pub id: Option<String>,
     /// The answer text.
     pub content: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
     /// Why it stopped.
     pub finish_reason: Option<FinishReason>,
     /// Usage, if the provider reported it.
@@ -152,6 +506,10 @@ pub struct Completion {
 pub enum StreamEvent {
     /// Text to pass to the caller.
     Delta(String),
+    /// A piece of a tool call.
+    ToolCall(ToolCallDelta),
+    /// The provider's id of the response.
+    Id(String),
     /// The finish reason arrived.
     Finish(FinishReason),
     /// Usage so far (cumulative: replaces any earlier value).
@@ -202,8 +560,11 @@ pub struct Attempt {
 /// A completed chat: the answer and its receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
-    /// The answer.
+    /// The answer's text.
     pub content: String,
+    /// The tool calls the model made, in order (`finish_reason` is then `tool_calls`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// Who answered, why the model stopped, usage, cost, attempts and waits.
     #[serde(flatten)]
     pub receipt: Receipt,
@@ -212,6 +573,11 @@ pub struct ChatResponse {
 /// How a request was served, whole or streamed: the last word of every answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Receipt {
+    /// The request's id: the caller's, else the one llmroute drew.
+    pub request_id: String,
+    /// The provider's id of the response, when it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// Why the model stopped.
     pub finish_reason: Option<FinishReason>,
     /// Provider that answered.
@@ -234,6 +600,11 @@ pub struct Receipt {
 pub enum ChatChunk {
     /// More text.
     Delta(String),
+    /// A piece of a tool call, as it arrives.
+    ToolCallDelta(ToolCallDelta),
+    /// The answer's tool calls, assembled: sent once, before [`ChatChunk::Done`], when the
+    /// model made any.
+    ToolCalls(Vec<ToolCall>),
     /// The stream is complete: always the last item of a successful stream.
     Done(Receipt),
 }
@@ -257,5 +628,49 @@ mod opt_ms {
             Some(d) => s.serialize_some(&(d.as_millis() as u64)),
             None => s.serialize_none(),
         }
+    }
+}
+
+/// Assembles streamed tool-call pieces into whole calls: per index, the first id and name, the
+/// arguments joined in the order they came.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCallAssembly {
+    calls: Vec<(u32, ToolCall)>,
+}
+
+impl ToolCallAssembly {
+    /// Adds one piece.
+    pub fn push(&mut self, delta: &ToolCallDelta) {
+        let at = match self.calls.iter().position(|(i, _)| *i == delta.index) {
+            Some(at) => at,
+            None => {
+                let empty = ToolCall {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                };
+                self.calls.push((delta.index, empty));
+                self.calls.len() - 1
+            }
+        };
+        let call = &mut self.calls[at].1;
+        if let Some(id) = delta.id.as_ref().filter(|_| call.id.is_empty()) {
+            call.id.clone_from(id);
+        }
+        if let Some(name) = delta.name.as_ref().filter(|_| call.name.is_empty()) {
+            call.name.clone_from(name);
+        }
+        call.arguments.push_str(&delta.arguments);
+    }
+
+    /// Whether no piece arrived.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// The calls, by index.
+    pub fn finish(mut self) -> Vec<ToolCall> {
+        self.calls.sort_by_key(|(i, _)| *i);
+        self.calls.into_iter().map(|(_, c)| c).collect()
     }
 }

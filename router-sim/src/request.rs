@@ -40,6 +40,7 @@ impl Request {
             // Four characters per o200k token: the text a simulated request stands for.
             prompt: PromptSize {
                 chars: o200k.saturating_mul(4),
+                images: 0,
             },
             max_tokens,
             tenant: None,

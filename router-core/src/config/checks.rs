@@ -3,6 +3,7 @@
 
 use std::num::NonZeroU64;
 
+use super::capabilities::{Capabilities, Capability};
 use super::error::ConfigError;
 use super::raw::{At, Number, RawLimits, RawPrice};
 use super::registry::{Api, Limits, Price};
@@ -228,10 +229,47 @@ impl Ctx<'_> {
             );
             Err(self.invalid(&format!("{base}.price.{key}"), line(value), msg))
         };
+        let cached = raw.value.cached_input.as_ref();
         Ok(Price {
             input_per_mtok: one("input", &raw.value.input)?,
             output_per_mtok: one("output", &raw.value.output)?,
+            cached_input_per_mtok: cached.map(|v| one("cached_input", v)).transpose()?,
         })
+    }
+
+    /// `capabilities:` of a model: known names, none twice; absent: the defaults of `api`.
+    pub(crate) fn capabilities(
+        &self,
+        base: &str,
+        api: Api,
+        raw: Option<&At<Vec<At<String>>>>,
+    ) -> Result<Capabilities, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(Capabilities::default_for(api));
+        };
+        let mut list = Vec::with_capacity(raw.value.len());
+        for (i, entry) in raw.value.iter().enumerate() {
+            let field = format!("{base}.capabilities[{i}]");
+            let problem = match Capability::from_name(&entry.value) {
+                Some(c) if list.contains(&c) => {
+                    format!("`{}` is listed twice; remove one", entry.value)
+                }
+                Some(c) => {
+                    list.push(c);
+                    continue;
+                }
+                None => {
+                    let known: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+                    format!(
+                        "`{}` is not a capability; use any of: {}",
+                        entry.value,
+                        known.join(", ")
+                    )
+                }
+            };
+            return Err(self.invalid(&field, line(entry), problem));
+        }
+        Ok(Capabilities::of(&list))
     }
 
     /// An amount in USD, positive and finite; `hint` says what to do instead.

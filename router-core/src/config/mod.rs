@@ -53,18 +53,22 @@
 //! # Ok::<(), router_core::config::ConfigError>(())
 //! ```
 
+mod capabilities;
 mod checks;
 mod error;
 mod load;
 mod raw;
 mod registry;
+mod routes;
 mod state;
 mod tenants;
 mod validate;
 
+pub use capabilities::{Capabilities, Capability, Features, needed};
 pub use error::ConfigError;
 pub use registry::{
     Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,
 };
+pub use routes::{Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;

@@ -40,6 +40,44 @@ pub(crate) struct RawConfig {
     /// How batch requests share capacity with interactive ones.
     #[serde(default)]
     pub(crate) priorities: Option<RawPriorities>,
+    /// Routed aliases and their rules.
+    #[serde(default)]
+    pub(crate) routes: Option<Named<Vec<At<RawRule>>>>,
+}
+
+/// One rule of a route.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    #[serde(default)]
+    pub(crate) when: Option<RawWhen>,
+    pub(crate) model: At<String>,
+}
+
+/// `when:` of a rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWhen {
+    #[serde(default)]
+    pub(crate) prompt_tokens: Option<At<RawRange>>,
+    #[serde(default)]
+    pub(crate) tools: Option<At<bool>>,
+    #[serde(default)]
+    pub(crate) images: Option<At<bool>>,
+    #[serde(default)]
+    pub(crate) tiers: Option<Vec<At<String>>>,
+    #[serde(default)]
+    pub(crate) priority: Option<At<String>>,
+}
+
+/// `prompt_tokens:` of a rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRange {
+    #[serde(default)]
+    pub(crate) at_least: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) below: Option<At<Number>>,
 }
 
 /// `defaults:`.
@@ -117,6 +155,8 @@ pub(crate) struct RawModel {
     pub(crate) limits: Option<RawLimits>,
     #[serde(default)]
     pub(crate) max_output_tokens: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) capabilities: Option<At<Vec<At<String>>>>,
 }
 
 /// `price:` in USD per million tokens.
@@ -125,6 +165,8 @@ pub(crate) struct RawModel {
 pub(crate) struct RawPrice {
     pub(crate) input: At<Number>,
     pub(crate) output: At<Number>,
+    #[serde(default)]
+    pub(crate) cached_input: Option<At<Number>>,
 }
 
 /// `tenants:`.

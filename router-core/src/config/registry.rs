@@ -6,6 +6,9 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use super::capabilities::Capabilities;
+use super::routes::Routes;
+
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Api {
@@ -64,19 +67,42 @@ impl Limits {
     }
 }
 
-/// Price of a model in USD per million tokens. Both are positive and finite.
+/// Price of a model in USD per million tokens. All are positive and finite.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Price {
     /// USD per million prompt (input) tokens.
     pub input_per_mtok: f64,
     /// USD per million completion (output) tokens.
     pub output_per_mtok: f64,
+    /// USD per million prompt tokens read from the provider's prompt cache; `None`: the input
+    /// price.
+    pub cached_input_per_mtok: Option<f64>,
 }
 
 impl Price {
+    /// A price with no cached-input price.
+    pub fn new(input_per_mtok: f64, output_per_mtok: f64) -> Self {
+        Self {
+            input_per_mtok,
+            output_per_mtok,
+            cached_input_per_mtok: None,
+        }
+    }
+
     /// Cost in USD of `input` prompt tokens and `output` completion tokens.
     pub fn cost(&self, input: u64, output: u64) -> f64 {
-        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1_000_000.0
+        self.cost_cached(input, 0, output)
+    }
+
+    /// Cost in USD of `input` prompt tokens, `cached` of them read from the prompt cache, and
+    /// `output` completion tokens.
+    pub fn cost_cached(&self, input: u64, cached: u64, output: u64) -> f64 {
+        let cached = cached.min(input);
+        let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        ((input - cached) as f64 * self.input_per_mtok
+            + cached as f64 * cached_price
+            + output as f64 * self.output_per_mtok)
+            / 1_000_000.0
     }
 }
 
@@ -119,6 +145,8 @@ pub struct Deployment {
     /// The model's cap on completion tokens when a request sets no `max_tokens`
     /// (`max_output_tokens`); `None`: `defaults.max_output_tokens`.
     pub max_output_tokens: Option<u64>,
+    /// What the model can do beyond text (`capabilities`, else its wire format's defaults).
+    pub capabilities: Capabilities,
 }
 
 /// Values used when a request leaves them out.
@@ -283,6 +311,8 @@ pub struct Registry {
     pub tenants: Tenants,
     /// Batch versus interactive capacity.
     pub priorities: Priorities,
+    /// Routed aliases (`routes:`); empty when the file has none.
+    pub routes: Routes,
 }
 
 impl std::fmt::Debug for Registry {
@@ -296,6 +326,7 @@ impl std::fmt::Debug for Registry {
             .field("deployments", &self.deployments)
             .field("tenants", &self.tenants)
             .field("priorities", &self.priorities)
+            .field("routes", &self.routes)
             .finish()
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
 use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
-use super::registry::{Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
+use super::registry::{Api, Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
+use super::routes::{Routes, routes};
 use super::tenants::{priorities, tenants};
 
 /// Check `raw` (read from `source`) and build the registry. Stops at the first problem.
@@ -31,8 +32,10 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         deployments: Vec::new(),
         tenants: tenants(&ctx, raw.tenants.as_ref())?,
         priorities: priorities(&ctx, raw.priorities.as_ref())?,
+        routes: Routes::default(),
     };
     providers(&ctx, raw, &mut registry)?;
+    registry.routes = routes(&ctx, raw.routes.as_ref(), &registry)?;
     if let Some(model) = raw.defaults.as_ref().and_then(|d| d.model.as_ref()) {
         registry.defaults.model = Some(default_model(&ctx, model, &registry)?);
     }
@@ -130,9 +133,9 @@ fn default_model(
     registry: &Registry,
 ) -> Result<String, ConfigError> {
     let name = ctx.name("defaults.model", model)?;
-    if registry.resolve(&name).is_empty() {
+    if registry.resolve(&name).is_empty() && registry.routes.get(&name).is_none() {
         let msg = format!(
-            "`{name}` names no model or alias; use one of: {}",
+            "`{name}` names no model, alias or route; use one of: {}",
             registry.known_models().join(", ")
         );
         return Err(ctx.invalid("defaults.model", line(model), msg));
@@ -173,9 +176,10 @@ fn provider(
 ) -> Result<(), ConfigError> {
     let base = format!("providers[{name}]");
     let id = ProviderId(registry.providers.len());
+    let api = ctx.api(&format!("{base}.api"), &raw.api)?;
     registry.providers.push(Provider {
         name: name.to_owned(),
-        api: ctx.api(&format!("{base}.api"), &raw.api)?,
+        api,
         base_url: ctx.base_url(&format!("{base}.base_url"), &raw.base_url)?,
         api_key_env: ctx.api_key_env(&format!("{base}.api_key_env"), &raw.api_key_env)?,
         limits: ctx.limits(&base, raw.limits.as_ref())?,
@@ -201,7 +205,7 @@ fn provider(
         let path = format!("{base}.models[{model}]");
         registry
             .deployments
-            .push(deployment(ctx, &path, id, model, &entry.value)?);
+            .push(deployment(ctx, &path, api, id, model, &entry.value)?);
     }
     Ok(())
 }
@@ -210,10 +214,12 @@ fn provider(
 fn deployment(
     ctx: &Ctx<'_>,
     path: &str,
+    api: Api,
     provider: ProviderId,
     model: String,
     raw: &RawModel,
 ) -> Result<Deployment, ConfigError> {
+    let capabilities = ctx.capabilities(path, api, raw.capabilities.as_ref())?;
     let aliases = aliases(
         ctx,
         path,
@@ -234,6 +240,7 @@ fn deployment(
         price: ctx.price(path, &raw.price)?,
         limits: ctx.limits(path, raw.limits.as_ref())?,
         max_output_tokens,
+        capabilities,
         model,
     })
 }

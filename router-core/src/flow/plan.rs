@@ -238,7 +238,10 @@ providers:
 
     fn ask(priority: Priority) -> Ask {
         Ask {
-            prompt: PromptSize { chars: 40_000 },
+            prompt: PromptSize {
+                chars: 40_000,
+                images: 0,
+            },
             max_tokens: Some(100),
             tenant: None,
             priority,
@@ -274,7 +277,15 @@ providers:
         // The OpenAI-compatible provider reported fewer prompt tokens than a quarter of the
         // characters, and short completions.
         for _ in 0..50 {
-            estimator.record(openai, PromptSize { chars: 40_000 }, 8_000, 20);
+            estimator.record(
+                openai,
+                PromptSize {
+                    chars: 40_000,
+                    images: 0,
+                },
+                8_000,
+                20,
+            );
         }
         let mut ask = ask(Priority::Interactive);
         ask.max_tokens = Some(256);

@@ -55,7 +55,7 @@ fn url(base: &str, model: &str, stream: bool) -> String {
 }
 
 fn body(req: &ChatRequest) -> Value {
-    let text = |m: &crate::types::Message| json!({"text": m.content});
+    let text = |m: &crate::types::Message| json!({"text": m.text_content()});
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
     let contents: Vec<Value> = turns
@@ -145,6 +145,8 @@ impl From<UsageJson> for Usage {
             completion_tokens: u
                 .candidates_token_count
                 .saturating_add(u.thoughts_token_count),
+            cached_prompt_tokens: 0,
+            reasoning_tokens: u.thoughts_token_count,
         }
     }
 }
@@ -195,6 +197,8 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
     let mut response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let (content, finish_reason) = response.first().ok_or(NO_CANDIDATES)?;
     Ok(Completion {
+        id: None,
+        tool_calls: Vec::new(),
         content,
         finish_reason,
         usage: response.usage_metadata.map(Usage::from),

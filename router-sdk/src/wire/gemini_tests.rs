@@ -36,13 +36,11 @@ fn response_bills_thoughts_as_output() {
         "AI learns patterns from data to make predictions."
     );
     assert_eq!(got.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        got.usage,
-        Some(Usage {
-            prompt_tokens: 8,
-            completion_tokens: 10 + 1024
-        })
-    );
+    let usage = Usage {
+        reasoning_tokens: 1024,
+        ..Usage::new(8, 10 + 1024)
+    };
+    assert_eq!(got.usage, Some(usage));
 }
 
 #[test]
@@ -58,13 +56,7 @@ fn thought_parts_and_blocked_prompts() {
         br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5}}"#;
     let got = parse_response(blocked).unwrap();
     assert_eq!(got.finish_reason, Some(FinishReason::ContentFilter));
-    assert_eq!(
-        got.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 0
-        })
-    );
+    assert_eq!(got.usage, Some(Usage::new(5, 0)));
 }
 
 #[test]
@@ -76,20 +68,17 @@ fn stream_takes_the_latest_cumulative_usage_and_ends_with_done() {
         events,
         [
             StreamEvent::Delta("The".into()),
-            StreamEvent::Usage(Usage {
-                prompt_tokens: 9,
-                completion_tokens: 0
-            }),
+            StreamEvent::Usage(Usage::new(9, 0)),
             StreamEvent::Delta(" sky is".into()),
             StreamEvent::Usage(Usage {
-                prompt_tokens: 9,
-                completion_tokens: 31
+                reasoning_tokens: 28,
+                ..Usage::new(9, 31)
             }),
             StreamEvent::Delta(" blue.".into()),
             StreamEvent::Finish(FinishReason::Stop),
             StreamEvent::Usage(Usage {
-                prompt_tokens: 9,
-                completion_tokens: 33
+                reasoning_tokens: 28,
+                ..Usage::new(9, 33)
             }),
             StreamEvent::Done,
         ]

@@ -118,10 +118,18 @@ pub(crate) fn build(
     if let Some((name, value)) = format.auth(key) {
         headers.insert(name, value);
     }
+    let mut body = format.body(model, req, stream);
+    // The caller's extra fields go in as given, and win: they are the way to reach a server's
+    // own options.
+    if let Some(fields) = body.as_object_mut() {
+        for (name, value) in &req.extra_body {
+            fields.insert(name.clone(), value.clone());
+        }
+    }
     WireRequest {
         url: format.url(base, model, stream),
         headers,
-        body: format.body(model, req, stream),
+        body,
     }
 }
 

@@ -6,13 +6,16 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use router_core::config::Api;
 use router_core::ledger::Observation;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::classify::{ErrorBody, Failure, FailureClass};
 use super::headers::{self, parse_duration_openai};
 use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion, FinishReason, Role, StreamEvent, Usage};
+use crate::types::{
+    ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, Role, StreamEvent,
+    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+};
 
 /// The OpenAI-compatible wire format.
 #[derive(Debug)]
@@ -75,27 +78,139 @@ fn role(role: Role) -> &'static str {
         Role::System => "system",
         Role::User => "user",
         Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// A message's content: a string when it is one text part (what every server accepts), else
+/// an array of text and `image_url` parts; `null` for an assistant turn of tool calls alone.
+fn content(m: &Message) -> Value {
+    match m.content.as_slice() {
+        [] if !m.tool_calls.is_empty() => Value::Null,
+        [Part::Text { text }] => text.as_str().into(),
+        parts => parts
+            .iter()
+            .map(|p| match p {
+                Part::Text { text } => json!({"type": "text", "text": text}),
+                Part::Image { image } => {
+                    json!({"type": "image_url", "image_url": {"url": image_url(image)}})
+                }
+            })
+            .collect(),
+    }
+}
+
+/// An image as OpenAI takes it: its URL, or a `data:` URL of its bytes.
+fn image_url(image: &Image) -> String {
+    match image {
+        Image::Url { url } => url.clone(),
+        Image::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+    }
+}
+
+fn message(m: &Message) -> Value {
+    let mut msg = Map::new();
+    msg.insert("role".into(), role(m.role).into());
+    msg.insert("content".into(), content(m));
+    if !m.tool_calls.is_empty() {
+        let calls = m.tool_calls.iter().map(|c| {
+            json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+        });
+        msg.insert("tool_calls".into(), calls.collect());
+    }
+    if let Some(id) = &m.tool_call_id {
+        msg.insert("tool_call_id".into(), id.as_str().into());
+    }
+    Value::Object(msg)
+}
+
+fn tool(t: &Tool) -> Value {
+    let mut function = Map::new();
+    function.insert("name".into(), t.name.as_str().into());
+    if let Some(d) = &t.description {
+        function.insert("description".into(), d.as_str().into());
+    }
+    function.insert("parameters".into(), t.parameters.clone());
+    if t.strict {
+        function.insert("strict".into(), true.into());
+    }
+    json!({"type": "function", "function": function})
+}
+
+fn tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => "auto".into(),
+        ToolChoice::None => "none".into(),
+        ToolChoice::Required => "required".into(),
+        ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
+    }
+}
+
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Text => json!({"type": "text"}),
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": strict},
+        }),
     }
 }
 
 fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
-    let messages = req.messages.iter().map(|m| {
-        let mut msg = Map::new();
-        msg.insert("role".into(), role(m.role).into());
-        msg.insert("content".into(), m.content.as_str().into());
-        Value::Object(msg)
-    });
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    body.insert("messages".into(), messages.collect());
+    body.insert(
+        "messages".into(),
+        req.messages.iter().map(message).collect(),
+    );
     if let Some(max) = req.max_tokens {
         body.insert("max_tokens".into(), max.into());
     }
-    if let Some(t) = req.temperature.filter(|t| t.is_finite()) {
-        body.insert("temperature".into(), t.into());
+    let numbers = [
+        ("temperature", req.temperature),
+        ("top_p", req.top_p),
+        ("presence_penalty", req.presence_penalty),
+        ("frequency_penalty", req.frequency_penalty),
+    ];
+    for (name, value) in numbers {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            body.insert(name.into(), v.into());
+        }
     }
     if !req.stop.is_empty() {
         body.insert("stop".into(), req.stop.clone().into());
+    }
+    if let Some(seed) = req.seed {
+        body.insert("seed".into(), seed.into());
+    }
+    if !req.tools.is_empty() {
+        body.insert("tools".into(), req.tools.iter().map(tool).collect());
+    }
+    if let Some(choice) = &req.tool_choice {
+        body.insert("tool_choice".into(), tool_choice(choice));
+    }
+    if let Some(parallel) = req.parallel_tool_calls {
+        body.insert("parallel_tool_calls".into(), parallel.into());
+    }
+    if let Some(format) = &req.response_format {
+        body.insert("response_format".into(), response_format(format));
+    }
+    if let Some(reasoning) = &req.reasoning {
+        body.insert(
+            "reasoning_effort".into(),
+            reasoning.effort().as_str().into(),
+        );
+    }
+    if let Some(user) = &req.user {
+        body.insert("user".into(), user.as_str().into());
+    }
+    if !req.metadata.is_empty() {
+        body.insert("metadata".into(), json!(req.metadata));
     }
     if stream {
         body.insert("stream".into(), true.into());
@@ -108,6 +223,7 @@ fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
 
 #[derive(Deserialize)]
 struct Response {
+    id: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     choices: Vec<Choice>,
     usage: Option<UsageJson>,
@@ -125,6 +241,24 @@ struct Choice {
 #[derive(Deserialize, Default)]
 struct MessageJson {
     content: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    tool_calls: Vec<ToolCallJson>,
+}
+
+/// A tool call, whole or (in a stream) a piece: every field but the index may be absent.
+#[derive(Deserialize)]
+struct ToolCallJson {
+    #[serde(default, deserialize_with = "nullable")]
+    index: u32,
+    id: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    function: FunctionJson,
+}
+
+#[derive(Deserialize, Default)]
+struct FunctionJson {
+    name: Option<String>,
+    arguments: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +267,22 @@ struct UsageJson {
     prompt_tokens: u64,
     #[serde(default, deserialize_with = "nullable")]
     completion_tokens: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    prompt_tokens_details: PromptDetails,
+    #[serde(default, deserialize_with = "nullable")]
+    completion_tokens_details: CompletionDetails,
+}
+
+#[derive(Deserialize, Default)]
+struct PromptDetails {
+    #[serde(default, deserialize_with = "nullable")]
+    cached_tokens: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct CompletionDetails {
+    #[serde(default, deserialize_with = "nullable")]
+    reasoning_tokens: u64,
 }
 
 impl From<UsageJson> for Usage {
@@ -140,6 +290,8 @@ impl From<UsageJson> for Usage {
         Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            cached_prompt_tokens: u.prompt_tokens_details.cached_tokens,
+            reasoning_tokens: u.completion_tokens_details.reasoning_tokens,
         }
     }
 }
@@ -149,6 +301,7 @@ fn finish_reason(reason: &str) -> FinishReason {
         "stop" => FinishReason::Stop,
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
         other => FinishReason::Other(other.to_owned()),
     }
 }
@@ -159,8 +312,15 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
     let Some(choice) = choice else {
         return Err("no choices in the answer".into());
     };
+    let tool_calls = choice.message.tool_calls.into_iter().map(|c| ToolCall {
+        id: c.id.unwrap_or_default(),
+        name: c.function.name.unwrap_or_default(),
+        arguments: c.function.arguments.unwrap_or_default(),
+    });
     Ok(Completion {
+        id: response.id,
         content: choice.message.content.unwrap_or_default(),
+        tool_calls: tool_calls.collect(),
         finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
     })
@@ -168,6 +328,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
 
 #[derive(Deserialize)]
 struct Chunk {
+    id: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     choices: Vec<ChunkChoice>,
     usage: Option<UsageJson>,
@@ -183,10 +344,12 @@ struct ChunkChoice {
     finish_reason: Option<String>,
 }
 
-/// Stream state: only whether `[DONE]` was seen (later events are ignored).
+/// Stream state: whether `[DONE]` was seen (later events are ignored), and whether the
+/// response id was passed on.
 #[derive(Debug, Default)]
 struct Stream {
     done: bool,
+    id_sent: bool,
 }
 
 impl EventDecoder for Stream {
@@ -205,9 +368,21 @@ impl EventDecoder for Stream {
             return Err(error::stream_failure(error_body(data), data));
         }
         let mut events = Vec::new();
+        if let Some(id) = chunk.id.filter(|id| !self.id_sent && !id.is_empty()) {
+            self.id_sent = true;
+            events.push(StreamEvent::Id(id));
+        }
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
                 events.push(StreamEvent::Delta(text));
+            }
+            for call in choice.delta.tool_calls {
+                events.push(StreamEvent::ToolCall(ToolCallDelta {
+                    index: call.index,
+                    id: call.id,
+                    name: call.function.name,
+                    arguments: call.function.arguments.unwrap_or_default(),
+                }));
             }
             if let Some(reason) = choice.finish_reason {
                 events.push(StreamEvent::Finish(finish_reason(&reason)));

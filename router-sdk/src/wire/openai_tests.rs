@@ -34,13 +34,11 @@ fn response_with_usage() {
     let got = parse_response(include_bytes!("../../tests/fixtures/openai/ok.json")).unwrap();
     assert_eq!(got.content, "Hello! How can I help you today?");
     assert_eq!(got.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        got.usage,
-        Some(Usage {
-            prompt_tokens: 1117,
-            completion_tokens: 46
-        })
-    );
+    let usage = Usage {
+        cached_prompt_tokens: 1024,
+        ..Usage::new(1117, 46)
+    };
+    assert_eq!(got.usage, Some(usage));
 }
 
 #[test]
@@ -49,7 +47,9 @@ fn finish_reasons() {
         ("stop", FinishReason::Stop),
         ("length", FinishReason::Length),
         ("content_filter", FinishReason::ContentFilter),
-        ("tool_calls", FinishReason::Other("tool_calls".into())),
+        ("tool_calls", FinishReason::ToolCalls),
+        ("function_call", FinishReason::ToolCalls),
+        ("other", FinishReason::Other("other".into())),
     ] {
         assert_eq!(finish_reason(name), want);
     }
@@ -65,14 +65,11 @@ fn stream_fixture_to_exact_events() {
     assert_eq!(
         events,
         [
-            StreamEvent::Ignore,
+            StreamEvent::Id("chatcmpl-123".into()),
             StreamEvent::Delta("Hel".into()),
             StreamEvent::Delta("lo!".into()),
             StreamEvent::Finish(FinishReason::Stop),
-            StreamEvent::Usage(Usage {
-                prompt_tokens: 9,
-                completion_tokens: 3
-            }),
+            StreamEvent::Usage(Usage::new(9, 3)),
             StreamEvent::Done,
         ]
     );
@@ -84,7 +81,13 @@ fn error_inside_a_stream_is_a_failure() {
         Api::OpenAi,
         include_str!("../../tests/fixtures/openai/stream_error.sse"),
     );
-    assert_eq!(events, [StreamEvent::Delta("Par".into())]);
+    assert_eq!(
+        events,
+        [
+            StreamEvent::Id("chatcmpl-456".into()),
+            StreamEvent::Delta("Par".into())
+        ]
+    );
     let failure = failure.unwrap();
     assert_eq!(failure.class, FailureClass::RateLimited);
     assert_eq!(failure.status, None);

@@ -81,14 +81,16 @@ impl StreamDecoder {
     fn check(&mut self, events: &[StreamEvent]) -> Result<(), StreamFailure> {
         for event in events {
             match event {
-                StreamEvent::Delta(_) | StreamEvent::Finish(_) => self.delivered = true,
+                StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Finish(_) => {
+                    self.delivered = true;
+                }
                 StreamEvent::Usage(usage) => {
                     plausible(*usage).map_err(|reason| self.malformed(&reason))?;
                 }
                 StreamEvent::Done if !self.delivered => {
                     return Err(self.malformed("it ended without any choice, candidate or content"));
                 }
-                StreamEvent::Done | StreamEvent::Ignore => {}
+                StreamEvent::Done | StreamEvent::Id(_) | StreamEvent::Ignore => {}
             }
         }
         Ok(())

@@ -135,10 +135,7 @@ fn finish_adds_nothing_once_done_was_seen() {
     assert_eq!(anthropic.finish(), []);
     let mut gemini = StreamDecoder::new(Api::Gemini);
     let last = r#"{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3}}"#;
-    let usage = Usage {
-        prompt_tokens: 3,
-        completion_tokens: 0,
-    };
+    let usage = Usage::new(3, 0);
     let want = [
         StreamEvent::Finish(FinishReason::Stop),
         StreamEvent::Usage(usage),
@@ -273,10 +270,7 @@ fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
 
 #[test]
 fn total_tokens_saturates() {
-    let usage = Usage {
-        prompt_tokens: u64::MAX,
-        completion_tokens: 2,
-    };
+    let usage = Usage::new(u64::MAX, 2);
     assert_eq!(usage.total_tokens(), u64::MAX);
 }
 

@@ -20,6 +20,7 @@ async fn collect(world: &World) -> (String, Option<router_sdk::Receipt>) {
         match item.unwrap() {
             ChatChunk::Delta(t) => text.push_str(&t),
             ChatChunk::Done(summary) => done = Some(summary),
+            ChatChunk::ToolCallDelta(_) | ChatChunk::ToolCalls(_) => {}
         }
     }
     (text, done)
@@ -47,8 +48,8 @@ async fn openai_chat_returns_content_usage_and_cost_and_settles() {
     assert_eq!(
         answer.receipt.usage,
         Usage {
-            prompt_tokens: 1117,
-            completion_tokens: 46
+            cached_prompt_tokens: 1024,
+            ..Usage::new(1117, 46)
         }
     );
     assert!((answer.receipt.cost_usd - (1117.0 * 2.0 + 46.0 * 8.0) / 1e6).abs() < 1e-12);
@@ -85,8 +86,8 @@ async fn anthropic_chat_sends_its_headers_and_counts_cache_tokens_as_prompt() {
     assert_eq!(
         answer.receipt.usage,
         Usage {
-            prompt_tokens: 21 + 188 + 1800,
-            completion_tokens: 393
+            cached_prompt_tokens: 1800,
+            ..Usage::new(21 + 188 + 1800, 393)
         }
     );
     assert_eq!(w.snapshot("claude-test").await.usage.tokens, 2009 + 393);
@@ -111,8 +112,8 @@ async fn gemini_chat_keeps_the_key_out_of_the_url_and_bills_thoughts_as_output()
     assert_eq!(
         answer.receipt.usage,
         Usage {
-            prompt_tokens: 8,
-            completion_tokens: 10 + 1024
+            reasoning_tokens: 1024,
+            ..Usage::new(8, 10 + 1024)
         }
     );
 }
@@ -132,13 +133,7 @@ async fn openai_stream_asks_for_usage_and_ends_with_it() {
     let (text, done) = collect(&w).await;
     assert_eq!(text, "Hello!");
     let done = done.expect("a Done item");
-    assert_eq!(
-        done.usage,
-        Usage {
-            prompt_tokens: 9,
-            completion_tokens: 3
-        }
-    );
+    assert_eq!(done.usage, Usage::new(9, 3));
     assert_eq!(done.finish_reason, Some(FinishReason::Stop));
     assert!((done.cost_usd - (9.0 * 2.0 + 3.0 * 8.0) / 1e6).abs() < 1e-12);
     // Counted at arrival: the 9 reported prompt tokens and the 4096 output cap.
@@ -162,8 +157,8 @@ async fn anthropic_stream_assigns_cumulative_usage() {
     assert_eq!(
         done.expect("Done").usage,
         Usage {
-            prompt_tokens: 135,
-            completion_tokens: 15
+            cached_prompt_tokens: 100,
+            ..Usage::new(135, 15)
         }
     );
     assert_eq!(w.snapshot("claude-test").await.usage.tokens, 150);
@@ -185,8 +180,8 @@ async fn gemini_stream_takes_the_last_cumulative_usage() {
     assert_eq!(
         done.expect("Done").usage,
         Usage {
-            prompt_tokens: 9,
-            completion_tokens: 5 + 28
+            reasoning_tokens: 28,
+            ..Usage::new(9, 5 + 28)
         }
     );
     assert_eq!(w.in_flight().await, 0);

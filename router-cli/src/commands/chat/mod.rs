@@ -92,7 +92,6 @@ impl ChatArgs {
             messages,
             max_tokens: self.max_tokens,
             temperature: self.temperature,
-            stop: Vec::new(),
             tenant: self.tenant.clone(),
             deadline,
             priority: match self.priority {
@@ -100,6 +99,7 @@ impl ChatArgs {
                 PriorityArg::Batch => Priority::Batch,
             },
             headers,
+            ..ChatRequest::default()
         })
     }
 }

@@ -106,7 +106,7 @@ fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         };
         let mut msg = Map::new();
         msg.insert("role".into(), role.into());
-        msg.insert("content".into(), m.content.as_str().into());
+        msg.insert("content".into(), m.text_content().into());
         Value::Object(msg)
     });
     let mut body = Map::new();
@@ -116,7 +116,7 @@ fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).into(),
     );
     if !system.is_empty() {
-        let joined: Vec<&str> = system.iter().map(|m| m.content.as_str()).collect();
+        let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
         body.insert("system".into(), joined.join("\n\n").into());
     }
     body.insert("messages".into(), messages.collect());
@@ -188,6 +188,8 @@ impl UsageJson {
                 .saturating_add(n(self.cache_creation_input_tokens))
                 .saturating_add(n(self.cache_read_input_tokens)),
             completion_tokens: n(self.output_tokens),
+            cached_prompt_tokens: n(self.cache_read_input_tokens),
+            reasoning_tokens: 0,
         }
     }
 }
@@ -212,6 +214,8 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         .filter(|b| b.kind == "text")
         .map(|b| b.text);
     Ok(Completion {
+        id: None,
+        tool_calls: Vec::new(),
         content: text.collect(),
         finish_reason: response.stop_reason.as_deref().map(finish_reason),
         usage: response.usage.map(|u| u.usage()),

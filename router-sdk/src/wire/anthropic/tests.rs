@@ -42,13 +42,11 @@ fn response_usage_counts_cache_as_prompt() {
     assert_eq!(got.content, "Hi! My name is Claude.");
     assert_eq!(got.finish_reason, Some(FinishReason::Stop));
     let prompt = 21 + 188 + 1800;
-    assert_eq!(
-        got.usage,
-        Some(Usage {
-            prompt_tokens: prompt,
-            completion_tokens: 393
-        })
-    );
+    let usage = Usage {
+        cached_prompt_tokens: 1800,
+        ..Usage::new(prompt, 393)
+    };
+    assert_eq!(got.usage, Some(usage));
 }
 
 #[test]
@@ -64,6 +62,14 @@ fn finish_reasons() {
     }
 }
 
+/// `usage` with the stream fixture's 100 cache-read tokens.
+fn cached(usage: Usage) -> Usage {
+    Usage {
+        cached_prompt_tokens: 100,
+        ..usage
+    }
+}
+
 #[test]
 fn stream_usage_is_assigned_not_added() {
     let sse = include_str!("../../../tests/fixtures/anthropic/stream.sse");
@@ -72,20 +78,14 @@ fn stream_usage_is_assigned_not_added() {
     assert_eq!(
         events,
         [
-            StreamEvent::Usage(Usage {
-                prompt_tokens: 135,
-                completion_tokens: 1
-            }),
+            StreamEvent::Usage(cached(Usage::new(135, 1))),
             StreamEvent::Ignore,
             StreamEvent::Ignore,
             StreamEvent::Delta("Hello".into()),
             StreamEvent::Delta("!".into()),
             StreamEvent::Ignore,
             StreamEvent::Finish(FinishReason::Stop),
-            StreamEvent::Usage(Usage {
-                prompt_tokens: 135,
-                completion_tokens: 15
-            }),
+            StreamEvent::Usage(cached(Usage::new(135, 15))),
             StreamEvent::Done,
         ]
     );
@@ -99,19 +99,13 @@ fn message_delta_input_counts_replace_the_start_counts() {
     s.event("message_start", start).unwrap();
     let delta =
         r#"{"type":"message_delta","delta":{},"usage":{"input_tokens":12,"output_tokens":7}}"#;
-    let usage = Usage {
-        prompt_tokens: 12,
-        completion_tokens: 7,
-    };
+    let usage = Usage::new(12, 7);
     assert_eq!(
         s.event("message_delta", delta).unwrap(),
         [StreamEvent::Usage(usage)]
     );
     let again = r#"{"type":"message_delta","delta":{},"usage":{"output_tokens":9}}"#;
-    let usage = Usage {
-        prompt_tokens: 12,
-        completion_tokens: 9,
-    };
+    let usage = Usage::new(12, 9);
     assert_eq!(
         s.event("message_delta", again).unwrap(),
         [StreamEvent::Usage(usage)]
@@ -122,10 +116,7 @@ fn message_delta_input_counts_replace_the_start_counts() {
 fn overloaded_error_event_after_200() {
     let sse = include_str!("../../../tests/fixtures/anthropic/stream_error_529.sse");
     let (events, failure) = decode_all(Api::Anthropic, sse);
-    let usage = Usage {
-        prompt_tokens: 12,
-        completion_tokens: 1,
-    };
+    let usage = Usage::new(12, 1);
     let want = [
         StreamEvent::Usage(usage),
         StreamEvent::Ignore,

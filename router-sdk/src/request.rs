@@ -1,0 +1,197 @@
+//! What a request asks for, before any ledger or provider: its checks, its size, its route,
+//! and the deployments that can serve it. Every driver plans through [`Router::plan`], which
+//! calls these, so a request is checked and routed the same way whoever sends it.
+//!
+//! [`Router::plan`]: crate::Router
+
+use router_core::config::{Capability, DeploymentId, Registry, RouteMatch, Subject, needed};
+use router_core::estimate::PromptSize;
+
+use crate::error::Error;
+use crate::types::{ChatRequest, Part, ResponseFormat, Role};
+
+/// The prompt's size: the characters of every text part, tool call, tool-call id, tool
+/// definition (name, description, parameters as JSON) and response schema, and its images.
+pub(crate) fn prompt_size(req: &ChatRequest) -> PromptSize {
+    let chars = |s: &str| s.chars().count() as u64;
+    let json = |v: &serde_json::Value| v.to_string().chars().count() as u64;
+    let mut size = PromptSize::default();
+    for m in &req.messages {
+        for part in &m.content {
+            match part {
+                Part::Text { text } => size.chars += chars(text),
+                Part::Image { .. } => size.images += 1,
+            }
+        }
+        for call in &m.tool_calls {
+            size.chars += chars(&call.id) + chars(&call.name) + chars(&call.arguments);
+        }
+        size.chars += m.tool_call_id.as_deref().map_or(0, chars);
+    }
+    for tool in &req.tools {
+        size.chars += chars(&tool.name)
+            + tool.description.as_deref().map_or(0, chars)
+            + json(&tool.parameters);
+    }
+    if let Some(ResponseFormat::JsonSchema { name, schema, .. }) = &req.response_format {
+        size.chars += chars(name) + json(schema);
+    }
+    size
+}
+
+/// Checks what no provider would accept, so it fails here, clearly, before any call.
+pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
+    let invalid = |msg: String| Err(Error::InvalidRequest(msg));
+    if req.messages.is_empty() {
+        return invalid("a chat needs at least one message".into());
+    }
+    for (i, m) in req.messages.iter().enumerate() {
+        if m.role == Role::Tool && m.tool_call_id.is_none() {
+            return invalid(format!(
+                "messages[{i}] is a tool result without `tool_call_id`; set the id of the call \
+                 it answers"
+            ));
+        }
+        if m.role != Role::Assistant && !m.tool_calls.is_empty() {
+            return invalid(format!(
+                "messages[{i}] has tool calls but is not an assistant message; only the \
+                 assistant makes tool calls"
+            ));
+        }
+        for call in &m.tool_calls {
+            if serde_json::from_str::<serde_json::Map<_, _>>(&call.arguments).is_err() {
+                return invalid(format!(
+                    "messages[{i}]: the arguments of tool call `{}` ({}) are not a JSON object; \
+                     send them as the model wrote them, or `{{}}`",
+                    call.id, call.name
+                ));
+            }
+        }
+    }
+    for (i, tool) in req.tools.iter().enumerate() {
+        let name_ok = !tool.name.is_empty()
+            && tool.name.len() <= 64
+            && tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !name_ok {
+            return invalid(format!(
+                "tools[{i}]: name `{}` must be 1 to 64 letters, digits, `_` or `-`",
+                tool.name
+            ));
+        }
+        if !tool.parameters.is_object() {
+            return invalid(format!(
+                "tools[{i}] (`{}`): `parameters` must be a JSON Schema object, e.g. \
+                 {{\"type\": \"object\", \"properties\": {{}}}}",
+                tool.name
+            ));
+        }
+    }
+    if let Some(crate::types::ToolChoice::Function(name)) = &req.tool_choice
+        && !req.tools.iter().any(|t| &t.name == name)
+    {
+        return invalid(format!(
+            "tool_choice names function `{name}`, which is not among the request's tools"
+        ));
+    }
+    if let Some(ResponseFormat::JsonSchema { schema, .. }) = &req.response_format
+        && !schema.is_object()
+    {
+        return invalid("response_format: the JSON schema must be a JSON object".into());
+    }
+    Ok(())
+}
+
+/// The model a request goes to: the one it names, or for a routed alias the model of the first
+/// rule it matches (with the match, for `preview` and traces).
+pub(crate) fn route(
+    registry: &Registry,
+    req: &ChatRequest,
+    named: &str,
+    size: PromptSize,
+) -> Result<(String, Option<RouteMatch>), Error> {
+    let Some(route) = registry.routes.get(named) else {
+        return Ok((named.to_owned(), None));
+    };
+    let tier = req
+        .tenant
+        .as_deref()
+        .and_then(|t| registry.tier_of(t))
+        .map(|t| t.name.as_str());
+    let subject = Subject {
+        prompt_tokens: size.base_tokens(),
+        features: req.features(),
+        tier,
+        priority: req.priority,
+    };
+    match route.pick(&subject) {
+        Some(m) => Ok((m.model.clone(), Some(m))),
+        None => Err(Error::InvalidRequest(format!(
+            "no rule of route `{named}` matches this request (prompt estimate {} tokens, \
+             tools: {}, images: {}); add a last rule without `when` to catch the rest",
+            subject.prompt_tokens, subject.features.tools, subject.features.images
+        ))),
+    }
+}
+
+/// `candidates` left after the request's `providers` restriction and its features: a request
+/// goes only to models that can serve it. An error names the unknown provider, or the feature
+/// and the models that lack it.
+pub(crate) fn servable(
+    registry: &Registry,
+    req: &ChatRequest,
+    candidates: Vec<DeploymentId>,
+) -> Result<Vec<DeploymentId>, Error> {
+    for name in &req.providers {
+        if !registry.providers.iter().any(|p| &p.name == name) {
+            let known: Vec<&str> = registry.providers.iter().map(|p| p.name.as_str()).collect();
+            return Err(Error::InvalidRequest(format!(
+                "providers: `{name}` is not a configured provider; use any of: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let allowed: Vec<DeploymentId> = candidates
+        .into_iter()
+        .filter(|&d| {
+            req.providers.is_empty() || req.providers.contains(&registry.provider_of(d).name)
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err(Error::InvalidRequest(format!(
+            "none of the model's deployments is at the providers the request allows ({})",
+            req.providers.join(", ")
+        )));
+    }
+    let features = req.features();
+    let (able, unable): (Vec<_>, Vec<_>) = allowed.into_iter().partition(|&d| {
+        registry
+            .deployment(d)
+            .capabilities
+            .missing(features)
+            .is_empty()
+    });
+    if able.is_empty() {
+        let capability = needed(features)
+            .into_iter()
+            .find(|&c| {
+                unable
+                    .iter()
+                    .any(|&d| !registry.deployment(d).capabilities.has(c))
+            })
+            .unwrap_or(Capability::Tools);
+        let lacking = unable
+            .iter()
+            .filter(|&&d| !registry.deployment(d).capabilities.has(capability))
+            .map(|&d| registry.deployment_name(d))
+            .collect();
+        return Err(Error::Unsupported {
+            feature: capability.feature().to_owned(),
+            capability: capability.as_str().to_owned(),
+            lacking,
+        });
+    }
+    Ok(able)
+}
