@@ -110,3 +110,203 @@ fn error_shapes() {
     assert_eq!(error_body(b"<html>502 Bad Gateway</html>"), None);
     assert_eq!(error_body(br#"{"detail": "nope"}"#), None);
 }
+
+fn fixture_json(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/openai/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The weather tool of OpenAI's function-calling guide.
+fn weather_tool() -> Tool {
+    Tool {
+        name: "get_current_weather".into(),
+        description: Some("Get the current weather in a given location".into()),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["location"],
+        }),
+        strict: false,
+    }
+}
+
+#[test]
+fn a_tool_round_trip_is_sent_in_the_documented_shape() {
+    let call = ToolCall {
+        id: "call_abc123".into(),
+        name: "get_current_weather".into(),
+        arguments: r#"{"location":"Boston, MA"}"#.into(),
+    };
+    let req = ChatRequest {
+        messages: vec![
+            Message::user("What is the weather like in Boston today?"),
+            Message::assistant_calls("", vec![call]),
+            Message::tool_result("call_abc123", r#"{"temperature":22,"unit":"celsius"}"#),
+        ],
+        tools: vec![weather_tool()],
+        tool_choice: Some(ToolChoice::Auto),
+        parallel_tool_calls: Some(false),
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        body("gpt-4o-mini", &req, false),
+        fixture_json("request_tools.json")
+    );
+}
+
+#[test]
+fn tool_choices_and_strict_tools() {
+    let named = tool_choice(&ToolChoice::Function("f".into()));
+    assert_eq!(
+        named,
+        json!({"type": "function", "function": {"name": "f"}})
+    );
+    assert_eq!(tool_choice(&ToolChoice::Required), json!("required"));
+    assert_eq!(tool_choice(&ToolChoice::None), json!("none"));
+    let strict = tool(&Tool {
+        strict: true,
+        description: None,
+        ..weather_tool()
+    });
+    assert_eq!(strict["function"]["strict"], json!(true));
+    assert_eq!(strict["function"].get("description"), None);
+}
+
+#[test]
+fn images_are_content_parts_by_url_or_data_url() {
+    let url = "https://upload.wikimedia.org/wikipedia/commons/thumb/d/dd/Gfp-wisconsin-madison-the-nature-boardwalk.jpg/2560px-Gfp-wisconsin-madison-the-nature-boardwalk.jpg";
+    let message = Message::user("What's in these images?")
+        .with_image(Image::Url { url: url.into() })
+        .with_image(Image::Base64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        });
+    let req = ChatRequest {
+        messages: vec![message],
+        max_tokens: Some(300),
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        body("gpt-4o-mini", &req, false),
+        fixture_json("request_image.json")
+    );
+}
+
+#[test]
+fn json_schema_sampling_reasoning_and_user_fields() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "date": {"type": "string"},
+            "participants": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name", "date", "participants"],
+        "additionalProperties": false,
+    });
+    let req = ChatRequest {
+        messages: vec![
+            Message::system("Extract the event information."),
+            Message::user("Alice and Bob are going to a science fair on Friday."),
+        ],
+        response_format: Some(ResponseFormat::JsonSchema {
+            name: "calendar_event".into(),
+            schema,
+            strict: true,
+        }),
+        seed: Some(42),
+        top_p: Some(0.9),
+        presence_penalty: Some(0.5),
+        frequency_penalty: Some(0.25),
+        reasoning: Some(crate::types::Reasoning {
+            effort: None,
+            budget_tokens: Some(1000),
+        }),
+        user: Some("user-1234".into()),
+        metadata: [("feature".to_owned(), "extract".to_owned())].into(),
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        body("gpt-4o-mini", &req, false),
+        fixture_json("request_json_schema.json")
+    );
+    let object = response_format(&ResponseFormat::JsonObject);
+    assert_eq!(object, json!({"type": "json_object"}));
+}
+
+#[test]
+fn a_tool_call_answer() {
+    let got = parse_response(include_bytes!(
+        "../../tests/fixtures/openai/tool_calls.json"
+    ))
+    .unwrap();
+    assert_eq!(got.id.as_deref(), Some("chatcmpl-abc123"));
+    assert_eq!(got.content, "");
+    assert_eq!(got.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(
+        got.tool_calls,
+        [ToolCall {
+            id: "call_abc123".into(),
+            name: "get_current_weather".into(),
+            arguments: "{\n\"location\": \"Boston, MA\"\n}".into(),
+        }]
+    );
+    assert_eq!(got.usage, Some(Usage::new(82, 17)));
+}
+
+#[test]
+fn streamed_tool_calls_arrive_in_pieces_per_index() {
+    let (events, failure) = decode_all(
+        Api::OpenAi,
+        include_str!("../../tests/fixtures/openai/tool_calls.sse"),
+    );
+    assert_eq!(failure, None);
+    let piece = |index, id: Option<&str>, name: Option<&str>, arguments: &str| {
+        StreamEvent::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        })
+    };
+    assert_eq!(
+        events,
+        [
+            StreamEvent::Id("chatcmpl-tc1".into()),
+            piece(
+                0,
+                Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"),
+                Some("get_weather"),
+                ""
+            ),
+            piece(0, None, None, "{\""),
+            piece(0, None, None, "location"),
+            piece(0, None, None, "\":\"Paris\"}"),
+            piece(1, Some("call_2nd"), Some("get_time"), "{}"),
+            StreamEvent::Finish(FinishReason::ToolCalls),
+            StreamEvent::Usage(Usage {
+                cached_prompt_tokens: 64,
+                ..Usage::new(70, 25)
+            }),
+            StreamEvent::Done,
+        ]
+    );
+    let mut assembly = crate::types::ToolCallAssembly::default();
+    for event in &events {
+        if let StreamEvent::ToolCall(delta) = event {
+            assembly.push(delta);
+        }
+    }
+    let calls = assembly.finish();
+    assert_eq!(calls[0].arguments, r#"{"location":"Paris"}"#);
+    assert_eq!(
+        (calls[1].id.as_str(), calls[1].name.as_str()),
+        ("call_2nd", "get_time")
+    );
+}

@@ -4,6 +4,8 @@
 mod adapters;
 mod failover;
 mod faults;
+mod features;
+mod features_openai;
 mod secrets;
 mod settle_queue;
 mod settlement;

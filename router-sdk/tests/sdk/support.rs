@@ -169,7 +169,18 @@ impl World {
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
     ) -> World {
         let yaml = format!("{}{extra}", config(bases));
-        let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+        let names: Vec<&str> = upstreams.iter().map(|u| u.name).collect();
+        Self::from_yaml(&yaml, &names, servers, wrap).await
+    }
+
+    /// A world over a whole configuration `yaml`, with the planted keys of providers `names`.
+    pub async fn from_yaml(
+        yaml: &str,
+        names: &[&str],
+        servers: Vec<MockServer>,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+    ) -> World {
+        let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
         let clock = ManualClock::new(T0);
         let sleeper = ManualSleeper {
             clock: clock.clone(),
@@ -177,8 +188,8 @@ impl World {
         };
         let ledger: Arc<dyn Ledger> =
             Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
-        let keys = upstreams.iter().fold(StaticKeys::new(), |k, u| {
-            k.with(key_var(u.name), planted_key(u.name))
+        let keys = names.iter().fold(StaticKeys::new(), |k, name| {
+            k.with(key_var(name), planted_key(name))
         });
         let router = Router::builder(registry)
             .ledger(wrap(ledger.clone()))
