@@ -34,6 +34,14 @@ impl Failure {
         }
     }
 
+    /// The provider's answer is not what was asked for: exit status 4.
+    pub(crate) fn provider(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            code: Self::PROVIDER,
+            error: error.into(),
+        }
+    }
+
     /// The state store is unavailable: exit status 5.
     pub(crate) fn state(error: impl Into<anyhow::Error>) -> Failure {
         Failure {

@@ -29,9 +29,9 @@ pub enum Error {
     InvalidRequest(String),
     /// No model the request may go to can serve one of its features.
     #[error(
-        "no model can serve this request: it uses {feature}, and {} lack the `{capability}` \
-         capability; add `{capability}` to a model's `capabilities` in the configuration if it \
-         has it, or ask for a model that does",
+        "no model can serve this request: it uses {feature}, which needs the `{capability}` \
+         capability, and none of {} has it; add `{capability}` to a model's `capabilities` in \
+         the configuration if the model can, or ask for a model that does",
         lacking.join(", ")
     )]
     Unsupported {

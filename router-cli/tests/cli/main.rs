@@ -9,4 +9,5 @@ mod providers;
 mod quota;
 mod secrets;
 mod signals;
+mod structured;
 mod support;

@@ -22,13 +22,16 @@ pub(super) async fn answer(
     if verbose {
         report_candidates(router, &req)?;
     }
-    if args.json || args.no_stream {
+    if args.json || args.no_stream || args.json_schema.is_some() {
         let answer = router
             .chat(req)
             .await
             .map_err(|e| routing_failed(verbose, e))?;
         if verbose {
             report_attempts(&answer.receipt.attempts, answer.receipt.waited);
+        }
+        if args.json_schema.is_some() {
+            super::inputs::check_json(&answer)?;
         }
         if args.json {
             serde_json::to_writer(&mut *out, &JsonAnswer::from(&answer))
@@ -100,8 +103,12 @@ struct JsonAnswer<'a> {
     provider: &'a str,
     model: &'a str,
     content: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tool_calls: &'a [router_sdk::ToolCall],
     finish_reason: &'a Option<router_sdk::FinishReason>,
     usage: JsonUsage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_id: Option<&'a str>,
     cost_usd: f64,
     attempts: &'a [router_sdk::Attempt],
     waited_ms: u64,
@@ -112,6 +119,8 @@ struct JsonUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
+    cached_prompt_tokens: u64,
+    reasoning_tokens: u64,
 }
 
 impl<'a> From<&'a ChatResponse> for JsonAnswer<'a> {
@@ -120,12 +129,16 @@ impl<'a> From<&'a ChatResponse> for JsonAnswer<'a> {
             provider: &a.receipt.provider,
             model: &a.receipt.model,
             content: &a.content,
+            tool_calls: &a.tool_calls,
             finish_reason: &a.receipt.finish_reason,
             usage: JsonUsage {
                 prompt_tokens: a.receipt.usage.prompt_tokens,
                 completion_tokens: a.receipt.usage.completion_tokens,
                 total_tokens: a.receipt.usage.total_tokens(),
+                cached_prompt_tokens: a.receipt.usage.cached_prompt_tokens,
+                reasoning_tokens: a.receipt.usage.reasoning_tokens,
             },
+            response_id: a.receipt.response_id.as_deref(),
             cost_usd: a.receipt.cost_usd,
             attempts: &a.receipt.attempts,
             waited_ms: a.receipt.waited.as_millis() as u64,

@@ -13,6 +13,7 @@ use crate::failure::Failure;
 use crate::interrupt::{Signals, stopped_by, until_signal};
 
 mod answer;
+mod inputs;
 mod report;
 
 /// Options of `llmroute chat`.
@@ -52,6 +53,15 @@ pub(crate) struct ChatArgs {
     /// Extra HTTP header sent to the provider, as NAME=VALUE (repeatable), e.g. a trace id
     #[arg(long = "header", value_name = "NAME=VALUE")]
     headers: Vec<String>,
+    /// An image to send with the prompt (repeatable): a PNG, JPEG, GIF or WebP file, or an
+    /// http(s) URL the provider fetches. Only models with the `vision` capability are asked
+    #[arg(long = "image", value_name = "FILE|URL")]
+    images: Vec<String>,
+    /// Ask for JSON that matches the JSON Schema in FILE. The whole answer is checked to be
+    /// JSON before it is printed (exit 4 if the provider returned something else); implies
+    /// --no-stream
+    #[arg(long, value_name = "FILE")]
+    json_schema: Option<PathBuf>,
 }
 
 /// `--priority`.
@@ -74,7 +84,16 @@ impl ChatArgs {
             None => None,
         };
         let mut messages: Vec<Message> = self.system.iter().map(Message::system).collect();
-        messages.push(Message::user(prompt));
+        let mut user = Message::user(prompt);
+        for image in &self.images {
+            user = user.with_image(inputs::image(image)?);
+        }
+        messages.push(user);
+        let response_format = self
+            .json_schema
+            .as_deref()
+            .map(inputs::json_schema)
+            .transpose()?;
         let headers = self
             .headers
             .iter()
@@ -99,6 +118,7 @@ impl ChatArgs {
                 PriorityArg::Batch => Priority::Batch,
             },
             headers,
+            response_format,
             ..ChatRequest::default()
         })
     }

@@ -18,6 +18,9 @@ pub(super) fn routing_failed(verbose: bool, e: router_sdk::Error) -> Failure {
 /// The estimate and the candidates, cheapest first.
 pub(super) fn report_candidates(router: &Router, req: &ChatRequest) -> Result<(), Failure> {
     let preview = router.preview(req).map_err(Failure::router)?;
+    if let Some(rule) = &preview.route {
+        report(format_args!("route {rule}"));
+    }
     report(format_args!(
         "estimate {} prompt ({} exact o200k tokens) + {} completion tokens; candidates, \
          cheapest first:",
