@@ -24,6 +24,22 @@ pub(crate) struct ConfigView {
     pub(crate) defaults: DefaultsView,
     /// Providers in configuration order.
     pub(crate) providers: Vec<ProviderView>,
+    /// Routed aliases, each with its rules in order: `when` as text, and the model.
+    pub(crate) routes: Vec<RouteView>,
+}
+
+/// One routed alias.
+#[derive(Debug, Serialize)]
+pub(crate) struct RouteView {
+    pub(crate) alias: String,
+    pub(crate) rules: Vec<RuleView>,
+}
+
+/// One rule of a route.
+#[derive(Debug, Serialize)]
+pub(crate) struct RuleView {
+    pub(crate) when: String,
+    pub(crate) model: String,
 }
 
 /// `defaults:`.
@@ -54,6 +70,8 @@ pub(crate) struct ModelView {
     pub(crate) aliases: Vec<String>,
     pub(crate) price: PriceView,
     pub(crate) limits: LimitsView,
+    /// What the model can do beyond text (`tools`, `vision`, `json_schema`, `reasoning`).
+    pub(crate) capabilities: Vec<&'static str>,
 }
 
 /// USD per million tokens.
@@ -61,6 +79,8 @@ pub(crate) struct ModelView {
 pub(crate) struct PriceView {
     pub(crate) input: f64,
     pub(crate) output: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cached_input: Option<f64>,
 }
 
 /// Limits; `None` is unlimited.
@@ -94,6 +114,22 @@ impl ConfigView {
                 .provider_ids()
                 .map(|id| provider(registry, id, &key_is_set))
                 .collect(),
+            routes: registry
+                .routes
+                .0
+                .iter()
+                .map(|r| RouteView {
+                    alias: r.alias.clone(),
+                    rules: r
+                        .rules
+                        .iter()
+                        .map(|rule| RuleView {
+                            when: rule.when.to_string(),
+                            model: rule.model.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
         }
     }
 }
@@ -124,6 +160,7 @@ fn provider(
                     aliases: d.aliases.clone(),
                     price: PriceView::from(d.price),
                     limits: LimitsView::from(d.limits),
+                    capabilities: d.capabilities.list().iter().map(|c| c.as_str()).collect(),
                 }
             })
             .collect(),
@@ -147,6 +184,7 @@ impl From<Price> for PriceView {
         PriceView {
             input: p.input_per_mtok,
             output: p.output_per_mtok,
+            cached_input: p.cached_input_per_mtok,
         }
     }
 }

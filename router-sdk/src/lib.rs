@@ -72,6 +72,77 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Tools
+//!
+//! A request carries tool definitions; the answer carries the model's calls (whole, or streamed
+//! as [`ChatChunk::ToolCallDelta`]s and then the assembled [`ChatChunk::ToolCalls`]). Send the
+//! calls back with their results and the model answers. The same request works on every wire
+//! format, and goes only to models with the `tools` capability. This example runs as a test,
+//! against a mock OpenAI-compatible server:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use router_core::config::Registry;
+//! use router_sdk::{ChatRequest, FinishReason, Message, Router, StaticKeys, Tool};
+//! use serde_json::json;
+//! # use wiremock::{Mock, MockServer, ResponseTemplate, matchers::body_string_contains};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = MockServer::start().await;
+//! # let call = json!({"id": "chatcmpl-1", "choices": [{"index": 0, "finish_reason": "tool_calls",
+//! #     "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+//! #     "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}}],
+//! #     "usage": {"prompt_tokens": 60, "completion_tokens": 15}});
+//! # let answer = json!({"id": "chatcmpl-2", "choices": [{"index": 0, "finish_reason": "stop",
+//! #     "message": {"role": "assistant", "content": "It is 18 °C in Paris."}}],
+//! #     "usage": {"prompt_tokens": 90, "completion_tokens": 9}});
+//! # Mock::given(body_string_contains("tool_call_id")).respond_with(ResponseTemplate::new(200)
+//! #     .set_body_json(answer)).expect(1).mount(&server).await;
+//! # Mock::given(wiremock::matchers::any()).respond_with(ResponseTemplate::new(200)
+//! #     .set_body_json(call)).expect(1).mount(&server).await;
+//! # let base_url = format!("{}/v1", server.uri());
+//! let yaml = format!(r#"
+//! providers:
+//!   - name: openai
+//!     api: openai
+//!     base_url: {base_url}
+//!     api_key_env: OPENAI_API_KEY
+//!     models:
+//!       - {{ name: gpt-4o-mini, price: {{ input: 0.15, output: 0.6, cached_input: 0.075 }} }}
+//! "#);
+//! let registry = Registry::from_yaml_str(&yaml, "example.yaml")?;
+//! let keys = StaticKeys::new().with("OPENAI_API_KEY", "sk-example");
+//! let router = Router::builder(registry).keys(Arc::new(keys)).build().await?;
+//!
+//! let weather = Tool {
+//!     name: "get_weather".into(),
+//!     description: Some("The current weather in a city".into()),
+//!     parameters: json!({"type": "object", "properties": {"city": {"type": "string"}},
+//!                        "required": ["city"]}),
+//!     strict: false,
+//! };
+//! let mut req = ChatRequest {
+//!     model: Some("gpt-4o-mini".into()),
+//!     tools: vec![weather],
+//!     ..ChatRequest::new("What is the weather in Paris?")
+//! };
+//! let first = router.chat(req.clone()).await?;
+//! assert_eq!(first.receipt.finish_reason, Some(FinishReason::ToolCalls));
+//! let call = &first.tool_calls[0];
+//! let args: serde_json::Value = serde_json::from_str(&call.arguments)?;
+//! assert_eq!((call.name.as_str(), &args["city"]), ("get_weather", &json!("Paris")));
+//!
+//! // Run the tool, then send the call and its result back.
+//! req.messages.push(Message::assistant_calls(first.content, first.tool_calls.clone()));
+//! req.messages.push(Message::tool_result(&call.id, r#"{"celsius": 18}"#));
+//! let second = router.chat(req).await?;
+//! assert_eq!(second.content, "It is 18 °C in Paris.");
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 mod chat;

@@ -51,6 +51,13 @@ fn write_text(out: &mut dyn Write, view: &ConfigView, ledger: &LedgerChoice) -> 
         writeln!(out)?;
         write_provider(out, provider)?;
     }
+    for route in &view.routes {
+        writeln!(out)?;
+        writeln!(out, "route {}", route.alias)?;
+        for (i, rule) in route.rules.iter().enumerate() {
+            writeln!(out, "  [{i}] {} -> {}", rule.when, rule.model)?;
+        }
+    }
     Ok(())
 }
 
@@ -65,18 +72,17 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         .models
         .iter()
         .any(|m| m.limits.itpm.is_some() || m.limits.otpm.is_some());
-    let mut head = row([
-        "model",
-        "aliases",
-        "input $/Mtok",
-        "output $/Mtok",
-        "rpm",
-        "tpm",
-    ]);
+    // A cached-input column only for a provider with a model that sets that price.
+    let cached = p.models.iter().any(|m| m.price.cached_input.is_some());
+    let mut head = row(["model", "aliases", "input $/Mtok"]);
+    if cached {
+        head.push("cached $/Mtok".to_owned());
+    }
+    head.extend(row(["output $/Mtok", "rpm", "tpm"]));
     if split {
         head.extend(row(["itpm", "otpm"]));
     }
-    head.push("concurrency".to_owned());
+    head.extend(row(["concurrency", "capabilities"]));
     let mut rows = vec![head];
     for m in &p.models {
         let aliases = if m.aliases.is_empty() {
@@ -84,18 +90,24 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         } else {
             m.aliases.join(",")
         };
-        let mut cells = vec![
-            m.name.clone(),
-            aliases,
-            usd(m.price.input),
+        let mut cells = vec![m.name.clone(), aliases, usd(m.price.input)];
+        if cached {
+            cells.push(m.price.cached_input.map_or_else(|| "-".to_owned(), usd));
+        }
+        cells.extend([
             usd(m.price.output),
             limit(m.limits.rpm),
             limit(m.limits.tpm),
-        ];
+        ]);
         if split {
             cells.extend([limit(m.limits.itpm), limit(m.limits.otpm)]);
         }
         cells.push(limit(m.limits.concurrency));
+        cells.push(if m.capabilities.is_empty() {
+            "-".to_owned()
+        } else {
+            m.capabilities.join(",")
+        });
         rows.push(cells);
     }
     write_table(out, &rows)

@@ -28,6 +28,11 @@ fn providers_lists_the_example_configuration() {
         "itpm",
         "30000",
         "otpm",
+        "cached $/Mtok",
+        "tools,vision,json_schema,reasoning",
+        "route auto",
+        "[2] tools: true, tier in [pro, enterprise] -> smart",
+        "[3] always -> chat",
     ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
     }
@@ -54,6 +59,16 @@ fn providers_json_is_one_object_with_every_provider() {
     assert_eq!(deepseek["api"], "openai");
     assert_eq!(deepseek["api_key"], "not set");
     assert_eq!(deepseek["models"][0]["price"]["input"], 0.28);
+    assert_eq!(deepseek["models"][0]["price"]["cached_input"], 0.028);
+    assert_eq!(
+        deepseek["models"][0]["capabilities"],
+        serde_json::json!(["tools"])
+    );
+    assert_eq!(json["routes"][0]["alias"], "auto");
+    assert_eq!(
+        json["routes"][0]["rules"][1]["when"],
+        "prompt_tokens >= 20000"
+    );
     let sonnet = &providers[1]["models"][0]["limits"];
     assert_eq!(
         (&sonnet["itpm"], &sonnet["otpm"], &sonnet["tpm"]),
