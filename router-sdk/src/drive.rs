@@ -29,7 +29,7 @@ pub(crate) struct Request {
     attempts: Vec<Attempt>,
     last_failure: Option<(DeploymentId, CallFailure)>,
     last_denial: Option<Denial>,
-    /// The request's span: request id, tenant, model, priority.
+    /// The request's span: request id, tenant, model, priority, routing rule, metadata.
     pub(crate) span: Span,
 }
 
@@ -49,6 +49,7 @@ impl Router {
             model = %planned.model,
             priority = planned.plan.priority.as_str(),
             route = route.as_deref().unwrap_or("-"),
+            metadata = ?req.metadata,
         );
         Ok(Request {
             id,

@@ -306,7 +306,7 @@ impl Router {
                 Error::InvalidRequest("no model given and no `defaults.model` configured".into())
             })?;
         let headers = wire::extra_headers(&req.headers).map_err(Error::InvalidRequest)?;
-        let prompt = request::prompt_size(req);
+        let prompt = req.prompt_size();
         let (model, route) = request::route(registry, req, named, prompt)?;
         let candidates = registry.resolve(&model);
         if candidates.is_empty() {

@@ -409,6 +409,13 @@ impl ChatRequest {
         }
     }
 
+    /// The prompt's size as the router estimates it: the characters of every text part, tool
+    /// call, tool definition (parameters as JSON) and response schema, and its images (each
+    /// counted as [`IMAGE_TOKENS`](router_core::estimate::IMAGE_TOKENS)).
+    pub fn prompt_size(&self) -> router_core::estimate::PromptSize {
+        crate::request::prompt_size(self)
+    }
+
     /// What the request needs of a model, beyond text.
     pub fn features(&self) -> Features {
         let calls = self

@@ -1,6 +1,7 @@
 //! What estimation costs on a request's path: the prompt's size, and the whole plan (each
 //! candidate's two estimates, the ranking and what to reserve) for an 8,000-character prompt
-//! over five candidates. Beside them, the exact tiktoken count kept for `chat -v` and `preview`.
+//! over five candidates, and the size of a request with tools and an image. Beside them, the
+//! exact tiktoken count kept for `chat -v` and `preview`.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::hint::black_box;
@@ -10,6 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use router_core::config::Registry;
 use router_core::estimate::{self, Estimator, PromptSize};
 use router_core::flow::{Ask, Plan, Priority};
+use router_sdk::{ChatRequest, Image, Message, Tool};
 
 const YAML: &str = r#"
 providers:
@@ -51,6 +53,32 @@ fn prompt() -> String {
     text
 }
 
+/// A request of `text`, five tool definitions with small JSON schemas and one image: what a
+/// tool-calling agent sends.
+fn request_with_tools(text: &str) -> ChatRequest {
+    let tool = |i: usize| Tool {
+        name: format!("tool_{i}"),
+        description: Some("Looks something up for the model and returns it as JSON.".into()),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look up"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            "required": ["query"],
+        }),
+        strict: false,
+    };
+    let image = Image::Url {
+        url: "https://example.test/chart.png".into(),
+    };
+    ChatRequest {
+        messages: vec![Message::user(text).with_image(image)],
+        tools: (0..5).map(tool).collect(),
+        ..ChatRequest::default()
+    }
+}
+
 fn estimation(c: &mut Criterion) {
     let registry = Registry::from_yaml_str(YAML, "bench.yaml").unwrap();
     let estimator = Estimator::new(&registry);
@@ -71,6 +99,10 @@ fn estimation(c: &mut Criterion) {
             };
             Plan::new(&registry, &estimator, &candidates, ask, 0)
         })
+    });
+    let with_tools = request_with_tools(&text);
+    g.bench_function("request_size_8000_chars_5_tools_1_image", |b| {
+        b.iter(|| black_box(&with_tools).prompt_size())
     });
     // Loaded once before timing, as `chat -v` pays it once per process.
     let _ = estimate::count(["warm up"]);
