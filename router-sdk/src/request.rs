@@ -112,9 +112,6 @@ pub(crate) fn route(
     named: &str,
     size: PromptSize,
 ) -> Result<(String, Option<RouteMatch>), Error> {
-    let Some(route) = registry.routes.get(named) else {
-        return Ok((named.to_owned(), None));
-    };
     let tier = req
         .tenant
         .as_deref()
@@ -126,14 +123,13 @@ pub(crate) fn route(
         tier,
         priority: req.priority,
     };
-    match route.pick(&subject) {
-        Some(m) => Ok((m.model.clone(), Some(m))),
-        None => Err(Error::InvalidRequest(format!(
+    registry.routes.resolve(named, &subject).map_err(|_| {
+        Error::InvalidRequest(format!(
             "no rule of route `{named}` matches this request (prompt estimate {} tokens, \
              tools: {}, images: {}); add a last rule without `when` to catch the rest",
             subject.prompt_tokens, subject.features.tools, subject.features.images
-        ))),
-    }
+        ))
+    })
 }
 
 /// `candidates` left after the request's `providers` restriction and its features: a request

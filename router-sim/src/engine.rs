@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use router_core::clock::{Clock, ManualClock};
-use router_core::config::{DeploymentId, Registry};
+use router_core::config::{DeploymentId, Features, Registry, Subject};
 use router_core::estimate::{Accounting, Estimator};
-use router_core::flow::{self, GiveUp, Next, Reached, Reports, Settle};
+use router_core::flow::{self, GiveUp, Next, Priority, Reached, Reports, Settle};
 use router_core::ledger::{
     ActualUsage, Admission, Denial, Ledger, LedgerFuture, MemoryStore, Reservation, Verdict,
 };
@@ -33,7 +33,7 @@ pub fn run(registry: &Registry, profile: &Profile) -> Result<SimReport, SimError
         .clone()
         .or_else(|| registry.defaults.model.clone())
         .ok_or(SimError::NoModel)?;
-    let candidates = registry.resolve(&model);
+    let candidates = reachable(registry, &model);
     if candidates.is_empty() {
         let known = registry.known_models().into_iter().map(String::from);
         return Err(SimError::UnknownModel {
@@ -41,7 +41,7 @@ pub fn run(registry: &Registry, profile: &Profile) -> Result<SimReport, SimError
             known: known.collect(),
         });
     }
-    let mut sim = Sim::new(registry, profile, candidates);
+    let mut sim = Sim::new(registry, profile, (model.clone(), candidates));
     sim.run()?;
     let end = sim.clock.now_ms().saturating_sub(START_MS);
     // Listed cheapest first for a request of the mean size.
@@ -52,6 +52,22 @@ pub fn run(registry: &Registry, profile: &Profile) -> Result<SimReport, SimError
         .collect();
     let head = (model, profile.clone(), end);
     Ok(sim.tally.report(registry, &listed, &sim.providers, head))
+}
+
+/// Every deployment a request for `model` may reach: the model's, or for a routed alias those
+/// of every rule's model, in configuration order.
+fn reachable(registry: &Registry, model: &str) -> Vec<DeploymentId> {
+    let Some(route) = registry.routes.get(model) else {
+        return registry.resolve(model);
+    };
+    let mut all: Vec<DeploymentId> = route
+        .rules
+        .iter()
+        .flat_map(|rule| registry.resolve(&rule.model))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 #[derive(Debug)]
@@ -68,6 +84,9 @@ enum Event {
 struct Sim<'r> {
     registry: &'r Registry,
     profile: &'r Profile,
+    /// The model or routed alias every request asks for.
+    model: String,
+    /// Every deployment a request may reach.
     candidates: Vec<DeploymentId>,
     clock: ManualClock,
     ledger: MemoryStore,
@@ -91,13 +110,18 @@ fn ready<T>(future: LedgerFuture<'_, T>) -> Result<T, SimError> {
 }
 
 impl<'r> Sim<'r> {
-    fn new(registry: &'r Registry, profile: &'r Profile, candidates: Vec<DeploymentId>) -> Self {
+    fn new(
+        registry: &'r Registry,
+        profile: &'r Profile,
+        (model, candidates): (String, Vec<DeploymentId>),
+    ) -> Self {
         let clock = ManualClock::new(START_MS);
         let factor = profile.provider_headroom * (1.0 - profile.foreign_load);
         let deployments = registry.deployments.len();
         Self {
             registry,
             profile,
+            model,
             candidates,
             ledger: MemoryStore::with_clock(registry, Arc::new(clock.clone())),
             clock,
@@ -141,15 +165,37 @@ impl<'r> Sim<'r> {
         let (o200k, output) = self.traffic.request();
         self.tally.requests += 1;
         let arrival = (self.clock.now_ms(), o200k, output);
+        let candidates = self.route(o200k)?;
         let req = Request::plan(
             self.registry,
-            &self.candidates,
+            candidates,
             &self.estimator,
             self.profile.max_tokens,
             arrival,
         );
         let next = req.flow.start();
         self.step(Box::new(req), next)
+    }
+
+    /// The candidates of a request of `o200k` prompt tokens, routed as `Router::chat` routes
+    /// (simulated requests are interactive, without tools, images or tenant).
+    fn route(&self, o200k: u64) -> Result<Vec<DeploymentId>, SimError> {
+        let prompt_tokens = Request::prompt_size(o200k).base_tokens();
+        let subject = Subject {
+            prompt_tokens,
+            features: Features::default(),
+            tier: None,
+            priority: Priority::Interactive,
+        };
+        let (model, _) = self
+            .registry
+            .routes
+            .resolve(&self.model, &subject)
+            .map_err(|no| SimError::NoRoute {
+                alias: no.alias,
+                prompt_tokens,
+            })?;
+        Ok(self.registry.resolve(&model))
     }
 
     /// Performs the flow's steps until the request waits, calls, or ends.
@@ -242,7 +288,7 @@ impl<'r> Sim<'r> {
                 self.observe(d)?;
                 let latency = self.clock.now_ms() - req.arrived;
                 let tokens = (req.o200k, prompt, req.output);
-                let (registry, candidates) = (self.registry, &self.candidates);
+                let (registry, candidates) = (self.registry, &req.candidates);
                 self.tally.served(registry, candidates, d, tokens, latency);
                 return Ok(());
             }

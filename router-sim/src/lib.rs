@@ -98,6 +98,18 @@ pub enum SimError {
         /// Every model name and alias the configuration knows.
         known: Vec<String>,
     },
+    /// A request matched no rule of the routed alias it asked for.
+    #[error(
+        "no rule of route `{alias}` matches a simulated request of {prompt_tokens} prompt tokens \
+         (interactive, no tools, no images, no tenant); add a last rule without `when` to catch \
+         the rest"
+    )]
+    NoRoute {
+        /// The routed alias.
+        alias: String,
+        /// The request's prompt estimate.
+        prompt_tokens: u64,
+    },
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),

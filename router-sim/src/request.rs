@@ -12,6 +12,8 @@ use router_core::retry::{FailureKind, RetryPolicy};
 #[derive(Debug)]
 pub(crate) struct Request {
     pub(crate) arrived: u64,
+    /// The deployments it may go to (its model's, or its routing rule's).
+    pub(crate) candidates: Vec<DeploymentId>,
     /// Prompt size in o200k tokens.
     pub(crate) o200k: u64,
     /// The completion the provider will produce.
@@ -27,30 +29,36 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// The size of a prompt of `o200k` tokens: four characters per token, the text a simulated
+    /// request stands for.
+    pub(crate) fn prompt_size(o200k: u64) -> PromptSize {
+        PromptSize {
+            chars: o200k.saturating_mul(4),
+            images: 0,
+        }
+    }
+
     /// A request arriving `now` with `o200k` prompt tokens that will get `output` completion
     /// tokens, planned as `Router::chat` plans it ([`Plan::new`]).
     pub(crate) fn plan(
         registry: &Registry,
-        candidates: &[DeploymentId],
+        candidates: Vec<DeploymentId>,
         estimator: &Estimator,
         max_tokens: Option<u64>,
         (now, o200k, output): (u64, u64, u64),
     ) -> Self {
         let ask = Ask {
-            // Four characters per o200k token: the text a simulated request stands for.
-            prompt: PromptSize {
-                chars: o200k.saturating_mul(4),
-                images: 0,
-            },
+            prompt: Self::prompt_size(o200k),
             max_tokens,
             tenant: None,
             priority: Priority::Interactive,
             deadline: registry.retry.deadline,
         };
-        let plan = Plan::new(registry, estimator, candidates, ask, now);
+        let plan = Plan::new(registry, estimator, &candidates, ask, now);
         let flow = Flow::new(RetryPolicy::new(registry.retry), &plan);
         Self {
             arrived: now,
+            candidates,
             o200k,
             output,
             plan,

@@ -13,7 +13,13 @@ fn registry(cheap_limits: &str) -> Registry {
 
 /// The same, with `cheap` speaking `cheap_api`.
 fn registry_with(cheap_api: &str, cheap_limits: &str) -> Registry {
-    let yaml = format!(
+    let yaml = registry_yaml(cheap_api, cheap_limits);
+    Registry::from_yaml_str(&yaml, "sim.yaml").expect("valid test config")
+}
+
+/// The YAML of [`registry_with`].
+fn registry_yaml(cheap_api: &str, cheap_limits: &str) -> String {
+    format!(
         r#"
 defaults: {{ model: chat, output_tokens: 300 }}
 retry: {{ max_attempts: 4, base_ms: 250, cap_ms: 30000, deadline_secs: 120 }}
@@ -44,8 +50,7 @@ providers:
     models:
       - {{ name: large, aliases: [chat], price: {{ input: 3.00, output: 15.00 }} }}
 "#
-    );
-    Registry::from_yaml_str(&yaml, "sim.yaml").expect("valid test config")
+    )
 }
 
 fn profile(rps: f64, duration_secs: u64) -> Profile {
@@ -338,4 +343,47 @@ fn an_hour_at_20_rps_on_the_example_configuration() {
             r.totals.requests, r.totals.served, r.totals.rate_limited, r.totals.waits
         );
     }
+}
+
+/// The test registry with a routed alias `auto`: prompts under 1,000 tokens to `small`, the
+/// rest to `large`.
+fn routed() -> Registry {
+    let yaml = format!(
+        "{}routes:\n  auto:\n    - when: {{ prompt_tokens: {{ below: 1000 }} }}\n      model: small\n    - model: large\n",
+        registry_yaml("openai", "{ rpm: 100000 }")
+    );
+    Registry::from_yaml_str(&yaml, "sim.yaml").expect("valid routed config")
+}
+
+#[test]
+fn a_routed_alias_routes_each_simulated_request_by_its_size() {
+    let registry = routed();
+    let mut p = profile(5.0, 120);
+    p.model = Some("auto".into());
+    // Prompts spread around 1,000 tokens: some below the rule's bound, some above.
+    p.prompt = sim::TokenSize {
+        mean: 1000,
+        spread: 0.5,
+    };
+    let r = run(&registry, &p);
+    assert_adds_up(&r);
+    let (small, large) = (served(&r, "cheap/small"), served(&r, "dear/large"));
+    assert!(small > 0 && large > 0, "{small} small, {large} large");
+    assert_eq!(
+        small + large,
+        r.totals.served,
+        "medium is never a rule's model"
+    );
+
+    // A route that matches nothing for some requests is an error naming it.
+    let yaml = format!(
+        "{}routes:\n  auto:\n    - when: {{ prompt_tokens: {{ below: 1000 }} }}\n      model: small\n",
+        registry_yaml("openai", "{ rpm: 100000 }")
+    );
+    let partial = Registry::from_yaml_str(&yaml, "sim.yaml").expect("valid config");
+    let err = sim::run(&partial, &p).expect_err("a request above 1,000 tokens has no route");
+    assert!(
+        err.to_string().contains("no rule of route `auto` matches"),
+        "{err}"
+    );
 }

@@ -169,3 +169,35 @@ async fn an_image_for_a_model_without_vision_exits_2_before_any_call() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn verbose_shows_the_routing_rule_that_matched() {
+    let server = wiremock::MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(answer("Hi."))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let upstream = (
+        "oa",
+        "openai",
+        format!("{}/v1", server.uri()),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100",
+    );
+    let routes = "routes:\n  auto:\n    - when: { tools: true }\n      model: gpt-test\n    \
+                  - when: { prompt_tokens: { below: 100 } }\n      model: chat\n";
+    let s = scene_with(&[upstream], routes);
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["-v", "chat", "--no-stream", "-m", "auto", "-p"])
+        .arg(s.prompt("Hello"));
+    let (stdout, stderr) = run_async(cmd, 0).await;
+    assert_eq!(stdout, "Hi.\n");
+    assert!(
+        stderr.contains("route routes.auto[1] (prompt_tokens < 100) -> chat"),
+        "{stderr}"
+    );
+}

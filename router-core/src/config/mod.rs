@@ -70,5 +70,5 @@ pub use registry::{
     Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,
 };
-pub use routes::{Route, RouteMatch, Routes, Rule, Subject, When};
+pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;

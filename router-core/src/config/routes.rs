@@ -97,10 +97,35 @@ impl std::fmt::Display for RouteMatch {
     }
 }
 
+/// No rule of a routed alias matched a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoRoute {
+    /// The routed alias.
+    pub alias: String,
+}
+
 impl Routes {
     /// The route of `alias`, if it is a routed alias.
     pub fn get(&self, alias: &str) -> Option<&Route> {
         self.0.iter().find(|r| r.alias == alias)
+    }
+
+    /// Where a request for `named` goes: `named` itself when it is not a routed alias, else the
+    /// model of the first rule `subject` matches, with the match. Every driver routes here.
+    pub fn resolve(
+        &self,
+        named: &str,
+        subject: &Subject<'_>,
+    ) -> Result<(String, Option<RouteMatch>), NoRoute> {
+        let Some(route) = self.get(named) else {
+            return Ok((named.to_owned(), None));
+        };
+        match route.pick(subject) {
+            Some(m) => Ok((m.model.clone(), Some(m))),
+            None => Err(NoRoute {
+                alias: named.to_owned(),
+            }),
+        }
     }
 }
 
