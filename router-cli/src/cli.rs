@@ -70,6 +70,11 @@ pub(crate) enum Command {
     /// the configured limits: no network, no keys. Prints what each deployment served, cost and
     /// 429s, against sending everything to the cheapest or the dearest deployment.
     Simulate(crate::commands::simulate::SimulateArgs),
+    /// Serve an OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`) over the
+    /// router, for every language; callers authenticate with keys of `gateway.keys`.
+    Serve(crate::commands::serve::ServeArgs),
+    /// Make API keys for the gateway.
+    Keys(crate::commands::keys::KeysArgs),
     /// Print a shell completion script.
     Completions(crate::commands::completions::CompletionsArgs),
 }

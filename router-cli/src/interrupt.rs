@@ -69,7 +69,7 @@ impl Signals {
 
     /// The next signal.
     #[cfg(unix)]
-    async fn next(&mut self) -> Signal {
+    pub(crate) async fn next(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::Interrupt,
             _ = self.terminate.recv() => Signal::Terminate,
@@ -78,7 +78,7 @@ impl Signals {
 
     /// The next Ctrl-C.
     #[cfg(not(unix))]
-    async fn next(&mut self) -> Signal {
+    pub(crate) async fn next(&mut self) -> Signal {
         match tokio::signal::ctrl_c().await {
             Ok(()) => Signal::Interrupt,
             // No handler: never interrupted.

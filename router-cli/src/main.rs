@@ -47,6 +47,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             Command::Chat(args) => commands::chat::run(&ctx, args, out).await,
             Command::Quota(args) => commands::quota::run(&ctx, args, out).await,
             Command::Simulate(args) => commands::simulate::run(&ctx, args, out).await,
+            Command::Serve(args) => commands::serve::run(&ctx, args, out).await,
+            Command::Keys(args) => commands::keys::run(&ctx, args, out).await,
             Command::Completions(args) => commands::completions::run(&ctx, args, out).await,
         }
     })

@@ -27,6 +27,26 @@ use crate::wire::classify::Failure;
 /// item if the stream breaks.
 pub struct ChatStream {
     inner: BoxStream<'static, Result<ChatChunk, Error>>,
+    provider: String,
+    model: String,
+    request_id: String,
+}
+
+impl ChatStream {
+    /// The provider answering (known once the stream opened).
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The model answering.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The request's id: the caller's, else the one llmroute drew.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
 }
 
 impl std::fmt::Debug for ChatStream {
@@ -73,7 +93,11 @@ impl Router {
         let d = guard.deployment();
         // The opening headers' report goes with the settlement, whenever the stream ends.
         let guard = guard.reporting(self.report(d, response.headers()));
-        let api = self.inner.registry.provider_of(d).api;
+        let registry = &self.inner.registry;
+        let api = registry.provider_of(d).api;
+        let provider = registry.provider_of(d).name.clone();
+        let model = registry.deployment(d).model.clone();
+        let request_id = request.id.clone();
         let events = response
             .bytes_stream()
             .eventsource()
@@ -101,6 +125,9 @@ impl Router {
         });
         Ok(ChatStream {
             inner: inner.boxed(),
+            provider,
+            model,
+            request_id,
         })
     }
 

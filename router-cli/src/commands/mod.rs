@@ -4,6 +4,8 @@
 
 pub(crate) mod chat;
 pub(crate) mod completions;
+pub(crate) mod keys;
 pub(crate) mod providers;
 pub(crate) mod quota;
+pub(crate) mod serve;
 pub(crate) mod simulate;

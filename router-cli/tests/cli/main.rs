@@ -8,6 +8,7 @@ mod logging;
 mod providers;
 mod quota;
 mod secrets;
+mod serve;
 mod signals;
 mod structured;
 mod support;

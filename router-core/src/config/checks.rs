@@ -8,6 +8,7 @@ use super::error::ConfigError;
 use super::raw::{At, Number, RawLimits, RawPrice};
 use super::registry::{Api, Limits, Price};
 use super::state::{check_redis_url, redact_url};
+use crate::flow::Priority;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
 const KEY_PREFIXES: [&str; 8] = ["sk-", "sk_", "AIza", "gsk_", "xai-", "hf_", "pk-", "r8_"];
@@ -235,6 +236,22 @@ impl Ctx<'_> {
             output_per_mtok: one("output", &raw.value.output)?,
             cached_input_per_mtok: cached.map(|v| one("cached_input", v)).transpose()?,
         })
+    }
+
+    /// A priority: `interactive` or `batch`.
+    pub(crate) fn priority(
+        &self,
+        field: &str,
+        value: &At<String>,
+    ) -> Result<Priority, ConfigError> {
+        match value.value.as_str() {
+            "interactive" => Ok(Priority::Interactive),
+            "batch" => Ok(Priority::Batch),
+            other => {
+                let msg = format!("`{other}` is not a priority; use `interactive` or `batch`");
+                Err(self.invalid(field, line(value), msg))
+            }
+        }
     }
 
     /// `capabilities:` of a model: known names, none twice; absent: the defaults of `api`.

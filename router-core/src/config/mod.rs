@@ -56,6 +56,7 @@
 mod capabilities;
 mod checks;
 mod error;
+mod gateway;
 mod load;
 mod raw;
 mod registry;
@@ -66,6 +67,7 @@ mod validate;
 
 pub use capabilities::{Capabilities, Capability, Features, needed};
 pub use error::ConfigError;
+pub use gateway::{Gateway, GatewayKey};
 pub use registry::{
     Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,

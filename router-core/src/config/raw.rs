@@ -43,6 +43,33 @@ pub(crate) struct RawConfig {
     /// Routed aliases and their rules.
     #[serde(default)]
     pub(crate) routes: Option<Named<Vec<At<RawRule>>>>,
+    /// The OpenAI-compatible gateway (`llmroute serve`).
+    #[serde(default)]
+    pub(crate) gateway: Option<RawGateway>,
+}
+
+/// `gateway:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGateway {
+    #[serde(default)]
+    pub(crate) listen: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) body_limit_bytes: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) keys: Option<Vec<At<RawKey>>>,
+}
+
+/// One entry of `gateway.keys`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKey {
+    pub(crate) sha256: At<String>,
+    pub(crate) tenant: At<String>,
+    #[serde(default)]
+    pub(crate) priority: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) models: Option<Vec<At<String>>>,
 }
 
 /// One rule of a route.

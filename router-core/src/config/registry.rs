@@ -7,6 +7,7 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::capabilities::Capabilities;
+use super::gateway::Gateway;
 use super::routes::Routes;
 
 /// Which wire protocol a provider speaks.
@@ -313,6 +314,8 @@ pub struct Registry {
     pub priorities: Priorities,
     /// Routed aliases (`routes:`); empty when the file has none.
     pub routes: Routes,
+    /// The gateway's settings (`gateway:`).
+    pub gateway: Gateway,
 }
 
 impl std::fmt::Debug for Registry {
@@ -327,6 +330,7 @@ impl std::fmt::Debug for Registry {
             .field("tenants", &self.tenants)
             .field("priorities", &self.priorities)
             .field("routes", &self.routes)
+            .field("gateway", &self.gateway)
             .finish()
     }
 }

@@ -277,17 +277,11 @@ fn rule(
         }
         tiers.push(tier);
     }
-    let priority = match &w.priority {
-        Some(p) => Some(match p.value.as_str() {
-            "interactive" => Priority::Interactive,
-            "batch" => Priority::Batch,
-            other => {
-                let msg = format!("`{other}` is not a priority; use `interactive` or `batch`");
-                return Err(ctx.invalid(&format!("{field}.when.priority"), line(p), msg));
-            }
-        }),
-        None => None,
-    };
+    let priority = w
+        .priority
+        .as_ref()
+        .map(|p| ctx.priority(&format!("{field}.when.priority"), p))
+        .transpose()?;
     Ok(Rule {
         when: When {
             prompt_at_least,

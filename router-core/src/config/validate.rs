@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
+use super::gateway::{Gateway, gateway};
 use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
 use super::registry::{Api, Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
 use super::routes::{Routes, routes};
@@ -33,9 +34,11 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         tenants: tenants(&ctx, raw.tenants.as_ref())?,
         priorities: priorities(&ctx, raw.priorities.as_ref())?,
         routes: Routes::default(),
+        gateway: Gateway::default(),
     };
     providers(&ctx, raw, &mut registry)?;
     registry.routes = routes(&ctx, raw.routes.as_ref(), &registry)?;
+    registry.gateway = gateway(&ctx, raw.gateway.as_ref(), &registry)?;
     if let Some(model) = raw.defaults.as_ref().and_then(|d| d.model.as_ref()) {
         registry.defaults.model = Some(default_model(&ctx, model, &registry)?);
     }

@@ -1,0 +1,155 @@
+//! `llmroute keys new` and `llmroute serve`: a key made by the CLI lets an OpenAI-shaped request
+//! through the gateway; SIGTERM stops it with exit 0; unsafe or useless setups exit 2.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::*;
+
+/// The key and its configuration line printed by `llmroute keys new --tenant acme`.
+fn new_key() -> (String, String) {
+    let (out, _) = run(llmroute().args(["keys", "new", "--tenant", "acme"]), 0);
+    let key = out
+        .lines()
+        .find_map(|l| l.strip_prefix("key: "))
+        .unwrap()
+        .to_owned();
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("- { sha256:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    (key, line)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
+    let upstream = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&upstream)
+        .await;
+    let (key, line) = new_key();
+    assert!(key.starts_with("llmr-") && key.len() == 53, "{key}");
+    assert!(
+        !line.contains(&key),
+        "the line holds the hash, never the key"
+    );
+    let extra = format!(
+        "tenants:\n  tiers: {{ pro: {{ rpm: 100 }} }}\n  members: {{ acme: pro }}\ngateway:\n  keys:\n    {line}\n"
+    );
+    let upstream_base = format!("{}/v1", upstream.uri());
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            upstream_base,
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100",
+        )],
+        &extra,
+    );
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(&s.config)
+        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
+        .env("OA_KEY", "sk-planted-oa-S3CRET")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let base = first
+        .trim()
+        .strip_prefix("llmroute gateway listening on ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    let http = reqwest::Client::new();
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hello"}]});
+    let response = http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Hello! How can I help you today?"
+    );
+    let refused = http
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth("llmr-wrong")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        !stderr.contains("S3CRET") && !stderr.contains(&key),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unsafe_or_useless_setups_exit_2() {
+    let s = scene(&[(
+        "oa",
+        "openai",
+        "http://127.0.0.1:9/v1".into(),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100",
+    )]);
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["serve", "--listen", "127.0.0.1:0"],
+            "`gateway.keys` is empty",
+        ),
+        (
+            &["serve", "--no-auth", "--listen", "0.0.0.0:0"],
+            "refused on an address other than loopback",
+        ),
+    ];
+    for (args, words) in cases {
+        let (_, stderr) = run(s.llmroute(&["oa"]).args(args), 2);
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+    }
+    let (_, stderr) = run(llmroute().args(["keys", "new", "--tenant", "a{b}"]), 2);
+    assert!(stderr.contains("--tenant"), "{stderr}");
+}

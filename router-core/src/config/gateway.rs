@@ -1,0 +1,131 @@
+//! `gateway:`: where `llmroute serve` listens, how large a request body may be, and the API keys
+//! it accepts, each mapped to a tenant. Keys are stored as SHA-256 hashes, never in clear.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use super::checks::{Ctx, line};
+use super::error::ConfigError;
+use super::raw::{RawGateway, RawKey};
+use super::registry::Registry;
+use crate::flow::Priority;
+
+/// The gateway's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gateway {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The largest request body it reads, in bytes.
+    pub body_limit_bytes: u64,
+    /// The API keys it accepts.
+    pub keys: Vec<GatewayKey>,
+}
+
+impl Gateway {
+    /// `127.0.0.1:8080`: only this machine, until configured otherwise.
+    pub const LISTEN: &'static str = "127.0.0.1:8080";
+    /// 10 MiB: room for a few inline images.
+    pub const BODY_LIMIT_BYTES: u64 = 10 * 1024 * 1024;
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            body_limit_bytes: Self::BODY_LIMIT_BYTES,
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// One API key the gateway accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayKey {
+    /// The SHA-256 of the key, 64 lowercase hex digits.
+    pub sha256: String,
+    /// The tenant its requests are accounted to.
+    pub tenant: String,
+    /// The priority of every request made with it; `None`: the request's own (interactive
+    /// unless it says batch).
+    pub priority: Option<Priority>,
+    /// The models and aliases it may use; empty: all.
+    pub models: Vec<String>,
+}
+
+/// `gateway:` checked against the registry's models.
+pub(crate) fn gateway(
+    ctx: &Ctx<'_>,
+    raw: Option<&RawGateway>,
+    registry: &Registry,
+) -> Result<Gateway, ConfigError> {
+    let mut out = Gateway::default();
+    let Some(raw) = raw else {
+        return Ok(out);
+    };
+    if let Some(listen) = &raw.listen {
+        out.listen = listen.value.parse().map_err(|_| {
+            let msg = format!(
+                "`{}` is not an address to listen on; write IP:PORT, e.g. {}",
+                listen.value,
+                Gateway::LISTEN
+            );
+            ctx.invalid("gateway.listen", line(listen), msg)
+        })?;
+    }
+    if let Some(limit) = &raw.body_limit_bytes {
+        let hint = "write a size in bytes, e.g. 10485760 for 10 MiB";
+        out.body_limit_bytes = ctx.positive("gateway.body_limit_bytes", limit, hint)?.get();
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, entry) in raw.keys.iter().flatten().enumerate() {
+        let key = key(ctx, &format!("gateway.keys[{i}]"), &entry.value, registry)?;
+        if let Some(first) = seen.insert(key.sha256.clone(), i) {
+            let msg = format!("the same key hash as gateway.keys[{first}]; list each key once");
+            let at = line(&entry.value.sha256);
+            return Err(ctx.invalid(&format!("gateway.keys[{i}].sha256"), at, msg));
+        }
+        out.keys.push(key);
+    }
+    Ok(out)
+}
+
+fn key(
+    ctx: &Ctx<'_>,
+    field: &str,
+    raw: &RawKey,
+    registry: &Registry,
+) -> Result<GatewayKey, ConfigError> {
+    let hash = raw.sha256.value.trim().to_ascii_lowercase();
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        // Never echo the value: it may be a key pasted where its hash belongs.
+        let msg = "must be the SHA-256 of the key, 64 hex digits (never the key itself); \
+                   `llmroute keys new --tenant NAME` prints a key and its line"
+            .to_owned();
+        return Err(ctx.invalid(&format!("{field}.sha256"), line(&raw.sha256), msg));
+    }
+    let tenant = ctx.tenant(&format!("{field}.tenant"), &raw.tenant)?;
+    let priority = raw
+        .priority
+        .as_ref()
+        .map(|p| ctx.priority(&format!("{field}.priority"), p))
+        .transpose()?;
+    let mut models = Vec::new();
+    for (i, m) in raw.models.iter().flatten().enumerate() {
+        let model_field = format!("{field}.models[{i}]");
+        let name = ctx.name(&model_field, m)?;
+        if registry.resolve(&name).is_empty() && registry.routes.get(&name).is_none() {
+            let msg = format!(
+                "`{name}` names no model, alias or route; use one of: {}",
+                registry.known_models().join(", ")
+            );
+            return Err(ctx.invalid(&model_field, line(m), msg));
+        }
+        models.push(name);
+    }
+    Ok(GatewayKey {
+        sha256: hash,
+        tenant,
+        priority,
+        models,
+    })
+}

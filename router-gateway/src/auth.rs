@@ -1,0 +1,110 @@
+//! Who is calling: an API key of `gateway.keys`, looked up by its SHA-256 (keys are never kept
+//! in clear), names the tenant, and may pin a priority and the models it may use.
+
+use std::collections::HashMap;
+
+use axum::http::HeaderMap;
+use router_core::config::{Gateway, GatewayKey, Registry};
+use router_sdk::Priority;
+use sha2::{Digest, Sha256};
+
+use crate::Auth;
+use crate::errors::ApiError;
+
+/// The keys the gateway accepts, by hash.
+#[derive(Debug)]
+pub struct Access {
+    keys: HashMap<String, GatewayKey>,
+    auth: Auth,
+}
+
+/// A caller the gateway let in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    /// The tenant its requests are accounted to (`None` without auth).
+    pub(crate) tenant: Option<String>,
+    /// The priority its key pins.
+    pub(crate) priority: Option<Priority>,
+    /// The models and aliases it may use; empty: all.
+    models: Vec<String>,
+}
+
+/// The SHA-256 of `key`, 64 lowercase hex digits: what `gateway.keys` stores.
+pub fn hash_key(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A new random API key (`llmr-` and 48 hex digits: 192 bits from the operating system's
+/// generator), or an error when that generator cannot be read.
+pub fn new_key() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes)?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("llmr-{hex}"))
+}
+
+impl Access {
+    /// The keys of `gateway`, checked as `auth` says.
+    pub fn new(gateway: &Gateway, auth: Auth) -> Self {
+        let keys = gateway
+            .keys
+            .iter()
+            .map(|k| (k.sha256.clone(), k.clone()))
+            .collect();
+        Self { keys, auth }
+    }
+
+    /// The caller of a request with `headers`: a known key whose tenant has a tier, or an error
+    /// (401 for a missing or unknown key, 403 for a tenant the configuration does not know).
+    pub(crate) fn caller(
+        &self,
+        registry: &Registry,
+        headers: &HeaderMap,
+    ) -> Result<Caller, ApiError> {
+        if self.auth == Auth::None {
+            return Ok(Caller::default());
+        }
+        let presented = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthorized(
+                    "no API key: send `Authorization: Bearer KEY` with a key of `gateway.keys`",
+                )
+            })?;
+        let key = self.keys.get(&hash_key(presented)).ok_or_else(|| {
+            ApiError::unauthorized("unknown API key: it is not one of `gateway.keys`")
+        })?;
+        if registry.tier_of(&key.tenant).is_none() {
+            return Err(ApiError::forbidden(format!(
+                "this key's tenant `{}` has no tier: add it to `tenants.members` or set \
+                 `tenants.default_tier`",
+                key.tenant
+            )));
+        }
+        Ok(Caller {
+            tenant: Some(key.tenant.clone()),
+            priority: key.priority,
+            models: key.models.clone(),
+        })
+    }
+}
+
+impl Caller {
+    /// Whether the caller's key may use `model`; an error names the models it may use.
+    pub(crate) fn may_use(&self, model: &str) -> Result<(), ApiError> {
+        if self.models.is_empty() || self.models.iter().any(|m| m == model) {
+            return Ok(());
+        }
+        Err(ApiError::model_not_found(format!(
+            "this key may not use `{model}`; it may use: {}",
+            self.models.join(", ")
+        )))
+    }
+}

@@ -1,0 +1,180 @@
+//! Every way a gateway request fails, as the HTTP status and OpenAI error body clients expect:
+//! 401 / 403 for keys, 404 `model_not_found`, 400 naming the field, 429 with `Retry-After` when
+//! no capacity or budget is left, and provider failures by their class. Messages never carry a
+//! key: the router's errors never do, and the presented key is never echoed.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use router_sdk::{Error, FailureClass};
+use serde_json::Value;
+
+use crate::outbound;
+
+/// A failed request: its status, OpenAI's error `type` and `code`, a message, and when to retry.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    code: &'static str,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, code: &'static str, message: String) -> Self {
+        Self {
+            status,
+            kind,
+            code,
+            message,
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        let status = StatusCode::BAD_REQUEST;
+        Self::new(
+            status,
+            "invalid_request_error",
+            "invalid_request",
+            message.into(),
+        )
+    }
+
+    pub(crate) fn unauthorized(message: &str) -> Self {
+        let status = StatusCode::UNAUTHORIZED;
+        Self::new(
+            status,
+            "invalid_request_error",
+            "invalid_api_key",
+            message.to_owned(),
+        )
+    }
+
+    pub(crate) fn forbidden(message: String) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "unknown_tenant",
+            message,
+        )
+    }
+
+    pub(crate) fn model_not_found(message: String) -> Self {
+        let status = StatusCode::NOT_FOUND;
+        Self::new(status, "invalid_request_error", "model_not_found", message)
+    }
+
+    /// The OpenAI error body.
+    pub(crate) fn body(&self) -> Value {
+        outbound::error(self.kind, self.code, &self.message)
+    }
+
+    /// The response, with `x-request-id` when there is one.
+    pub(crate) fn into_response_with(self, request_id: &str) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        if let Some(wait) = self.retry_after {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            headers.insert("retry-after", HeaderValue::from(secs.max(1)));
+            let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            headers.insert("retry-after-ms", HeaderValue::from(ms));
+        }
+        if let Ok(id) = HeaderValue::from_str(request_id)
+            && !request_id.is_empty()
+        {
+            headers.insert("x-request-id", id);
+        }
+        response
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let message = e.to_string();
+        let retry_after = e.retry_after();
+        let (status, kind, code) = match &e {
+            Error::UnknownModel { .. } => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "model_not_found",
+            ),
+            Error::InvalidRequest(_) | Error::Config(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_request",
+            ),
+            Error::Unsupported { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "unsupported_feature",
+            ),
+            Error::MissingKey { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "no_provider_key",
+            ),
+            Error::NoCapacity { never: true, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "request_too_large",
+            ),
+            Error::NoCapacity { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                "rate_limit_exceeded",
+            ),
+            Error::BudgetExhausted { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "insufficient_quota",
+                "insufficient_quota",
+            ),
+            Error::Provider { class, .. } => match class {
+                // The request itself was refused: the caller's to fix.
+                FailureClass::Invalid => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "provider_refused",
+                ),
+                FailureClass::RateLimited | FailureClass::Overloaded => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "provider_overloaded",
+                ),
+                // A provider key or account problem is the gateway's, not the caller's.
+                FailureClass::Auth | FailureClass::Billing => {
+                    (StatusCode::BAD_GATEWAY, "server_error", "provider_account")
+                }
+                _ => (StatusCode::BAD_GATEWAY, "server_error", "provider_error"),
+            },
+            Error::Transport { timeout: true, .. } => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "server_error",
+                "provider_timeout",
+            ),
+            Error::Transport { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                "provider_unreachable",
+            ),
+            Error::Ledger(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "ledger_unavailable",
+            ),
+            _ => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "internal",
+            ),
+        };
+        let mut error = Self::new(status, kind, code, message);
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            error.retry_after = retry_after;
+        }
+        error
+    }
+}

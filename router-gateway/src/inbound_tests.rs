@@ -1,0 +1,86 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use serde_json::json;
+
+#[test]
+fn an_openai_body_becomes_a_chat_request() {
+    let body = json!({
+        "model": "auto",
+        "messages": [
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                {"type": "image_url", "image_url": {"url": "https://example.test/a.jpg", "detail": "low"}},
+            ]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+        ],
+        "max_completion_tokens": 100,
+        "stop": "END",
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": true}}],
+        "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}, "strict": true}},
+        "reasoning_effort": "high",
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "top_k": 40,
+    });
+    let read = read(body.to_string().as_bytes()).unwrap();
+    assert!(read.stream && read.include_usage);
+    let r = read.request;
+    assert_eq!(r.model.as_deref(), Some("auto"));
+    assert_eq!(r.messages[0].role, Role::System);
+    assert_eq!(
+        r.messages[1].images().collect::<Vec<_>>(),
+        [
+            &Image::Base64 {
+                media_type: "image/png".into(),
+                data: "iVBO".into()
+            },
+            &Image::Url {
+                url: "https://example.test/a.jpg".into()
+            }
+        ]
+    );
+    assert_eq!(r.messages[2].tool_calls[0].name, "f");
+    assert_eq!(r.messages[3].tool_call_id.as_deref(), Some("call_1"));
+    assert_eq!(r.max_tokens, Some(100));
+    assert_eq!(r.stop, ["END"]);
+    assert!(r.tools[0].strict);
+    assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
+    assert!(matches!(
+        r.response_format,
+        Some(ResponseFormat::JsonSchema { strict: true, .. })
+    ));
+    assert_eq!(r.reasoning.and_then(|x| x.effort), Some(Effort::High));
+    // Unknown fields pass through to the provider.
+    assert_eq!(r.extra_body.get("top_k"), Some(&json!(40)));
+    assert!(!r.extra_body.contains_key("stream"));
+}
+
+#[test]
+fn errors_name_the_field() {
+    let cases = [
+        (json!({"messages": []}), "missing field `model`"),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": 3}]}),
+            "`messages[0].content`",
+        ),
+        (
+            json!({"model": "m", "messages": [], "tool_choice": "sometimes"}),
+            "`tool_choice`",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:nope"}}]}]}),
+            "`messages[0].content`: an image `data:` URL",
+        ),
+    ];
+    for (body, words) in cases {
+        let err = read(body.to_string().as_bytes()).unwrap_err();
+        assert!(err.contains(words), "{body}: {err}");
+    }
+}

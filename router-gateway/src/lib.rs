@@ -1,0 +1,296 @@
+//! llmroute's gateway: an OpenAI-compatible HTTP endpoint over a [`Router`], for every language
+//! and every tool built on the OpenAI SDKs.
+//!
+//! [`app`] builds the service (`axum`), [`serve`] runs it until a shutdown signal and lets
+//! requests in flight finish. Each request is authenticated by an API key from `gateway.keys`
+//! (stored as SHA-256 hashes), which names its tenant: that tenant's tier (limits, budget)
+//! applies, and the key may pin a priority and a set of models.
+//!
+//! - `POST /v1/chat/completions`: OpenAI's request and answer, whole or streamed (SSE
+//!   `chat.completion.chunk`s, `stream_options.include_usage`, `data: [DONE]`), tools, images,
+//!   JSON output; `model` is any configured model, alias or routed alias.
+//! - `GET /v1/models`: the models, aliases and routed aliases the key may use.
+//! - `GET /healthz`: the process is up. `GET /readyz`: the ledger answers.
+
+mod auth;
+mod errors;
+mod inbound;
+mod outbound;
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::StreamExt;
+use router_sdk::{ChatChunk, ChatStream, Priority, Router};
+use serde_json::json;
+
+pub use auth::{Access, hash_key, new_key};
+use errors::ApiError;
+
+/// How the gateway admits callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// Every request needs a key of `gateway.keys`.
+    Keys,
+    /// No key needed (and none read): requests have no tenant. Only for a loopback address.
+    None,
+}
+
+#[derive(Debug)]
+struct Shared {
+    router: Router,
+    access: Access,
+}
+
+/// The gateway's service over `router`, whose configuration holds `gateway.keys`.
+pub fn app(router: Router, auth: Auth) -> axum::Router {
+    let limit = router.registry().gateway.body_limit_bytes;
+    let access = Access::new(&router.registry().gateway, auth);
+    let shared = Arc::new(Shared { router, access });
+    axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        ))
+        .with_state(shared)
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting and lets the
+/// requests and streams in flight finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Seconds since the Unix epoch, for `created`.
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A header of the caller's, as text.
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request_id = header(&headers, "x-request-id")
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned);
+    match answer(&shared, &headers, &body, &request_id).await {
+        Ok(response) => response,
+        Err(error) => error.into_response_with(&request_id),
+    }
+}
+
+async fn answer(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: &[u8],
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let caller = shared.access.caller(shared.router.registry(), headers)?;
+    let read = inbound::read(body).map_err(ApiError::bad_request)?;
+    let mut req = read.request;
+    let model = req.model.clone().unwrap_or_default();
+    caller.may_use(&model)?;
+    req.tenant = caller.tenant.clone();
+    req.request_id = Some(request_id.to_owned());
+    req.priority = match (caller.priority, header(headers, "x-llmroute-priority")) {
+        (Some(pinned), _) => pinned,
+        (None, None) => Priority::Interactive,
+        (None, Some("interactive")) => Priority::Interactive,
+        (None, Some("batch")) => Priority::Batch,
+        (None, Some(other)) => {
+            return Err(ApiError::bad_request(format!(
+                "header `x-llmroute-priority`: `{other}` is not `interactive` or `batch`"
+            )));
+        }
+    };
+    if let Some(secs) = header(headers, "x-llmroute-timeout") {
+        let deadline = secs
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "header `x-llmroute-timeout`: `{secs}` is not a number of seconds in (0, 86400]"
+                ))
+            })?;
+        req.deadline = Some(Duration::from_secs_f64(deadline));
+    }
+    if let Some(list) = header(headers, "x-llmroute-providers") {
+        req.providers = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+    }
+    if read.stream {
+        let stream = shared.router.chat_stream(req).await?;
+        Ok(streamed(stream, model, read.include_usage))
+    } else {
+        let answer = shared.router.chat(req).await?;
+        let body = outbound::completion(&answer, now_secs());
+        let r = &answer.receipt;
+        let mut response = Json(body).into_response();
+        let cost = format!("{:.8}", r.cost_usd);
+        let pairs = [
+            ("x-llmroute-provider", r.provider.as_str()),
+            ("x-llmroute-model", r.model.as_str()),
+            ("x-llmroute-cost-usd", cost.as_str()),
+            ("x-request-id", r.request_id.as_str()),
+        ];
+        set_headers(response.headers_mut(), &pairs);
+        Ok(response)
+    }
+}
+
+/// Sets `pairs` on `headers`, leaving out any value that cannot be a header.
+fn set_headers(headers: &mut HeaderMap, pairs: &[(&'static str, &str)]) {
+    for &(name, value) in pairs {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
+/// A streamed answer as SSE: chunks as they arrive, the finish reason, usage when asked for,
+/// then `[DONE]`. A stream that breaks ends with an error object and no `[DONE]`. When the
+/// client goes away, the stream is dropped, which cancels the upstream call and settles its
+/// reservation.
+fn streamed(stream: ChatStream, asked: String, include_usage: bool) -> Response {
+    let provider = stream.provider().to_owned();
+    let model = stream.model().to_owned();
+    let request_id = stream.request_id().to_owned();
+    let chunks = outbound::Chunks::new(
+        outbound::id(None, &request_id),
+        if model.is_empty() {
+            asked
+        } else {
+            model.clone()
+        },
+        now_secs(),
+    );
+    let state = Relay {
+        stream,
+        chunks,
+        include_usage,
+        pending: VecDeque::new(),
+        ended: false,
+    };
+    let events = futures_util::stream::unfold(state, |mut relay| async move {
+        let event = relay.next().await?;
+        Some((Ok::<Event, Infallible>(event), relay))
+    });
+    let mut response = Sse::new(events).into_response();
+    let pairs = [
+        ("x-llmroute-provider", provider.as_str()),
+        ("x-llmroute-model", model.as_str()),
+        ("x-request-id", request_id.as_str()),
+    ];
+    set_headers(response.headers_mut(), &pairs);
+    response
+}
+
+/// Turns the router's stream into SSE events.
+struct Relay {
+    stream: ChatStream,
+    chunks: outbound::Chunks,
+    include_usage: bool,
+    pending: VecDeque<Event>,
+    ended: bool,
+}
+
+impl Relay {
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            let data = |v: serde_json::Value| Event::default().data(v.to_string());
+            match self.stream.next().await {
+                Some(Ok(ChatChunk::Delta(text))) => {
+                    self.pending.push_back(data(self.chunks.text(&text)));
+                }
+                Some(Ok(ChatChunk::ToolCallDelta(d))) => {
+                    self.pending.push_back(data(self.chunks.tool_call(&d)));
+                }
+                Some(Ok(ChatChunk::ToolCalls(_))) => {}
+                Some(Ok(ChatChunk::Done(receipt))) => {
+                    if let Some(id) = &receipt.response_id {
+                        self.chunks.id.clone_from(id);
+                    }
+                    for chunk in self.chunks.end(&receipt, self.include_usage) {
+                        self.pending.push_back(data(chunk));
+                    }
+                    self.pending.push_back(Event::default().data("[DONE]"));
+                    self.ended = true;
+                }
+                Some(Err(e)) => {
+                    let error = ApiError::from(e);
+                    self.pending.push_back(data(error.body()));
+                    self.ended = true;
+                }
+                None => self.ended = true,
+            }
+        }
+    }
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response_with(""),
+    };
+    let registry = shared.router.registry();
+    let mut names: Vec<&str> = registry.known_models();
+    names.extend(registry.routes.0.iter().map(|r| r.alias.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    let data: Vec<serde_json::Value> = names
+        .into_iter()
+        .filter(|name| caller.may_use(name).is_ok())
+        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"}))
+        .collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.router.ledger().snapshot(&[]).await {
+        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: the ledger does not answer");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the ledger does not answer\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

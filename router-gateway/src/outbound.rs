@@ -1,0 +1,145 @@
+//! The OpenAI shapes of what the router answers: a `chat.completion`, `chat.completion.chunk`s
+//! for a stream, and errors.
+
+use router_sdk::{ChatResponse, FinishReason, Receipt, ToolCall, ToolCallDelta, Usage};
+use serde_json::{Value, json};
+
+/// OpenAI's name of a finish reason.
+fn finish_reason(reason: Option<&FinishReason>) -> Value {
+    match reason {
+        None => Value::Null,
+        Some(FinishReason::Stop) => "stop".into(),
+        Some(FinishReason::Length) => "length".into(),
+        Some(FinishReason::ContentFilter) => "content_filter".into(),
+        Some(FinishReason::ToolCalls) => "tool_calls".into(),
+        Some(FinishReason::Other(other)) => other.as_str().into(),
+    }
+}
+
+fn tool_call(c: &ToolCall) -> Value {
+    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+}
+
+/// `usage`, with the cached and reasoning parts OpenAI reports.
+pub(crate) fn usage(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens(),
+        "prompt_tokens_details": {"cached_tokens": u.cached_prompt_tokens},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+    })
+}
+
+/// The id of an answer: the provider's, else one made of the request's id.
+pub(crate) fn id(receipt_response_id: Option<&str>, request_id: &str) -> String {
+    receipt_response_id.map_or_else(|| format!("chatcmpl-{request_id}"), str::to_owned)
+}
+
+/// A whole answer as a `chat.completion`.
+pub(crate) fn completion(answer: &ChatResponse, created: u64) -> Value {
+    let r = &answer.receipt;
+    let mut message = json!({"role": "assistant", "content": answer.content});
+    if !answer.tool_calls.is_empty() {
+        if answer.content.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = answer.tool_calls.iter().map(tool_call).collect();
+    }
+    json!({
+        "id": id(r.response_id.as_deref(), &r.request_id),
+        "object": "chat.completion",
+        "created": created,
+        "model": r.model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": finish_reason(r.finish_reason.as_ref()),
+        }],
+        "usage": usage(&r.usage),
+    })
+}
+
+/// Builds the chunks of one streamed answer.
+#[derive(Debug)]
+pub(crate) struct Chunks {
+    pub(crate) id: String,
+    pub(crate) model: String,
+    pub(crate) created: u64,
+    /// Whether the first delta (which carries the role) went out.
+    started: bool,
+}
+
+impl Chunks {
+    pub(crate) fn new(id: String, model: String, created: u64) -> Self {
+        Self {
+            id,
+            model,
+            created,
+            started: false,
+        }
+    }
+
+    fn chunk(&self, delta: Value, finish: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+    }
+
+    /// The first delta carries the role.
+    fn opening(&mut self, mut delta: Value) -> Value {
+        if !self.started {
+            self.started = true;
+            delta["role"] = "assistant".into();
+        }
+        delta
+    }
+
+    /// More text.
+    pub(crate) fn text(&mut self, text: &str) -> Value {
+        let delta = self.opening(json!({"content": text}));
+        self.chunk(delta, Value::Null)
+    }
+
+    /// A piece of a tool call.
+    pub(crate) fn tool_call(&mut self, d: &ToolCallDelta) -> Value {
+        let mut function = serde_json::Map::new();
+        if let Some(name) = &d.name {
+            function.insert("name".into(), name.as_str().into());
+        }
+        function.insert("arguments".into(), d.arguments.as_str().into());
+        let mut call = json!({"index": d.index, "function": function});
+        if let Some(id) = &d.id {
+            call["id"] = id.as_str().into();
+            call["type"] = "function".into();
+        }
+        let delta = self.opening(json!({"tool_calls": [call]}));
+        self.chunk(delta, Value::Null)
+    }
+
+    /// The finish reason, and when asked for, a last chunk with usage and no choices.
+    pub(crate) fn end(&mut self, receipt: &Receipt, include_usage: bool) -> Vec<Value> {
+        let delta = self.opening(json!({}));
+        let mut out = vec![self.chunk(delta, finish_reason(receipt.finish_reason.as_ref()))];
+        if include_usage {
+            out.push(json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage(&receipt.usage),
+            }));
+        }
+        out
+    }
+}
+
+/// An error body in OpenAI's shape.
+pub(crate) fn error(kind: &str, code: &str, message: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "code": code, "param": null}})
+}

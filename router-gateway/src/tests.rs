@@ -1,0 +1,328 @@
+//! The gateway over a real socket, against wiremock upstreams: whole and streamed answers,
+//! tools, keys, refusals with `Retry-After`, the body limit.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use router_core::config::Registry;
+use router_sdk::StaticKeys;
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::*;
+
+/// A key of tenant `acme` (tier `pro`), one of `ghost` (no tier), one limited to `small`.
+const ACME: &str = "llmr-acme-test-key";
+const GHOST: &str = "llmr-ghost-test-key";
+const NARROW: &str = "llmr-narrow-test-key";
+
+struct Running {
+    base: String,
+    upstream: MockServer,
+    http: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    async fn post(&self, key: Option<&str>, body: &Value) -> reqwest::Response {
+        let mut req = self.http.post(format!("{}/v1/chat/completions", self.base));
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        req.json(body).send().await.unwrap()
+    }
+}
+
+/// A gateway on a free port over one OpenAI upstream (`small`, alias `chat`), tiers `pro`
+/// (with `tier_extra`) and the three keys, configured with `extra` YAML.
+async fn start(tier_extra: &str, extra: &str) -> Running {
+    let upstream = MockServer::start().await;
+    let yaml = format!(
+        "defaults: {{ model: chat }}\n\
+         providers:\n  - name: oa\n    api: openai\n    base_url: {}/v1\n    api_key_env: OA_KEY\n    \
+         models:\n      - {{ name: small, aliases: [chat], price: {{ input: 2, output: 8 }} }}\n\
+         tenants:\n  tiers:\n    pro: {{ {tier_extra} }}\n  members:\n    acme: pro\n\
+         gateway:\n  keys:\n    - {{ sha256: {}, tenant: acme }}\n    - {{ sha256: {}, tenant: ghost }}\n    \
+         - {{ sha256: {}, tenant: acme, models: [small] }}\n{extra}",
+        upstream.uri(),
+        hash_key(ACME),
+        hash_key(GHOST),
+        hash_key(NARROW),
+    );
+    let registry = Registry::from_yaml_str(&yaml, "gateway.yaml").unwrap();
+    let keys = StaticKeys::new().with("OA_KEY", "sk-upstream-S3CRET");
+    let router = Router::builder(registry)
+        .keys(Arc::new(keys))
+        .build()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(serve(listener, app(router, Auth::Keys), async {
+        let _ = stopped.await;
+    }));
+    Running {
+        base,
+        upstream,
+        http: reqwest::Client::new(),
+        stop: Some(stop),
+        done,
+    }
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../router-sdk/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap()
+}
+
+async fn upstream_answers(r: &Running, fixture_name: &str, content_type: &str) {
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(fixture(fixture_name), content_type))
+        .mount(&r.upstream)
+        .await;
+}
+
+fn hello() -> Value {
+    json!({"model": "chat", "messages": [{"role": "user", "content": "Hello"}]})
+}
+
+#[tokio::test]
+async fn a_whole_answer_in_openai_shape_with_the_router_headers() {
+    let r = start("", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let response = r.post(Some(ACME), &hello()).await;
+    assert_eq!(response.status(), 200);
+    let h = response.headers().clone();
+    assert_eq!(h["x-llmroute-provider"], "oa");
+    assert_eq!(h["x-llmroute-model"], "small");
+    assert!(h.contains_key("x-request-id") && h.contains_key("x-llmroute-cost-usd"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["id"], "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "Hello! How can I help you today?"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(
+        body["usage"]["prompt_tokens_details"]["cached_tokens"],
+        1024
+    );
+    assert_eq!(body["usage"]["total_tokens"], 1163);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_ends_with_usage_and_done() {
+    let r = start("", "").await;
+    upstream_answers(&r, "openai/stream.sse", "text/event-stream").await;
+    let mut body = hello();
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let response = r.post(Some(ACME), &body).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let said: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(said, "Hello!");
+    let finish = &chunks[chunks.len() - 2];
+    assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+    let usage = &chunks[chunks.len() - 1];
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
+}
+
+#[tokio::test]
+async fn tools_go_upstream_and_tool_calls_come_back() {
+    let r = start("", "").await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({
+            "tools": [{"type": "function", "function": {"name": "get_current_weather"}}],
+            "tool_choice": "auto",
+        })))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture("openai/tool_calls.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&r.upstream)
+        .await;
+    let body = json!({
+        "model": "chat",
+        "messages": [{"role": "user", "content": "Weather in Boston?"}],
+        "tools": [{"type": "function", "function": {"name": "get_current_weather",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}}],
+        "tool_choice": "auto",
+    });
+    let response = r.post(Some(ACME), &body).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(
+        message["tool_calls"][0]["function"]["name"],
+        "get_current_weather"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+}
+
+#[tokio::test]
+async fn keys_decide_who_may_call_what() {
+    let r = start("", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let cases: [(Option<&str>, u16, &str); 3] = [
+        (None, 401, "invalid_api_key"),
+        (Some("llmr-not-a-key"), 401, "invalid_api_key"),
+        (Some(GHOST), 403, "unknown_tenant"),
+    ];
+    for (key, status, code) in cases {
+        let response = r.post(key, &hello()).await;
+        assert_eq!(response.status(), status, "{key:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code);
+        // The presented key is never echoed.
+        assert!(!body.to_string().contains("llmr-"), "{body}");
+    }
+    // The narrow key may use `small` only.
+    let response = r.post(Some(NARROW), &hello()).await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+    let mut small = hello();
+    small["model"] = json!("small");
+    assert_eq!(r.post(Some(NARROW), &small).await.status(), 200);
+    let models: Value = r
+        .http
+        .get(format!("{}/v1/models", r.base))
+        .bearer_auth(NARROW)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"].as_array().unwrap().len(), 1);
+    assert_eq!(models["data"][0]["id"], "small");
+}
+
+#[tokio::test]
+async fn a_full_tier_is_429_with_retry_after() {
+    let r = start("rpm: 1", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    assert_eq!(r.post(Some(ACME), &hello()).await.status(), 200);
+    let response = r
+        .http
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ACME)
+        .header("x-llmroute-timeout", "1")
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=61).contains(&retry), "{retry}");
+    assert!(response.headers().contains_key("retry-after-ms"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_exceeded");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tenant rpm"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn an_exhausted_budget_is_429_insufficient_quota() {
+    // Each request is estimated well under the $0.003 a day; the first answer's real cost
+    // ($0.0026) leaves too little for the second.
+    let r = start("budget: { daily_usd: 0.003 }", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let mut short = hello();
+    short["max_tokens"] = json!(50);
+    assert_eq!(r.post(Some(ACME), &short).await.status(), 200);
+    let response = r.post(Some(ACME), &short).await;
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "insufficient_quota");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tenant `acme`"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn bad_bodies_are_400_naming_the_field_and_large_ones_413() {
+    let r = start("", "  body_limit_bytes: 2000\n").await;
+    let cases = [
+        (json!({"model": "chat"}), "missing field `messages`"),
+        (
+            json!({"model": "chat", "messages": [{"role": "robot", "content": "x"}]}),
+            "`messages[0].role`",
+        ),
+        (
+            json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "n": 2}),
+            "`n`",
+        ),
+    ];
+    for (body, words) in cases {
+        let response = r.post(Some(ACME), &body).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = response.json().await.unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{message}");
+    }
+    let mut big = hello();
+    big["messages"][0]["content"] = json!("x".repeat(5000));
+    assert_eq!(r.post(Some(ACME), &big).await.status(), 413);
+}
+
+#[tokio::test]
+async fn shutdown_lets_the_server_end() {
+    let mut r = start("", "").await;
+    let health = r
+        .http
+        .get(format!("{}/healthz", r.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = r
+        .http
+        .get(format!("{}/readyz", r.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    r.stop.take().unwrap().send(()).unwrap();
+    r.done.await.unwrap().unwrap();
+}
