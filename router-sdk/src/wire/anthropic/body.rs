@@ -55,6 +55,7 @@ impl<'a> AnswerTool<'a> {
         }
     }
 
+    /// The tool's definition, as `tools` lists it.
     fn definition(&self) -> Value {
         let schema = self
             .schema
@@ -139,7 +140,9 @@ pub(super) fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
 
 /// A message's content on the wire: a string, or content blocks.
 enum Content {
+    /// One text part, as a string.
     Text(String),
+    /// Text, image, `tool_use` and `tool_result` blocks.
     Blocks(Vec<Value>),
 }
 
@@ -221,6 +224,7 @@ fn parts(content: &[Part]) -> Vec<Value> {
         .collect()
 }
 
+/// An image block: a `base64` or `url` source.
 fn image_block(image: &Image) -> Value {
     let source = match image {
         Image::Url { url } => json!({"type": "url", "url": url}),

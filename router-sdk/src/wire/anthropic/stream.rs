@@ -16,6 +16,7 @@ use crate::types::{StreamEvent, ToolCallDelta};
 use crate::wire::classify::Failure;
 use crate::wire::{EventDecoder, error, malformed, nullable};
 
+/// One streamed event, as far as llmroute reads it.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Event {
@@ -43,6 +44,7 @@ enum Event {
     Other,
 }
 
+/// The message of `message_start`: its id and the usage so far.
 #[derive(Deserialize)]
 struct StartMessage {
     id: Option<String>,
@@ -50,6 +52,8 @@ struct StartMessage {
     usage: UsageJson,
 }
 
+/// The block a `content_block_start` opens: a `tool_use` block's id and name; any other block
+/// is skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StartBlock {
@@ -63,6 +67,8 @@ enum StartBlock {
     Other,
 }
 
+/// A `content_block_delta`: text, or a piece of a tool call's input JSON; thinking and
+/// signature deltas are skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum BlockDelta {
@@ -78,6 +84,7 @@ enum BlockDelta {
     Other,
 }
 
+/// The `delta` of `message_delta`: the stop reason.
 #[derive(Deserialize, Default)]
 struct MessageDeltaBody {
     stop_reason: Option<String>,
