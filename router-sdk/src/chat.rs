@@ -82,7 +82,7 @@ impl Router {
         let call = async {
             let response = transport::send(&self.inner.http, api, request, limits, now).await?;
             let (headers, body) = transport::read(response).await?;
-            transport::decode(api, headers, &body, now)
+            transport::decode(api, input.req, headers, &body, now)
         };
         // Without streaming, the whole answer must come within the attempt's time.
         match tokio::time::timeout(limits.0, call).await {

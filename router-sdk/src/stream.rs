@@ -108,7 +108,7 @@ impl Router {
             request,
             guard: Some(guard),
             events,
-            decoder: StreamDecoder::new(api),
+            decoder: StreamDecoder::new(api, &req),
             usage: None,
             finish: None,
             response_id: None,

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
 
+use crate::types::ChatRequest;
 use crate::wire::classify::Failure;
 use crate::wire::{self, WireRequest, error, for_api};
 
@@ -126,11 +127,12 @@ pub(crate) async fn read(response: reqwest::Response) -> Result<(HeaderMap, Byte
     Ok((headers, body))
 }
 
-/// Decodes a whole success response. A body that is an error object is that error (the
+/// Decodes a whole success response to `req`. A body that is an error object is that error (the
 /// provider refused: [`CallFailure::Provider`]); one we cannot read, or that has no answer in
 /// it, is [`CallFailure::Decode`]. `now` reads HTTP-date and RFC 3339 waits.
 pub(crate) fn decode(
     api: Api,
+    req: &ChatRequest,
     headers: HeaderMap,
     body: &[u8],
     now: SystemTime,
@@ -138,7 +140,7 @@ pub(crate) fn decode(
     if let Some(failure) = error::answer_failure(for_api(api), 200, &headers, body, now) {
         return Err(CallFailure::Provider { failure, headers });
     }
-    match wire::parse_response(api, body) {
+    match wire::parse_response(api, req, body) {
         Ok(completion) => Ok((completion, headers)),
         Err(e) => {
             // The provider answered 200; we could not read it.
@@ -196,6 +198,7 @@ mod tests {
         for (api, path, class) in cases {
             let got = decode(
                 api,
+                &ChatRequest::default(),
                 retry_after_ms("1500"),
                 &fixture(path),
                 SystemTime::UNIX_EPOCH,
@@ -236,7 +239,13 @@ mod tests {
                 fixture(&format!("{dir}/huge_usage.json")),
             ];
             for body in bodies {
-                let got = decode(api, HeaderMap::new(), &body, SystemTime::UNIX_EPOCH);
+                let got = decode(
+                    api,
+                    &ChatRequest::default(),
+                    HeaderMap::new(),
+                    &body,
+                    SystemTime::UNIX_EPOCH,
+                );
                 let Err(CallFailure::Decode { failure, .. }) = got else {
                     panic!("{api:?}: {got:?}");
                 };
@@ -248,6 +257,7 @@ mod tests {
             }
             let ok = decode(
                 api,
+                &ChatRequest::default(),
                 HeaderMap::new(),
                 &fixture(&format!("{dir}/ok.json")),
                 SystemTime::UNIX_EPOCH,

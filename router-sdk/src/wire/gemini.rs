@@ -31,11 +31,11 @@ impl WireFormat for Gemini {
         body(req)
     }
 
-    fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
+    fn parse_response(&self, _req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {
         parse_response(body)
     }
 
-    fn stream_decoder(&self) -> Box<dyn EventDecoder> {
+    fn stream_decoder(&self, _req: &ChatRequest) -> Box<dyn EventDecoder> {
         Box::<Stream>::default()
     }
 

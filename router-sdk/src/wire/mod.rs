@@ -53,10 +53,10 @@ pub(crate) trait WireFormat: Send + Sync {
     }
     /// The JSON body.
     fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> serde_json::Value;
-    /// Reads a complete 2xx body; `Err` says what was wrong with it.
-    fn parse_response(&self, body: &[u8]) -> Result<Completion, String>;
-    /// A decoder for one streamed response.
-    fn stream_decoder(&self) -> Box<dyn EventDecoder>;
+    /// Reads a complete 2xx body answering `req`; `Err` says what was wrong with it.
+    fn parse_response(&self, req: &ChatRequest, body: &[u8]) -> Result<Completion, String>;
+    /// A decoder for one streamed response to `req`.
+    fn stream_decoder(&self, req: &ChatRequest) -> Box<dyn EventDecoder>;
     /// Reads an error body, if it is one of the API's error shapes.
     fn error_body(&self, body: &[u8]) -> Option<ErrorBody>;
     /// What the rate-limit headers say; nothing by default.
@@ -199,13 +199,19 @@ impl From<DecodeError> for Failure {
     }
 }
 
-/// Reads a complete (non-streaming) 2xx response. An answer with no choice, candidate or
-/// content, or with implausible usage, is as malformed as one that is not JSON.
-pub(crate) fn parse_response(api: Api, body: &[u8]) -> Result<Completion, DecodeError> {
-    let completion = for_api(api).parse_response(body).and_then(|completion| {
-        completion.usage.map(plausible).transpose()?;
-        Ok(completion)
-    });
+/// Reads a complete (non-streaming) 2xx response to `req`. An answer with no choice, candidate
+/// or content, or with implausible usage, is as malformed as one that is not JSON.
+pub(crate) fn parse_response(
+    api: Api,
+    req: &ChatRequest,
+    body: &[u8],
+) -> Result<Completion, DecodeError> {
+    let completion = for_api(api)
+        .parse_response(req, body)
+        .and_then(|completion| {
+            completion.usage.map(plausible).transpose()?;
+            Ok(completion)
+        });
     completion.map_err(|reason| DecodeError {
         api: api.as_str(),
         reason,

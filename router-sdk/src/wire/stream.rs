@@ -6,7 +6,7 @@ use router_core::config::Api;
 
 use super::classify::Failure;
 use super::{for_api, plausible};
-use crate::types::StreamEvent;
+use crate::types::{ChatRequest, StreamEvent};
 
 /// A wire format's decoder for one streamed response.
 pub(crate) trait EventDecoder: Send + Debug {
@@ -42,11 +42,11 @@ pub(crate) struct StreamDecoder {
 pub(crate) type StreamFailure = Failure;
 
 impl StreamDecoder {
-    /// A decoder for one streamed response of `api`.
-    pub(crate) fn new(api: Api) -> Self {
+    /// A decoder for one streamed response of `api` to `req`.
+    pub(crate) fn new(api: Api, req: &ChatRequest) -> Self {
         Self {
             api,
-            format: for_api(api).stream_decoder(),
+            format: for_api(api).stream_decoder(req),
             delivered: false,
         }
     }

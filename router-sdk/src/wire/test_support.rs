@@ -27,7 +27,16 @@ pub(crate) fn sse(text: &str) -> Vec<(String, String)> {
 /// Feeds a whole SSE text to a decoder: the events until the first failure, or all of them
 /// and then whatever `finish` adds.
 pub(crate) fn decode_all(api: Api, text: &str) -> (Vec<StreamEvent>, Option<Failure>) {
-    let mut decoder = StreamDecoder::new(api);
+    decode_all_for(api, &ChatRequest::default(), text)
+}
+
+/// Like [`decode_all`], for a stream answering `req`.
+pub(crate) fn decode_all_for(
+    api: Api,
+    req: &ChatRequest,
+    text: &str,
+) -> (Vec<StreamEvent>, Option<Failure>) {
+    let mut decoder = StreamDecoder::new(api, req);
     let mut events = Vec::new();
     for (name, data) in sse(text) {
         match decoder.event(&name, &data) {

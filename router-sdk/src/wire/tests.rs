@@ -77,12 +77,13 @@ fn a_key_that_cannot_be_a_header_is_left_out() {
 fn parse_response_dispatches_and_keeps_an_excerpt_on_decode_errors() {
     let ok = parse_response(
         Api::OpenAi,
+        &ChatRequest::default(),
         include_bytes!("../../tests/fixtures/openai/ok.json"),
     );
     assert_eq!(ok.unwrap().finish_reason, Some(FinishReason::Stop));
     let long = format!("<html>{}</html>", "é".repeat(1000));
     for api in Api::ALL {
-        let err = parse_response(api, long.as_bytes()).unwrap_err();
+        let err = parse_response(api, &ChatRequest::default(), long.as_bytes()).unwrap_err();
         assert_eq!(err.api, api.as_str());
         assert!(err.excerpt.starts_with("<html>éé") && err.excerpt.ends_with('…'));
         assert_eq!(err.excerpt.chars().count(), EXCERPT_MAX + 1);
@@ -94,7 +95,7 @@ fn parse_response_dispatches_and_keeps_an_excerpt_on_decode_errors() {
 #[test]
 fn malformed_stream_events_are_decode_failures() {
     for api in Api::ALL {
-        let mut decoder = StreamDecoder::new(api);
+        let mut decoder = StreamDecoder::new(api, &ChatRequest::default());
         assert_eq!(decoder.event("", "  ").unwrap(), [StreamEvent::Ignore]);
         let failure = decoder.event("message_delta", "{not json").unwrap_err();
         assert_eq!(
@@ -112,7 +113,7 @@ fn malformed_stream_events_are_decode_failures() {
 
 #[test]
 fn finish_adds_nothing_once_done_was_seen() {
-    let mut openai = StreamDecoder::new(Api::OpenAi);
+    let mut openai = StreamDecoder::new(Api::OpenAi, &ChatRequest::default());
     let text = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
     assert_eq!(
         openai.event("", text).unwrap(),
@@ -124,7 +125,7 @@ fn finish_adds_nothing_once_done_was_seen() {
         [StreamEvent::Ignore]
     );
     assert_eq!(openai.finish(), []);
-    let mut anthropic = StreamDecoder::new(Api::Anthropic);
+    let mut anthropic = StreamDecoder::new(Api::Anthropic, &ChatRequest::default());
     let text = r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#;
     anthropic.event("content_block_delta", text).unwrap();
     let stop = r#"{"type":"message_stop"}"#;
@@ -133,7 +134,7 @@ fn finish_adds_nothing_once_done_was_seen() {
         [StreamEvent::Done]
     );
     assert_eq!(anthropic.finish(), []);
-    let mut gemini = StreamDecoder::new(Api::Gemini);
+    let mut gemini = StreamDecoder::new(Api::Gemini, &ChatRequest::default());
     let last = r#"{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3}}"#;
     let usage = Usage::new(3, 0);
     let want = [
@@ -147,7 +148,8 @@ fn finish_adds_nothing_once_done_was_seen() {
 
 #[test]
 fn an_unreadable_answer_is_the_deployments_fault() {
-    let err = parse_response(Api::Anthropic, b"<html>502</html>").unwrap_err();
+    let err =
+        parse_response(Api::Anthropic, &ChatRequest::default(), b"<html>502</html>").unwrap_err();
     assert_eq!(
         Failure::from(err).class.kind(),
         router_core::retry::FailureKind::ServerError
@@ -176,12 +178,14 @@ fn answers_with_no_choice_candidate_or_content_are_malformed() {
         ),
     ];
     for (api, body, want) in cases {
-        let err = parse_response(api, body).unwrap_err();
+        let err = parse_response(api, &ChatRequest::default(), body).unwrap_err();
         assert!(err.reason.contains(want), "{api:?}: {err}");
     }
     let ended = br#"{"content":[],"stop_reason":"end_turn","usage":{"input_tokens":3}}"#;
     assert_eq!(
-        parse_response(Api::Anthropic, ended).unwrap().finish_reason,
+        parse_response(Api::Anthropic, &ChatRequest::default(), ended)
+            .unwrap()
+            .finish_reason,
         Some(FinishReason::Stop),
         "an empty answer that says why it stopped is an answer"
     );
@@ -251,9 +255,9 @@ fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
         ),
     ];
     for (api, body) in cases {
-        let err = parse_response(api, body.as_bytes()).unwrap_err();
+        let err = parse_response(api, &ChatRequest::default(), body.as_bytes()).unwrap_err();
         assert!(err.reason.contains("100000000 tokens"), "{api:?}: {err}");
-        let mut decoder = StreamDecoder::new(api);
+        let mut decoder = StreamDecoder::new(api, &ChatRequest::default());
         let (name, data) = match api {
             Api::Anthropic => (
                 "message_start",
@@ -265,7 +269,7 @@ fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
         assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
     }
     let at_bound = format!(r#"{{{text},"usage":{{"prompt_tokens":{bound}}}}}"#);
-    assert!(parse_response(Api::OpenAi, at_bound.as_bytes()).is_ok());
+    assert!(parse_response(Api::OpenAi, &ChatRequest::default(), at_bound.as_bytes()).is_ok());
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod adapters;
 mod failover;
 mod faults;
 mod features;
+mod features_anthropic;
 mod features_openai;
 mod secrets;
 mod settle_queue;

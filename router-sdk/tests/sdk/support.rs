@@ -40,6 +40,8 @@ pub struct Upstream {
     pub api: &'static str,
     pub model: &'static str,
     pub price: (f64, f64),
+    /// The price of cached prompt tokens, when the model has one.
+    pub cached_input: Option<f64>,
     pub limits: &'static str,
 }
 
@@ -50,6 +52,7 @@ impl Upstream {
             api: "openai",
             model: "gpt-test",
             price,
+            cached_input: None,
             limits: "rpm: 1000",
         }
     }
@@ -59,6 +62,7 @@ impl Upstream {
             api: "anthropic",
             model: "claude-test",
             price,
+            cached_input: None,
             limits: "rpm: 1000",
         }
     }
@@ -68,6 +72,7 @@ impl Upstream {
             api: "gemini",
             model: "gemini-test",
             price,
+            cached_input: None,
             limits: "rpm: 1000",
         }
     }
@@ -91,8 +96,12 @@ pub fn config(upstreams: &[(&Upstream, String)]) -> String {
             "gemini" => format!("{base}/v1beta"),
             _ => base.clone(),
         };
+        let cached = u
+            .cached_input
+            .map(|p| format!(", cached_input: {p}"))
+            .unwrap_or_default();
         yaml.push_str(&format!(
-            "  - name: {}\n    api: {}\n    base_url: {base}\n    api_key_env: {}\n    models:\n      - name: {}\n        aliases: [chat]\n        price: {{ input: {}, output: {} }}\n        limits: {{ {} }}\n",
+            "  - name: {}\n    api: {}\n    base_url: {base}\n    api_key_env: {}\n    models:\n      - name: {}\n        aliases: [chat]\n        price: {{ input: {}, output: {}{cached} }}\n        limits: {{ {} }}\n",
             u.name, u.api, key_var(u.name), u.model, u.price.0, u.price.1, u.limits
         ));
     }

@@ -1,5 +1,6 @@
 //! Anthropic `/v1/messages`.
 
+mod body;
 mod stream;
 
 use std::time::{Duration, SystemTime};
@@ -7,13 +8,14 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use router_core::ledger::Observation;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::classify::{ErrorBody, FailureClass};
 use super::headers::{self, parse_rfc3339_reset};
 use super::{EventDecoder, WireFormat, nullable, secret_header};
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion, FinishReason, Role, Usage};
+use crate::types::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
+use body::{AnswerTool, body};
 use stream::Stream;
 
 /// The Anthropic wire format.
@@ -22,9 +24,6 @@ pub(super) struct Anthropic;
 
 /// The `anthropic-version` header value.
 const VERSION: &str = "2023-06-01";
-
-/// `max_tokens` is required by Anthropic; used when the request sets none.
-const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// `(remaining, reset)` header pairs: requests, tokens (the most restrictive token limit),
 /// input tokens, output tokens. Resets are RFC 3339 times.
@@ -64,12 +63,12 @@ impl WireFormat for Anthropic {
         body(model, req, stream)
     }
 
-    fn parse_response(&self, body: &[u8]) -> Result<Completion, String> {
-        parse_response(body)
+    fn parse_response(&self, req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {
+        parse_response(body, AnswerTool::of(req).map(|a| a.name))
     }
 
-    fn stream_decoder(&self) -> Box<dyn EventDecoder> {
-        Box::<Stream>::default()
+    fn stream_decoder(&self, req: &ChatRequest) -> Box<dyn EventDecoder> {
+        Box::new(Stream::new(AnswerTool::of(req).map(|a| a.name.to_owned())))
     }
 
     fn error_body(&self, body: &[u8]) -> Option<ErrorBody> {
@@ -95,57 +94,34 @@ impl WireFormat for Anthropic {
     }
 }
 
-fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
-    let (system, turns): (Vec<_>, Vec<_>) =
-        req.messages.iter().partition(|m| m.role == Role::System);
-    let messages = turns.iter().map(|m| {
-        let role = if m.role == Role::Assistant {
-            "assistant"
-        } else {
-            "user"
-        };
-        let mut msg = Map::new();
-        msg.insert("role".into(), role.into());
-        msg.insert("content".into(), m.text_content().into());
-        Value::Object(msg)
-    });
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
-    body.insert(
-        "max_tokens".into(),
-        req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).into(),
-    );
-    if !system.is_empty() {
-        let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
-        body.insert("system".into(), joined.join("\n\n").into());
-    }
-    body.insert("messages".into(), messages.collect());
-    if let Some(t) = req.temperature.filter(|t| t.is_finite()) {
-        body.insert("temperature".into(), t.into());
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop_sequences".into(), req.stop.clone().into());
-    }
-    if stream {
-        body.insert("stream".into(), true.into());
-    }
-    Value::Object(body)
-}
-
 #[derive(Deserialize)]
 struct Response {
+    id: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     content: Vec<Block>,
     stop_reason: Option<String>,
     usage: Option<UsageJson>,
 }
 
+/// A content block of an answer: text and tool calls are read; thinking, redacted thinking and
+/// any other block are skipped.
 #[derive(Deserialize)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default, deserialize_with = "nullable")]
-    text: String,
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        #[serde(default, deserialize_with = "nullable")]
+        text: String,
+    },
+    ToolUse {
+        #[serde(default, deserialize_with = "nullable")]
+        id: String,
+        #[serde(default, deserialize_with = "nullable")]
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
 }
 
 /// Usage in a response or `message_start`, and (every field optional) in `message_delta`.
@@ -194,30 +170,66 @@ impl UsageJson {
     }
 }
 
+/// The neutral finish reason of a `stop_reason`.
 pub(super) fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" => FinishReason::Length,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "refusal" => FinishReason::ContentFilter,
+        "tool_use" => FinishReason::ToolCalls,
         other => FinishReason::Other(other.to_owned()),
     }
 }
 
-fn parse_response(body: &[u8]) -> Result<Completion, String> {
+/// The finish reason of an answer that made `calls` tool calls for the caller: a `tool_use`
+/// stop with no such call is the answer tool's, and the answer is complete (`Stop`).
+pub(super) fn finish_of(reason: &str, answer_tool: bool, calls: usize) -> FinishReason {
+    match finish_reason(reason) {
+        FinishReason::ToolCalls if answer_tool && calls == 0 => FinishReason::Stop,
+        other => other,
+    }
+}
+
+/// A tool call's `input` as JSON text (`{}` when absent).
+fn input_text(input: &Value) -> String {
+    if input.is_null() {
+        "{}".to_owned()
+    } else {
+        input.to_string()
+    }
+}
+
+/// Reads a whole answer. `answer_tool` names the tool whose input is the answer (a JSON answer):
+/// its input becomes text content, never a tool call.
+fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, String> {
     let response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     if response.content.is_empty() && response.stop_reason.is_none() {
         return Err("no content and no stop reason in the answer".into());
     }
-    let text = response
-        .content
-        .into_iter()
-        .filter(|b| b.kind == "text")
-        .map(|b| b.text);
+    let (mut content, mut tool_calls) = (String::new(), Vec::new());
+    for block in response.content {
+        match block {
+            Block::Text { text } => content.push_str(&text),
+            Block::ToolUse { name, input, .. } if Some(name.as_str()) == answer_tool => {
+                content.push_str(&input_text(&input));
+            }
+            Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: input_text(&input),
+            }),
+            Block::Other => {}
+        }
+    }
+    let finish_reason = response
+        .stop_reason
+        .as_deref()
+        .map(|r| finish_of(r, answer_tool.is_some(), tool_calls.len()));
     Ok(Completion {
-        id: None,
-        tool_calls: Vec::new(),
-        content: text.collect(),
-        finish_reason: response.stop_reason.as_deref().map(finish_reason),
+        id: response.id.filter(|id| !id.is_empty()),
+        content,
+        tool_calls,
+        finish_reason,
         usage: response.usage.map(|u| u.usage()),
     })
 }

@@ -1,21 +1,36 @@
-//! Anthropic's server-sent events: usage from `message_start`, assigned (never added) from each
-//! `message_delta`; text from `content_block_delta`; `message_stop` ends it.
+//! Anthropic's server-sent events: the response id and usage from `message_start`, usage
+//! assigned (never added) from each `message_delta`; text from `text_delta`s; each `tool_use`
+//! block a tool call (its start carries the id and name, its `input_json_delta`s the arguments);
+//! `message_stop` ends it. Thinking blocks and their deltas are skipped.
+//!
+//! The tool call index is the count of the answer's earlier `tool_use` blocks, the answer
+//! tool's aside: that tool's `input_json_delta`s are the answer's text.
+
+use std::collections::HashMap;
 
 use router_core::config::Api;
 use serde::Deserialize;
 
-use super::{UsageJson, error_body, finish_reason};
-use crate::types::StreamEvent;
+use super::{UsageJson, error_body, finish_of};
+use crate::types::{StreamEvent, ToolCallDelta};
 use crate::wire::classify::Failure;
-use crate::wire::{EventDecoder, error, malformed};
+use crate::wire::{EventDecoder, error, malformed, nullable};
 
+/// One streamed event, as far as llmroute reads it.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Event {
     MessageStart {
         message: StartMessage,
     },
+    ContentBlockStart {
+        #[serde(default, deserialize_with = "nullable")]
+        index: u64,
+        content_block: StartBlock,
+    },
     ContentBlockDelta {
+        #[serde(default, deserialize_with = "nullable")]
+        index: u64,
         delta: BlockDelta,
     },
     MessageDelta {
@@ -29,32 +44,113 @@ enum Event {
     Other,
 }
 
+/// The message of `message_start`: its id and the usage so far.
 #[derive(Deserialize)]
 struct StartMessage {
+    id: Option<String>,
     #[serde(default)]
     usage: UsageJson,
 }
 
+/// The block a `content_block_start` opens: a `tool_use` block's id and name; any other block
+/// is skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum BlockDelta {
-    TextDelta {
-        text: String,
+enum StartBlock {
+    ToolUse {
+        #[serde(default, deserialize_with = "nullable")]
+        id: String,
+        #[serde(default, deserialize_with = "nullable")]
+        name: String,
     },
     #[serde(other)]
     Other,
 }
 
+/// A `content_block_delta`: text, or a piece of a tool call's input JSON; thinking and
+/// signature deltas are skipped.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        #[serde(default, deserialize_with = "nullable")]
+        text: String,
+    },
+    InputJsonDelta {
+        #[serde(default, deserialize_with = "nullable")]
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The `delta` of `message_delta`: the stop reason.
 #[derive(Deserialize, Default)]
 struct MessageDeltaBody {
     stop_reason: Option<String>,
 }
 
-/// Stream state: usage so far (assigned, never added) and whether `message_stop` was seen.
+/// Whose arguments a `tool_use` block's JSON deltas are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ToolBlock {
+    /// The tool call of this index.
+    Call(u32),
+    /// The answer tool's: the answer's text.
+    Answer,
+}
+
+/// Stream state: usage so far (assigned, never added), the `tool_use` blocks by content block
+/// index, how many were tool calls, and whether `message_stop` was seen.
 #[derive(Debug, Default)]
 pub(super) struct Stream {
     usage: UsageJson,
+    answer_tool: Option<String>,
+    blocks: HashMap<u64, ToolBlock>,
+    calls: u32,
     done: bool,
+}
+
+impl Stream {
+    /// A decoder for an answer whose `answer_tool` (if any) carries a JSON answer.
+    pub(super) fn new(answer_tool: Option<String>) -> Self {
+        Self {
+            answer_tool,
+            ..Self::default()
+        }
+    }
+
+    /// A `tool_use` block starts at content block `index`.
+    fn tool_start(&mut self, index: u64, id: String, name: String) -> Vec<StreamEvent> {
+        if self.answer_tool.as_deref() == Some(name.as_str()) {
+            self.blocks.insert(index, ToolBlock::Answer);
+            return Vec::new();
+        }
+        let call = self.calls;
+        self.calls = self.calls.saturating_add(1);
+        self.blocks.insert(index, ToolBlock::Call(call));
+        vec![StreamEvent::ToolCall(ToolCallDelta {
+            index: call,
+            id: Some(id),
+            name: Some(name),
+            arguments: String::new(),
+        })]
+    }
+
+    /// More JSON of the `tool_use` block at content block `index` (nothing if it is no such
+    /// block).
+    fn tool_json(&self, index: u64, json: String) -> Vec<StreamEvent> {
+        match self.blocks.get(&index) {
+            _ if json.is_empty() => Vec::new(),
+            Some(ToolBlock::Answer) => vec![StreamEvent::Delta(json)],
+            Some(ToolBlock::Call(call)) => vec![StreamEvent::ToolCall(ToolCallDelta {
+                index: *call,
+                id: None,
+                name: None,
+                arguments: json,
+            })],
+            None => Vec::new(),
+        }
+    }
 }
 
 impl EventDecoder for Stream {
@@ -71,17 +167,32 @@ impl EventDecoder for Stream {
         Ok(match parsed {
             Event::MessageStart { message } => {
                 self.usage = message.usage;
-                vec![StreamEvent::Usage(self.usage.usage())]
+                let id = message.id.filter(|id| !id.is_empty());
+                let id = id.map(StreamEvent::Id);
+                id.into_iter()
+                    .chain([StreamEvent::Usage(self.usage.usage())])
+                    .collect()
             }
+            Event::ContentBlockStart {
+                index,
+                content_block: StartBlock::ToolUse { id, name },
+            } => self.tool_start(index, id, name),
             Event::ContentBlockDelta {
                 delta: BlockDelta::TextDelta { text },
+                ..
             } if !text.is_empty() => {
                 vec![StreamEvent::Delta(text)]
             }
+            Event::ContentBlockDelta {
+                index,
+                delta: BlockDelta::InputJsonDelta { partial_json },
+            } => self.tool_json(index, partial_json),
             Event::MessageDelta { delta, usage } => {
+                let answer_tool = self.answer_tool.is_some();
+                let calls = self.calls as usize;
                 let finish = delta
                     .stop_reason
-                    .map(|r| StreamEvent::Finish(finish_reason(&r)));
+                    .map(|r| StreamEvent::Finish(finish_of(&r, answer_tool, calls)));
                 let usage = usage.map(|u| {
                     self.usage.assign(u);
                     StreamEvent::Usage(self.usage.usage())
@@ -92,7 +203,10 @@ impl EventDecoder for Stream {
                 self.done = true;
                 vec![StreamEvent::Done]
             }
-            Event::ContentBlockDelta { .. } | Event::Error | Event::Other => Vec::new(),
+            Event::ContentBlockStart { .. }
+            | Event::ContentBlockDelta { .. }
+            | Event::Error
+            | Event::Other => Vec::new(),
         })
     }
 }

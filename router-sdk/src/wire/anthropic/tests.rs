@@ -1,10 +1,100 @@
 #![allow(clippy::unwrap_used)]
 
+use super::body::{DEFAULT_MAX_TOKENS, JSON_TOOL};
 use super::*;
-use crate::types::StreamEvent;
-use crate::wire::test_support::{decode_all, request};
+use crate::types::{
+    Effort, Image, Message, Reasoning, ResponseFormat, StreamEvent, Tool, ToolCallDelta, ToolChoice,
+};
+use crate::wire::test_support::{decode_all, decode_all_for, request};
 use router_core::config::Api;
 use serde_json::json;
+
+/// A request fixture: the body expected on the wire.
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/anthropic/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// Reads a whole answer to `req`.
+fn parse_for(req: &ChatRequest, body: &[u8]) -> Completion {
+    Anthropic.parse_response(req, body).unwrap()
+}
+
+fn weather_tool() -> Tool {
+    Tool {
+        name: "get_weather".into(),
+        description: Some("Get the current weather in a given location".into()),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "location": {
+                    "type": "string",
+                    "description": "The city and state, e.g. San Francisco, CA"
+                },
+                "unit": {
+                    "type": "string",
+                    "enum": ["celsius", "fahrenheit"],
+                    "description": "The unit of temperature, either 'celsius' or 'fahrenheit'"
+                }
+            },
+            "required": ["location"]
+        }),
+        strict: true,
+    }
+}
+
+/// The first turn of the weather conversation: tools, sampling and the fields Anthropic has no
+/// place for (seed, penalties, metadata tags).
+fn weather_request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::system("Use the tools when they help."),
+            Message::user("What's the weather like in San Francisco?"),
+        ],
+        max_tokens: Some(1024),
+        top_p: Some(0.9),
+        stop: vec!["###".into()],
+        seed: Some(7),
+        presence_penalty: Some(0.5),
+        frequency_penalty: Some(0.25),
+        tools: vec![weather_tool()],
+        tool_choice: Some(ToolChoice::Auto),
+        parallel_tool_calls: Some(false),
+        user: Some("user-42".into()),
+        metadata: [("team".to_owned(), "search".to_owned())].into(),
+        ..ChatRequest::default()
+    }
+}
+
+fn weather_call() -> ToolCall {
+    ToolCall {
+        id: "toolu_01A09q90qw90lq917835lq9".into(),
+        name: "get_weather".into(),
+        arguments: r#"{"location": "San Francisco, CA", "unit": "celsius"}"#.into(),
+    }
+}
+
+fn json_schema_request() -> ChatRequest {
+    ChatRequest {
+        response_format: Some(ResponseFormat::JsonSchema {
+            name: "weather_report".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "temperature": {"type": "number"},
+                    "condition": {"type": "string"}
+                },
+                "required": ["location", "temperature", "condition"]
+            }),
+            strict: true,
+        }),
+        ..ChatRequest::new("Report the weather in San Francisco.")
+    }
+}
 
 #[test]
 fn body_lifts_system_and_requires_max_tokens() {
@@ -38,7 +128,8 @@ fn body_lifts_system_and_requires_max_tokens() {
 #[test]
 fn response_usage_counts_cache_as_prompt() {
     let body = include_bytes!("../../../tests/fixtures/anthropic/ok.json");
-    let got = parse_response(body).unwrap();
+    let got = parse_response(body, None).unwrap();
+    assert_eq!(got.id.as_deref(), Some("msg_013Zva2CMHLNnXjNJJKqJ2EF"));
     assert_eq!(got.content, "Hi! My name is Claude.");
     assert_eq!(got.finish_reason, Some(FinishReason::Stop));
     let prompt = 21 + 188 + 1800;
@@ -56,7 +147,9 @@ fn finish_reasons() {
         ("stop_sequence", FinishReason::Stop),
         ("max_tokens", FinishReason::Length),
         ("refusal", FinishReason::ContentFilter),
-        ("tool_use", FinishReason::Other("tool_use".into())),
+        ("tool_use", FinishReason::ToolCalls),
+        ("model_context_window_exceeded", FinishReason::Length),
+        ("pause_turn", FinishReason::Other("pause_turn".into())),
     ] {
         assert_eq!(finish_reason(name), want);
     }
@@ -78,6 +171,7 @@ fn stream_usage_is_assigned_not_added() {
     assert_eq!(
         events,
         [
+            StreamEvent::Id("msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY".into()),
             StreamEvent::Usage(cached(Usage::new(135, 1))),
             StreamEvent::Ignore,
             StreamEvent::Ignore,
@@ -118,6 +212,7 @@ fn overloaded_error_event_after_200() {
     let (events, failure) = decode_all(Api::Anthropic, sse);
     let usage = Usage::new(12, 1);
     let want = [
+        StreamEvent::Id("msg_01XFDUDYJgAACzvnptvVoYEL".into()),
         StreamEvent::Usage(usage),
         StreamEvent::Ignore,
         StreamEvent::Delta("Par".into()),
@@ -133,4 +228,410 @@ fn overloaded_error_event_after_200() {
         failure.class.kind(),
         router_core::retry::FailureKind::Overloaded
     );
+}
+
+#[test]
+fn a_tool_conversation_has_tools_choice_and_results_in_the_documented_shape() {
+    let first = weather_request();
+    assert_eq!(
+        body("claude-test", &first, false),
+        fixture("request_tools.json")
+    );
+    let mut second = weather_request();
+    second.messages.extend([
+        Message::assistant_calls(
+            "I'll check the current weather in San Francisco for you.",
+            vec![weather_call()],
+        ),
+        Message::tool_result("toolu_01A09q90qw90lq917835lq9", "15 degrees"),
+    ]);
+    assert_eq!(
+        body("claude-test", &second, false),
+        fixture("request_tool_result.json")
+    );
+}
+
+#[test]
+fn consecutive_tool_results_and_the_next_user_message_make_one_user_turn() {
+    let call = |id: &str, city: &str| ToolCall {
+        id: id.into(),
+        name: "get_weather".into(),
+        arguments: format!(r#"{{"location": "{city}"}}"#),
+    };
+    let chart = Image::Base64 {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    };
+    let req = ChatRequest {
+        messages: vec![
+            Message::user("Paris or Rome?"),
+            Message::assistant_calls("", vec![call("toolu_1", "Paris"), call("toolu_2", "Rome")]),
+            Message::tool_result("toolu_1", "18 degrees"),
+            Message::tool_result("toolu_2", "24 degrees").with_image(chart),
+            Message::user("Which is warmer?"),
+            Message::user("Answer in one word."),
+        ],
+        ..ChatRequest::default()
+    };
+    let want = json!([
+        {"role": "user", "content": "Paris or Rome?"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"location": "Rome"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 degrees"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [
+                {"type": "text", "text": "24 degrees"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ]},
+            {"type": "text", "text": "Which is warmer?"},
+        ]},
+        {"role": "user", "content": "Answer in one word."},
+    ]);
+    assert_eq!(body("m", &req, false)["messages"], want);
+}
+
+#[test]
+fn arguments_that_are_not_an_object_are_sent_as_an_empty_input() {
+    let bad = ToolCall {
+        arguments: "not json".into(),
+        ..weather_call()
+    };
+    let req = ChatRequest {
+        messages: vec![Message::assistant_calls("", vec![bad])],
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        body("m", &req, false)["messages"][0]["content"][0]["input"],
+        json!({})
+    );
+}
+
+#[test]
+fn images_are_base64_or_url_sources() {
+    let req = ChatRequest {
+        messages: vec![
+            Message::user("What is in these images?")
+                .with_image(Image::Base64 {
+                    media_type: "image/png".into(),
+                    data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==".into(),
+                })
+                .with_image(Image::Url {
+                    url: "https://upload.wikimedia.org/wikipedia/commons/a/a7/Camponotus_flavomarginatus_ant.jpg".into(),
+                }),
+        ],
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        body("claude-test", &req, false),
+        fixture("request_image.json")
+    );
+}
+
+#[test]
+fn a_json_schema_is_a_forced_answer_tool() {
+    assert_eq!(
+        body("claude-test", &json_schema_request(), false),
+        fixture("request_json_schema.json")
+    );
+    let object = ChatRequest {
+        response_format: Some(ResponseFormat::JsonObject),
+        ..ChatRequest::new("Hi")
+    };
+    let got = body("m", &object, false);
+    let tool = json!([{
+        "name": JSON_TOOL,
+        "description": "Give your final answer as this tool's input.",
+        "input_schema": {"type": "object"},
+    }]);
+    assert_eq!(got["tools"], tool);
+    assert_eq!(
+        got["tool_choice"],
+        json!({"type": "tool", "name": JSON_TOOL})
+    );
+    let text = ChatRequest {
+        response_format: Some(ResponseFormat::Text),
+        ..ChatRequest::new("Hi")
+    };
+    assert_eq!(body("m", &text, false).get("tools"), None);
+}
+
+#[test]
+fn the_answer_tool_goes_next_to_the_requests_own_tools() {
+    let choice = |tool_choice: Option<ToolChoice>| {
+        let req = ChatRequest {
+            tools: vec![weather_tool()],
+            tool_choice,
+            parallel_tool_calls: Some(false),
+            ..json_schema_request()
+        };
+        let got = body("m", &req, false);
+        let names: Vec<&str> = got["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["get_weather", "weather_report"]);
+        got["tool_choice"].clone()
+    };
+    let any = json!({"type": "any", "disable_parallel_tool_use": true});
+    assert_eq!(choice(None), any);
+    assert_eq!(choice(Some(ToolChoice::Auto)), any);
+    assert_eq!(choice(Some(ToolChoice::Required)), any);
+    assert_eq!(
+        choice(Some(ToolChoice::None)),
+        json!({"type": "tool", "name": "weather_report", "disable_parallel_tool_use": true})
+    );
+    assert_eq!(
+        choice(Some(ToolChoice::Function("get_weather".into()))),
+        json!({"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true})
+    );
+}
+
+#[test]
+fn tool_choices() {
+    let choice = |tool_choice: Option<ToolChoice>, parallel: Option<bool>| {
+        let req = ChatRequest {
+            tools: vec![weather_tool()],
+            tool_choice,
+            parallel_tool_calls: parallel,
+            ..ChatRequest::new("Hi")
+        };
+        body("m", &req, false).get("tool_choice").cloned()
+    };
+    assert_eq!(choice(None, None), None);
+    assert_eq!(choice(None, Some(true)), None);
+    assert_eq!(
+        choice(None, Some(false)),
+        Some(json!({"type": "auto", "disable_parallel_tool_use": true}))
+    );
+    assert_eq!(
+        choice(Some(ToolChoice::Auto), None),
+        Some(json!({"type": "auto"}))
+    );
+    assert_eq!(
+        choice(Some(ToolChoice::Required), Some(true)),
+        Some(json!({"type": "any"}))
+    );
+    assert_eq!(
+        choice(Some(ToolChoice::None), Some(false)),
+        Some(json!({"type": "none"}))
+    );
+    assert_eq!(
+        choice(Some(ToolChoice::Function("get_weather".into())), None),
+        Some(json!({"type": "tool", "name": "get_weather"}))
+    );
+}
+
+#[test]
+fn thinking_takes_the_budget_and_room_for_the_answer() {
+    let req = |reasoning: Reasoning, max_tokens: Option<u64>| ChatRequest {
+        reasoning: Some(reasoning),
+        max_tokens,
+        temperature: Some(0.2),
+        top_p: Some(0.5),
+        ..ChatRequest::new("Hi")
+    };
+    let high = body(
+        "m",
+        &req(
+            Reasoning {
+                effort: Some(Effort::High),
+                budget_tokens: None,
+            },
+            Some(20_000),
+        ),
+        false,
+    );
+    assert_eq!(
+        high["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16_384})
+    );
+    assert_eq!(high["max_tokens"], 20_000, "above the budget: as asked");
+    assert_eq!((high.get("temperature"), high.get("top_p")), (None, None));
+    let small = Reasoning {
+        effort: None,
+        budget_tokens: Some(100),
+    };
+    let got = body("m", &req(small, Some(64)), false);
+    assert_eq!(
+        got["thinking"]["budget_tokens"], 1024,
+        "Anthropic's least budget"
+    );
+    assert_eq!(got["max_tokens"], 1024 + 64);
+    let default = body("m", &req(Reasoning::default(), None), false);
+    assert_eq!(default["thinking"]["budget_tokens"], 4096);
+    assert_eq!(default["max_tokens"], 4096 + DEFAULT_MAX_TOKENS);
+    let top_p = ChatRequest {
+        top_p: Some(0.95),
+        ..req(Reasoning::default(), None)
+    };
+    assert_eq!(body("m", &top_p, false)["top_p"], 0.95);
+    let json = ChatRequest {
+        reasoning: Some(Reasoning::default()),
+        ..json_schema_request()
+    };
+    assert_eq!(
+        body("m", &json, false)["tool_choice"],
+        json!({"type": "auto"}),
+        "thinking refuses forced tool use"
+    );
+}
+
+#[test]
+fn tool_use_answers_are_tool_calls() {
+    let body = include_bytes!("../../../tests/fixtures/anthropic/tool_use.json");
+    let got = parse_for(&weather_request(), body);
+    assert_eq!(got.id.as_deref(), Some("msg_01Aq9w938a90dw8q"));
+    assert_eq!(
+        got.content,
+        "I'll check the current weather in San Francisco for you."
+    );
+    let call = ToolCall {
+        arguments: r#"{"location":"San Francisco, CA","unit":"celsius"}"#.into(),
+        ..weather_call()
+    };
+    assert_eq!(got.tool_calls, [call]);
+    assert_eq!(got.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(got.usage, Some(Usage::new(472, 89)));
+}
+
+#[test]
+fn thinking_blocks_are_not_the_answer() {
+    let body = include_bytes!("../../../tests/fixtures/anthropic/thinking.json");
+    let got = parse_for(&ChatRequest::new("GCD?"), body);
+    assert_eq!(got.content, "Based on my analysis, the answer is 21.");
+    assert!(got.tool_calls.is_empty());
+    assert_eq!(got.usage, Some(Usage::new(48, 1210)));
+}
+
+#[test]
+fn the_answer_tools_input_is_the_content() {
+    let body = include_bytes!("../../../tests/fixtures/anthropic/json_answer.json");
+    let got = parse_for(&json_schema_request(), body);
+    let answer: Value = serde_json::from_str(&got.content).unwrap();
+    let want = json!({"location": "San Francisco, CA", "temperature": 15, "condition": "sunny"});
+    assert_eq!(answer, want);
+    assert!(got.tool_calls.is_empty());
+    assert_eq!(got.finish_reason, Some(FinishReason::Stop));
+    // Without the response format, the same block is a tool call.
+    let plain = parse_for(&ChatRequest::new("Hi"), body);
+    assert_eq!(plain.content, "");
+    assert_eq!(plain.tool_calls.len(), 1);
+    assert_eq!(plain.finish_reason, Some(FinishReason::ToolCalls));
+}
+
+#[test]
+fn streamed_tool_use_is_tool_call_pieces() {
+    let sse = include_str!("../../../tests/fixtures/anthropic/tool_use.sse");
+    let (events, failure) = decode_all(Api::Anthropic, sse);
+    assert_eq!(failure, None);
+    let piece = |arguments: &str| {
+        StreamEvent::ToolCall(ToolCallDelta {
+            index: 0,
+            id: None,
+            name: None,
+            arguments: arguments.into(),
+        })
+    };
+    let want = [
+        StreamEvent::Id("msg_014p7gG3wDgGV9EUtLvnow3U".into()),
+        StreamEvent::Usage(Usage::new(472, 2)),
+        StreamEvent::Ignore,
+        StreamEvent::Ignore,
+        StreamEvent::Delta("I'll check the current weather".into()),
+        StreamEvent::Delta(" in San Francisco for you.".into()),
+        StreamEvent::Ignore,
+        StreamEvent::ToolCall(ToolCallDelta {
+            index: 0,
+            id: Some("toolu_01A09q90qw90lq917835lq9".into()),
+            name: Some("get_weather".into()),
+            arguments: String::new(),
+        }),
+        StreamEvent::Ignore,
+        piece("{\"location\":"),
+        piece(" \"San Francisc"),
+        piece("o, CA\", \"unit\": \"celsius\"}"),
+        StreamEvent::Ignore,
+        StreamEvent::Finish(FinishReason::ToolCalls),
+        StreamEvent::Usage(Usage::new(472, 89)),
+        StreamEvent::Done,
+    ];
+    assert_eq!(events, want);
+}
+
+#[test]
+fn streamed_tool_calls_are_numbered_by_their_order_among_tool_use_blocks() {
+    let mut s = Stream::new(None);
+    let start = |index: u32, id: &str| {
+        format!(
+            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"tool_use","id":"{id}","name":"get_weather","input":{{}}}}}}"#
+        )
+    };
+    let json = |index: u32, text: &str| {
+        format!(
+            r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"input_json_delta","partial_json":"{text}"}}}}"#
+        )
+    };
+    let text =
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    assert_eq!(s.event("content_block_start", text).unwrap(), []);
+    let first = s
+        .event("content_block_start", &start(1, "toolu_a"))
+        .unwrap();
+    let second = s
+        .event("content_block_start", &start(2, "toolu_b"))
+        .unwrap();
+    let index = |events: &[StreamEvent]| match events {
+        [StreamEvent::ToolCall(d)] => (d.index, d.id.clone()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(index(&first), (0, Some("toolu_a".into())));
+    assert_eq!(index(&second), (1, Some("toolu_b".into())));
+    let piece = s.event("content_block_delta", &json(1, "{}")).unwrap();
+    assert_eq!(index(&piece), (0, None));
+    let piece = s.event("content_block_delta", &json(2, "{}")).unwrap();
+    assert_eq!(index(&piece), (1, None));
+    assert_eq!(s.event("content_block_delta", &json(7, "{}")).unwrap(), []);
+}
+
+#[test]
+fn the_streamed_answer_tools_json_is_the_text() {
+    let sse = include_str!("../../../tests/fixtures/anthropic/json_answer.sse");
+    let (events, failure) = decode_all_for(Api::Anthropic, &json_schema_request(), sse);
+    assert_eq!(failure, None);
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Delta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["temperature"], 15);
+    assert!(!events.iter().any(|e| matches!(e, StreamEvent::ToolCall(_))));
+    assert!(events.contains(&StreamEvent::Finish(FinishReason::Stop)));
+    assert_eq!(events.last(), Some(&StreamEvent::Done));
+}
+
+#[test]
+fn streamed_thinking_is_skipped() {
+    let sse = include_str!("../../../tests/fixtures/anthropic/thinking.sse");
+    let (events, failure) = decode_all(Api::Anthropic, sse);
+    assert_eq!(failure, None);
+    let said: Vec<&StreamEvent> = events
+        .iter()
+        .filter(|e| !matches!(e, StreamEvent::Ignore))
+        .collect();
+    let want = [
+        StreamEvent::Id("msg_01LQCYJ3VNHn2Vo8ZyCnZJvL".into()),
+        StreamEvent::Usage(Usage::new(48, 3)),
+        StreamEvent::Delta("The greatest common divisor of 1071 and 462 is **21**.".into()),
+        StreamEvent::Finish(FinishReason::Stop),
+        StreamEvent::Usage(Usage::new(48, 1210)),
+        StreamEvent::Done,
+    ];
+    assert_eq!(said, want.iter().collect::<Vec<_>>());
 }

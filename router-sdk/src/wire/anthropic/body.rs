@@ -1,0 +1,305 @@
+//! The `/v1/messages` request body.
+//!
+//! What goes where:
+//! - system messages, joined with blank lines, into `system`;
+//! - user and assistant messages into `messages`: a message of one text part as a string, any
+//!   other as an array of `text`, `image` and (assistant) `tool_use` blocks;
+//! - tool results into `tool_result` blocks of one `user` message: consecutive results, and the
+//!   user message right after them, make one turn (Anthropic takes the results only in the user
+//!   turn that follows the `tool_use` turn, results first);
+//! - `tools` as `{name, description, input_schema}`, `tool_choice` as `{"type": "auto" | "any" |
+//!   "none" | "tool"}` with `disable_parallel_tool_use` when parallel calls are turned off;
+//! - `reasoning` as `thinking` (see [`thinking`]), `user` as `metadata.user_id`;
+//! - a JSON answer (`response_format`) as a tool whose input is the answer (see [`AnswerTool`]).
+//!
+//! Anthropic has no place for `seed`, `presence_penalty`, `frequency_penalty` or the request's
+//! `metadata` tags (its `metadata` takes only `user_id`): they are left out of the body.
+
+use serde_json::{Map, Value, json};
+
+use crate::types::{ChatRequest, Image, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
+
+/// `max_tokens` is required by Anthropic; used when the request sets none.
+pub(super) const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The name of the answer tool of a `JsonObject` request.
+pub(super) const JSON_TOOL: &str = "json_answer";
+
+/// The smallest thinking budget Anthropic takes; a smaller one is sent as this.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// Anthropic has no JSON mode: a request for a JSON answer offers a tool whose input schema is
+/// the answer's schema and asks the model to call it. Its input, as JSON text, is the answer's
+/// content, whole and streamed, and it is never a tool call for the caller.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AnswerTool<'a> {
+    /// The tool's name: the schema's name, or [`JSON_TOOL`] for `JsonObject`.
+    pub(super) name: &'a str,
+    /// The schema, `None` for any object.
+    schema: Option<&'a Value>,
+}
+
+impl<'a> AnswerTool<'a> {
+    /// The answer tool of `req`, if it asks for JSON.
+    pub(super) fn of(req: &'a ChatRequest) -> Option<Self> {
+        match &req.response_format {
+            Some(ResponseFormat::JsonObject) => Some(Self {
+                name: JSON_TOOL,
+                schema: None,
+            }),
+            Some(ResponseFormat::JsonSchema { name, schema, .. }) => Some(Self {
+                name,
+                schema: Some(schema),
+            }),
+            Some(ResponseFormat::Text) | None => None,
+        }
+    }
+
+    /// The tool's definition, as `tools` lists it.
+    fn definition(&self) -> Value {
+        let schema = self
+            .schema
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}));
+        json!({
+            "name": self.name,
+            "description": "Give your final answer as this tool's input.",
+            "input_schema": schema,
+        })
+    }
+}
+
+/// The thinking budget of `req`, if it asks for reasoning: its budget, at least Anthropic's
+/// least (1,024 tokens).
+fn thinking(req: &ChatRequest) -> Option<u64> {
+    req.reasoning.map(|r| r.budget().max(MIN_THINKING_BUDGET))
+}
+
+/// The body for `req` to `model`.
+///
+/// With thinking, `max_tokens` must exceed the budget (Anthropic counts thinking in it): when
+/// the request's `max_tokens` (else 4096) is not above the budget, the budget plus that is sent,
+/// so the answer keeps the room the caller gave it. Thinking also rules out `temperature`
+/// (left out) and a `top_p` below 0.95 (left out), and forced tool use (a JSON answer's tool is
+/// then offered with `auto`).
+pub(super) fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+    let (system, turns): (Vec<_>, Vec<_>) =
+        req.messages.iter().partition(|m| m.role == Role::System);
+    let budget = thinking(req);
+    let mut body = Map::new();
+    body.insert("model".into(), model.into());
+    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let max_tokens = match budget {
+        Some(budget) if max_tokens <= budget => budget.saturating_add(max_tokens),
+        _ => max_tokens,
+    };
+    body.insert("max_tokens".into(), max_tokens.into());
+    if !system.is_empty() {
+        let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
+        body.insert("system".into(), joined.join("\n\n").into());
+    }
+    body.insert("messages".into(), messages(&turns).into());
+    if let Some(t) = req
+        .temperature
+        .filter(|t| t.is_finite() && budget.is_none())
+    {
+        body.insert("temperature".into(), t.into());
+    }
+    let top_p = req
+        .top_p
+        .filter(|p| p.is_finite() && (budget.is_none() || *p >= 0.95));
+    if let Some(p) = top_p {
+        body.insert("top_p".into(), p.into());
+    }
+    if !req.stop.is_empty() {
+        body.insert("stop_sequences".into(), req.stop.clone().into());
+    }
+    let answer = AnswerTool::of(req);
+    let mut tools: Vec<Value> = req.tools.iter().map(tool).collect();
+    tools.extend(answer.map(|a| a.definition()));
+    if !tools.is_empty() {
+        body.insert("tools".into(), tools.into());
+    }
+    if let Some(choice) = tool_choice(req, answer, budget.is_some()) {
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(budget) = budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    if let Some(user) = &req.user {
+        body.insert("metadata".into(), json!({"user_id": user}));
+    }
+    if stream {
+        body.insert("stream".into(), true.into());
+    }
+    Value::Object(body)
+}
+
+/// A message's content on the wire: a string, or content blocks.
+enum Content {
+    /// One text part, as a string.
+    Text(String),
+    /// Text, image, `tool_use` and `tool_result` blocks.
+    Blocks(Vec<Value>),
+}
+
+impl Content {
+    /// As blocks (a string becomes one text block, an empty one none).
+    fn into_blocks(self) -> Vec<Value> {
+        match self {
+            Content::Text(text) if text.is_empty() => Vec::new(),
+            Content::Text(text) => vec![json!({"type": "text", "text": text})],
+            Content::Blocks(blocks) => blocks,
+        }
+    }
+}
+
+/// The conversation, system messages aside. Tool results open a user turn that the next results
+/// and the next user message join; any other message closes it.
+fn messages(turns: &[&Message]) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Content)> = Vec::new();
+    let mut results_open = false;
+    for m in turns {
+        match m.role {
+            Role::Tool => {
+                let result = tool_result(m);
+                match out.last_mut() {
+                    Some((_, Content::Blocks(blocks))) if results_open => blocks.push(result),
+                    _ => out.push(("user", Content::Blocks(vec![result]))),
+                }
+                results_open = true;
+            }
+            Role::User if results_open => {
+                if let Some((_, Content::Blocks(blocks))) = out.last_mut() {
+                    blocks.extend(content(m).into_blocks());
+                }
+                results_open = false;
+            }
+            Role::User | Role::System => {
+                out.push(("user", content(m)));
+                results_open = false;
+            }
+            Role::Assistant => {
+                out.push(("assistant", content(m)));
+                results_open = false;
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| {
+            let content = match content {
+                Content::Text(text) => Value::String(text),
+                Content::Blocks(blocks) => Value::Array(blocks),
+            };
+            json!({"role": role, "content": content})
+        })
+        .collect()
+}
+
+/// A user or assistant message: a string when it is one text part and makes no calls, else its
+/// non-empty text parts, images and tool calls as blocks, in that order.
+fn content(m: &Message) -> Content {
+    if let ([Part::Text { text }], []) = (m.content.as_slice(), m.tool_calls.as_slice()) {
+        return Content::Text(text.clone());
+    }
+    let mut blocks = parts(&m.content);
+    blocks.extend(m.tool_calls.iter().map(|c| {
+        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": arguments(&c.arguments)})
+    }));
+    Content::Blocks(blocks)
+}
+
+/// Text (non-empty: Anthropic refuses empty text blocks) and image blocks.
+fn parts(content: &[Part]) -> Vec<Value> {
+    content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } if text.is_empty() => None,
+            Part::Text { text } => Some(json!({"type": "text", "text": text})),
+            Part::Image { image } => Some(image_block(image)),
+        })
+        .collect()
+}
+
+/// An image block: a `base64` or `url` source.
+fn image_block(image: &Image) -> Value {
+    let source = match image {
+        Image::Url { url } => json!({"type": "url", "url": url}),
+        Image::Base64 { media_type, data } => {
+            json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+    };
+    json!({"type": "image", "source": source})
+}
+
+/// A call's arguments as the `input` object (checked to be one before translation; `{}` if
+/// not).
+fn arguments(text: &str) -> Value {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}))
+}
+
+/// A tool message as a `tool_result` block: its text, or its text and image blocks when it has
+/// images.
+fn tool_result(m: &Message) -> Value {
+    let content = if m.images().next().is_some() {
+        Value::Array(parts(&m.content))
+    } else {
+        m.text_content().into()
+    };
+    json!({
+        "type": "tool_result",
+        "tool_use_id": m.tool_call_id.as_deref().unwrap_or_default(),
+        "content": content,
+    })
+}
+
+/// A tool definition. `strict` has no place in Anthropic's tools and is left out.
+fn tool(t: &Tool) -> Value {
+    let mut tool = Map::new();
+    tool.insert("name".into(), t.name.as_str().into());
+    if let Some(d) = &t.description {
+        tool.insert("description".into(), d.as_str().into());
+    }
+    tool.insert("input_schema".into(), t.parameters.clone());
+    Value::Object(tool)
+}
+
+/// `tool_choice`, or `None` for Anthropic's default (`auto` when tools are given).
+///
+/// With an answer tool: the model must call it (`tool`); when the request has tools of its own
+/// and lets the model call them (`auto`, `required` or unset), it must call one of them or the
+/// answer tool (`any`); `Function(name)` forces that function; with thinking, which refuses
+/// forced tool use, the choice is `auto`. `disable_parallel_tool_use` is set when
+/// `parallel_tool_calls` is `Some(false)` (not with `none`, which takes no options).
+fn tool_choice(req: &ChatRequest, answer: Option<AnswerTool<'_>>, thinking: bool) -> Option<Value> {
+    let forced = |name: &str| json!({"type": "tool", "name": name});
+    let mut choice = match (answer, &req.tool_choice) {
+        (Some(_), _) if thinking => json!({"type": "auto"}),
+        (Some(_), Some(ToolChoice::Function(name))) => forced(name),
+        (Some(answer), Some(ToolChoice::None)) => forced(answer.name),
+        (Some(answer), _) if req.tools.is_empty() => forced(answer.name),
+        (Some(_), _) => json!({"type": "any"}),
+        (None, Some(ToolChoice::Auto)) => json!({"type": "auto"}),
+        (None, Some(ToolChoice::None)) => json!({"type": "none"}),
+        (None, Some(ToolChoice::Required)) => json!({"type": "any"}),
+        (None, Some(ToolChoice::Function(name))) => forced(name),
+        (None, None) if req.parallel_tool_calls == Some(false) && !req.tools.is_empty() => {
+            json!({"type": "auto"})
+        }
+        (None, None) => return None,
+    };
+    let takes_options = choice.get("type").and_then(Value::as_str) != Some("none");
+    if req.parallel_tool_calls == Some(false)
+        && takes_options
+        && let Some(fields) = choice.as_object_mut()
+    {
+        fields.insert("disable_parallel_tool_use".into(), true.into());
+    }
+    Some(choice)
+}
