@@ -4,6 +4,7 @@
 mod adapters;
 mod failover;
 mod faults;
+mod features_gemini;
 mod secrets;
 mod settle_queue;
 mod settlement;
