@@ -145,9 +145,10 @@ async fn answer(
             .map(str::to_owned)
             .collect();
     }
-    if read.stream {
+    let tenant = caller.tenant.clone();
+    let mut response = if read.stream {
         let stream = shared.router.chat_stream(req).await?;
-        Ok(streamed(stream, model, read.include_usage))
+        streamed(stream, model, read.include_usage)
     } else {
         let answer = shared.router.chat(req).await?;
         let body = outbound::completion(&answer, now_secs());
@@ -161,7 +162,52 @@ async fn answer(
             ("x-request-id", r.request_id.as_str()),
         ];
         set_headers(response.headers_mut(), &pairs);
-        Ok(response)
+        response
+    };
+    if let Some(tenant) = tenant {
+        rate_limit_headers(shared, &tenant, response.headers_mut()).await;
+    }
+    Ok(response)
+}
+
+/// OpenAI's `x-ratelimit-*` headers for `tenant`'s tier, where it sets `rpm` / `tpm`: the limit,
+/// what remains of it in the current window, and `60s` for the reset (the window slides over at
+/// most 60 s, so everything counted now is released by then). A ledger that does not answer
+/// leaves them out; the answer stands.
+async fn rate_limit_headers(shared: &Shared, tenant: &str, headers: &mut HeaderMap) {
+    let registry = shared.router.registry();
+    let Some(tier) = registry.tier_of(tenant) else {
+        return;
+    };
+    if tier.limits.rpm.is_none() && tier.limits.tpm.is_none() {
+        return;
+    }
+    let spec = router_core::ledger::TenantSpec::of_tier(tenant, tier);
+    let usage = match shared.router.ledger().tenant_snapshot(&spec).await {
+        Ok(snapshot) => snapshot.usage,
+        Err(e) => {
+            tracing::warn!(error = %e, "no rate-limit headers: the ledger did not answer");
+            return;
+        }
+    };
+    let dims = [
+        ("requests", tier.limits.rpm, usage.requests),
+        ("tokens", tier.limits.tpm, usage.tokens),
+    ];
+    for (dim, limit, used) in dims {
+        let Some(limit) = limit.map(std::num::NonZeroU64::get) else {
+            continue;
+        };
+        let values = [
+            (format!("x-ratelimit-limit-{dim}"), limit.to_string()),
+            (format!("x-ratelimit-remaining-{dim}"), limit.saturating_sub(used).to_string()),
+            (format!("x-ratelimit-reset-{dim}"), "60s".to_owned()),
+        ];
+        for (name, value) in values {
+            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                headers.insert(name, value);
+            }
+        }
     }
 }
 

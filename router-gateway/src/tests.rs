@@ -226,9 +226,18 @@ async fn keys_decide_who_may_call_what() {
 
 #[tokio::test]
 async fn a_full_tier_is_429_with_retry_after() {
-    let r = start("rpm: 1", "").await;
+    let r = start("rpm: 1, tpm: 100000", "").await;
     upstream_answers(&r, "openai/ok.json", "application/json").await;
-    assert_eq!(r.post(Some(ACME), &hello()).await.status(), 200);
+    let first = r.post(Some(ACME), &hello()).await;
+    assert_eq!(first.status(), 200);
+    // The tier's limits and what is left of them, in OpenAI's header names.
+    let h = first.headers();
+    assert_eq!(h["x-ratelimit-limit-requests"], "1");
+    assert_eq!(h["x-ratelimit-remaining-requests"], "0");
+    assert_eq!(h["x-ratelimit-limit-tokens"], "100000");
+    let left: u64 = h["x-ratelimit-remaining-tokens"].to_str().unwrap().parse().unwrap();
+    assert!(left < 100_000 - 1117, "{left}");
+    assert_eq!(h["x-ratelimit-reset-requests"], "60s");
     let response = r
         .http
         .post(format!("{}/v1/chat/completions", r.base))

@@ -6,6 +6,7 @@ mod failover;
 mod faults;
 mod features;
 mod features_anthropic;
+mod features_gemini;
 mod features_openai;
 mod secrets;
 mod settle_queue;
