@@ -112,10 +112,14 @@ impl Router {
         let deployment = registry.deployment(d);
         let provider = registry.provider(deployment.provider);
         let key = input.keys.get(&deployment.provider);
+        let target = wire::Target {
+            api: provider.api,
+            base_url: &provider.base_url,
+            model: &deployment.model,
+            output_cap: registry.output_cap(d),
+        };
         let request = wire::build(
-            provider.api,
-            &provider.base_url,
-            &deployment.model,
+            &target,
             key.unwrap_or(&ApiKey::new(String::new())),
             input.req,
             &input.headers,

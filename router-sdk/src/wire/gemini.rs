@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::classify::{ErrorBody, Failure, FailureClass};
 use super::headers::parse_duration_openai;
-use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
+use super::{EventDecoder, Target, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{
     ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, Role, StreamEvent,
@@ -30,7 +30,7 @@ impl WireFormat for Gemini {
         secret_header("x-goog-api-key", "", key)
     }
 
-    fn body(&self, _model: &str, req: &ChatRequest, _stream: bool) -> Value {
+    fn body(&self, _target: &Target<'_>, req: &ChatRequest, _stream: bool) -> Value {
         body(req)
     }
 

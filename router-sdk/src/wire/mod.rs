@@ -51,8 +51,8 @@ pub(crate) trait WireFormat: Send + Sync {
     fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
-    /// The JSON body.
-    fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> serde_json::Value;
+    /// The JSON body of `req` for `target`.
+    fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> serde_json::Value;
     /// Reads a complete 2xx body answering `req`; `Err` says what was wrong with it.
     fn parse_response(&self, req: &ChatRequest, body: &[u8]) -> Result<Completion, String>;
     /// A decoder for one streamed response to `req`.
@@ -90,21 +90,36 @@ pub(crate) struct WireRequest {
     pub(crate) body: serde_json::Value,
 }
 
-/// Builds the provider request for `req` to `model` at `base_url` (a trailing `/` is ignored).
+/// Where a request goes: the deployment's wire format, base URL and model, and the most
+/// completion tokens its limiter is counted for when the request sets no `max_tokens`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    /// The wire format.
+    pub(crate) api: Api,
+    /// Base URL (a trailing `/` is ignored).
+    pub(crate) base_url: &'a str,
+    /// The model as the provider names it.
+    pub(crate) model: &'a str,
+    /// The model's output cap (`max_output_tokens`, else `defaults.max_output_tokens`): what
+    /// admission reserved for a request without `max_tokens`. A format that must send a
+    /// `max_tokens` (Anthropic) sends this, so the provider never counts more than the ledger
+    /// reserved.
+    pub(crate) output_cap: u64,
+}
+
+/// Builds the provider request for `req` to `target`.
 ///
 /// A key that cannot be a header value (control characters) is left out: the provider then
 /// answers 401, which is classified as [`Auth`](classify::FailureClass::Auth).
 pub(crate) fn build(
-    api: Api,
-    base_url: &str,
-    model: &str,
+    target: &Target<'_>,
     key: &ApiKey,
     req: &ChatRequest,
     extra: &HeaderMap,
     stream: bool,
 ) -> WireRequest {
-    let format = for_api(api);
-    let base = base_url.trim_end_matches('/');
+    let format = for_api(target.api);
+    let base = target.base_url.trim_end_matches('/');
     // The caller's headers first: the format's own and the key are set after them and win
     // (validation already refuses the names that carry a key or frame the body).
     let mut headers = extra.clone();
@@ -118,7 +133,7 @@ pub(crate) fn build(
     if let Some((name, value)) = format.auth(key) {
         headers.insert(name, value);
     }
-    let mut body = format.body(model, req, stream);
+    let mut body = format.body(target, req, stream);
     // The caller's extra fields go in as given, and win: they are the way to reach a server's
     // own options.
     if let Some(fields) = body.as_object_mut() {
@@ -127,7 +142,7 @@ pub(crate) fn build(
         }
     }
     WireRequest {
-        url: format.url(base, model, stream),
+        url: format.url(base, target.model, stream),
         headers,
         body,
     }

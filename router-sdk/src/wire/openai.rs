@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::classify::{ErrorBody, Failure, FailureClass};
 use super::headers::{self, parse_duration_openai};
-use super::{EventDecoder, WireFormat, error, malformed, nullable, secret_header};
+use super::{EventDecoder, Target, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{
     ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, Role, StreamEvent,
@@ -44,8 +44,8 @@ impl WireFormat for OpenAi {
         secret_header("authorization", "Bearer ", key)
     }
 
-    fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> Value {
-        body(model, req, stream)
+    fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> Value {
+        body(target.model, req, stream)
     }
 
     fn parse_response(&self, _req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {

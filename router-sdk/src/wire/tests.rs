@@ -35,7 +35,13 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
         ),
     ];
     for (api, base, url, auth, value) in table {
-        let wire = build(api, base, "m", &key, &request(), &HeaderMap::new(), true);
+        let wire = build(
+            &target(api, base),
+            &key,
+            &request(),
+            &HeaderMap::new(),
+            true,
+        );
         assert_eq!(wire.url, url, "{api:?}");
         assert_eq!(wire.headers["content-type"], "application/json");
         assert_eq!(wire.headers[auth], value.as_str(), "{api:?}");
@@ -45,9 +51,7 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
         assert!(!wire.body.to_string().contains(PLANTED));
     }
     let anthropic = build(
-        Api::Anthropic,
-        "http://x",
-        "m",
+        &target(Api::Anthropic, "http://x"),
         &key,
         &request(),
         &HeaderMap::new(),
@@ -61,9 +65,7 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
 fn a_key_that_cannot_be_a_header_is_left_out() {
     let key = ApiKey::new("sk-bad\nkey".to_owned());
     let wire = build(
-        Api::OpenAi,
-        "http://x/v1",
-        "m",
+        &target(Api::OpenAi, "http://x/v1"),
         &key,
         &request(),
         &HeaderMap::new(),
@@ -287,7 +289,7 @@ fn extra_headers_go_upstream_on_every_wire_format_and_never_replace_the_key() {
     ])
     .unwrap();
     for api in [Api::OpenAi, Api::Anthropic, Api::Gemini] {
-        let wire = build(api, "http://x", "m", &key, &request(), &extra, false);
+        let wire = build(&target(api, "http://x"), &key, &request(), &extra, false);
         assert_eq!(wire.headers["x-bench-id"], "req-7", "{api:?}");
         assert_eq!(wire.headers["anthropic-beta"], "feature-1", "{api:?}");
         assert_eq!(wire.headers["content-type"], "application/json", "{api:?}");
@@ -314,4 +316,14 @@ fn extra_headers_that_carry_a_key_or_are_malformed_are_refused_by_name() {
     );
     let err = extra_headers(&[("x-trace".to_owned(), "a\nb".to_owned())]).unwrap_err();
     assert!(err.contains("`x-trace`") && err.contains("value"), "{err}");
+}
+
+/// Model `m` of `api` at `base`, with a 4,096-token output cap.
+fn target(api: Api, base: &str) -> Target<'_> {
+    Target {
+        api,
+        base_url: base,
+        model: "m",
+        output_cap: 4096,
+    }
 }

@@ -214,3 +214,32 @@ async fn broken_tool_messages_fail_before_any_call() {
     let err = w.router.chat(unknown_choice).await.unwrap_err().to_string();
     assert!(err.contains("`nope`"), "{err}");
 }
+
+#[tokio::test]
+async fn anthropic_is_sent_the_output_cap_that_was_reserved() {
+    let server = MockServer::start().await;
+    let yaml = format!(
+        "providers:\n  - name: an\n    api: anthropic\n    base_url: {}\n    api_key_env: {}\n    \
+         models:\n      - {{ name: claude-test, aliases: [chat], price: {{ input: 1, output: 5 }}, \
+         max_output_tokens: 1000 }}\n",
+        server.uri(),
+        key_var("an")
+    );
+    // Without max_tokens, Anthropic (which needs one) is sent the model's cap: what admission
+    // reserved against its OTPM, not a constant of its own.
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(wiremock::matchers::body_partial_json(serde_json::json!({
+            "max_tokens": 1000,
+        })))
+        .respond_with(ok_json("anthropic/ok.json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let w = World::from_yaml(&yaml, &["an"], vec![server], |l| l).await;
+    let req = ChatRequest {
+        model: Some("chat".into()),
+        ..ChatRequest::new("Hi")
+    };
+    w.router.chat(req).await.unwrap();
+}

@@ -19,13 +19,10 @@ use serde_json::{Map, Value, json};
 
 use crate::types::{ChatRequest, Image, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
 
-/// `max_tokens` is required by Anthropic; used when the request sets none.
-pub(super) const DEFAULT_MAX_TOKENS: u64 = 4096;
-
 /// The name of the answer tool of a `JsonObject` request.
 pub(super) const JSON_TOOL: &str = "json_answer";
 
-/// The smallest thinking budget Anthropic takes; a smaller one is sent as this.
+/// The smallest thinking budget Anthropic takes.
 const MIN_THINKING_BUDGET: u64 = 1024;
 
 /// Anthropic has no JSON mode: a request for a JSON answer offers a tool whose input schema is
@@ -69,30 +66,32 @@ impl<'a> AnswerTool<'a> {
     }
 }
 
-/// The thinking budget of `req`, if it asks for reasoning: its budget, at least Anthropic's
-/// least (1,024 tokens).
-fn thinking(req: &ChatRequest) -> Option<u64> {
-    req.reasoning.map(|r| r.budget().max(MIN_THINKING_BUDGET))
+/// The thinking budget of `req` under a `max_tokens` of `cap`, if it asks for reasoning: its
+/// budget, at least Anthropic's least (1,024 tokens), and below `cap`, since thinking counts
+/// within `max_tokens` and `max_tokens` is what the ledger reserved. A cap that leaves no room
+/// for the least budget sends no thinking.
+fn thinking(req: &ChatRequest, cap: u64) -> Option<u64> {
+    let room = cap
+        .checked_sub(1)
+        .filter(|&room| room >= MIN_THINKING_BUDGET)?;
+    req.reasoning
+        .map(|r| r.budget().clamp(MIN_THINKING_BUDGET, room))
 }
 
-/// The body for `req` to `model`.
+/// The body for `req` to `model`, whose output cap is `output_cap`.
 ///
-/// With thinking, `max_tokens` must exceed the budget (Anthropic counts thinking in it): when
-/// the request's `max_tokens` (else 4096) is not above the budget, the budget plus that is sent,
-/// so the answer keeps the room the caller gave it. Thinking also rules out `temperature`
-/// (left out) and a `top_p` below 0.95 (left out), and forced tool use (a JSON answer's tool is
-/// then offered with `auto`).
-pub(super) fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+/// `max_tokens` is the request's, else the model's output cap: exactly what admission reserved
+/// against OTPM, never more. Thinking counts within it (as OpenAI counts reasoning within
+/// `max_completion_tokens`), so the budget is cut to fit below it. Thinking also rules out
+/// `temperature` (left out) and a `top_p` below 0.95 (left out), and forced tool use (a JSON
+/// answer's tool is then offered with `auto`).
+pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool) -> Value {
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
-    let budget = thinking(req);
+    let max_tokens = req.max_tokens.unwrap_or(output_cap);
+    let budget = thinking(req, max_tokens);
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    let max_tokens = match budget {
-        Some(budget) if max_tokens <= budget => budget.saturating_add(max_tokens),
-        _ => max_tokens,
-    };
     body.insert("max_tokens".into(), max_tokens.into());
     if !system.is_empty() {
         let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::classify::{ErrorBody, FailureClass};
 use super::headers::{self, parse_rfc3339_reset};
-use super::{EventDecoder, WireFormat, nullable, secret_header};
+use super::{EventDecoder, Target, WireFormat, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
 use body::{AnswerTool, body};
@@ -59,8 +59,8 @@ impl WireFormat for Anthropic {
         &[("anthropic-version", VERSION)]
     }
 
-    fn body(&self, model: &str, req: &ChatRequest, stream: bool) -> Value {
-        body(model, req, stream)
+    fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> Value {
+        body(target.model, req, target.output_cap, stream)
     }
 
     fn parse_response(&self, req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {

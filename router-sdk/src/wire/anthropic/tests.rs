@@ -1,6 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
-use super::body::{DEFAULT_MAX_TOKENS, JSON_TOOL};
+use super::body::JSON_TOOL;
+
+/// The output cap the tests give the model.
+const DEFAULT_MAX_TOKENS: u64 = 4096;
 use super::*;
 use crate::types::{
     Effort, Image, Message, Reasoning, ResponseFormat, StreamEvent, Tool, ToolCallDelta, ToolChoice,
@@ -111,7 +114,15 @@ fn body_lifts_system_and_requires_max_tokens() {
         "stop_sequences": ["END"],
         "stream": true,
     });
-    assert_eq!(body("claude-sonnet-4-20250514", &request(), true), want);
+    assert_eq!(
+        body(
+            "claude-sonnet-4-20250514",
+            &request(),
+            DEFAULT_MAX_TOKENS,
+            true
+        ),
+        want
+    );
     let mut two_systems = ChatRequest::new("Hi");
     two_systems
         .messages
@@ -119,7 +130,7 @@ fn body_lifts_system_and_requires_max_tokens() {
     two_systems
         .messages
         .insert(1, crate::types::Message::system("B."));
-    let plain = body("m", &two_systems, false);
+    let plain = body("m", &two_systems, DEFAULT_MAX_TOKENS, false);
     let want = json!({"model": "m", "max_tokens": DEFAULT_MAX_TOKENS, "system": "A.\n\nB.",
         "messages": [{"role": "user", "content": "Hi"}]});
     assert_eq!(plain, want);
@@ -234,7 +245,7 @@ fn overloaded_error_event_after_200() {
 fn a_tool_conversation_has_tools_choice_and_results_in_the_documented_shape() {
     let first = weather_request();
     assert_eq!(
-        body("claude-test", &first, false),
+        body("claude-test", &first, DEFAULT_MAX_TOKENS, false),
         fixture("request_tools.json")
     );
     let mut second = weather_request();
@@ -246,7 +257,7 @@ fn a_tool_conversation_has_tools_choice_and_results_in_the_documented_shape() {
         Message::tool_result("toolu_01A09q90qw90lq917835lq9", "15 degrees"),
     ]);
     assert_eq!(
-        body("claude-test", &second, false),
+        body("claude-test", &second, DEFAULT_MAX_TOKENS, false),
         fixture("request_tool_result.json")
     );
 }
@@ -289,7 +300,7 @@ fn consecutive_tool_results_and_the_next_user_message_make_one_user_turn() {
         ]},
         {"role": "user", "content": "Answer in one word."},
     ]);
-    assert_eq!(body("m", &req, false)["messages"], want);
+    assert_eq!(body("m", &req, DEFAULT_MAX_TOKENS, false)["messages"], want);
 }
 
 #[test]
@@ -303,7 +314,7 @@ fn arguments_that_are_not_an_object_are_sent_as_an_empty_input() {
         ..ChatRequest::default()
     };
     assert_eq!(
-        body("m", &req, false)["messages"][0]["content"][0]["input"],
+        body("m", &req, DEFAULT_MAX_TOKENS, false)["messages"][0]["content"][0]["input"],
         json!({})
     );
 }
@@ -324,7 +335,7 @@ fn images_are_base64_or_url_sources() {
         ..ChatRequest::default()
     };
     assert_eq!(
-        body("claude-test", &req, false),
+        body("claude-test", &req, DEFAULT_MAX_TOKENS, false),
         fixture("request_image.json")
     );
 }
@@ -332,14 +343,19 @@ fn images_are_base64_or_url_sources() {
 #[test]
 fn a_json_schema_is_a_forced_answer_tool() {
     assert_eq!(
-        body("claude-test", &json_schema_request(), false),
+        body(
+            "claude-test",
+            &json_schema_request(),
+            DEFAULT_MAX_TOKENS,
+            false
+        ),
         fixture("request_json_schema.json")
     );
     let object = ChatRequest {
         response_format: Some(ResponseFormat::JsonObject),
         ..ChatRequest::new("Hi")
     };
-    let got = body("m", &object, false);
+    let got = body("m", &object, DEFAULT_MAX_TOKENS, false);
     let tool = json!([{
         "name": JSON_TOOL,
         "description": "Give your final answer as this tool's input.",
@@ -354,7 +370,10 @@ fn a_json_schema_is_a_forced_answer_tool() {
         response_format: Some(ResponseFormat::Text),
         ..ChatRequest::new("Hi")
     };
-    assert_eq!(body("m", &text, false).get("tools"), None);
+    assert_eq!(
+        body("m", &text, DEFAULT_MAX_TOKENS, false).get("tools"),
+        None
+    );
 }
 
 #[test]
@@ -366,7 +385,7 @@ fn the_answer_tool_goes_next_to_the_requests_own_tools() {
             parallel_tool_calls: Some(false),
             ..json_schema_request()
         };
-        let got = body("m", &req, false);
+        let got = body("m", &req, DEFAULT_MAX_TOKENS, false);
         let names: Vec<&str> = got["tools"]
             .as_array()
             .unwrap()
@@ -399,7 +418,9 @@ fn tool_choices() {
             parallel_tool_calls: parallel,
             ..ChatRequest::new("Hi")
         };
-        body("m", &req, false).get("tool_choice").cloned()
+        body("m", &req, DEFAULT_MAX_TOKENS, false)
+            .get("tool_choice")
+            .cloned()
     };
     assert_eq!(choice(None, None), None);
     assert_eq!(choice(None, Some(true)), None);
@@ -426,7 +447,7 @@ fn tool_choices() {
 }
 
 #[test]
-fn thinking_takes_the_budget_and_room_for_the_answer() {
+fn thinking_fits_its_budget_under_what_was_reserved() {
     let req = |reasoning: Reasoning, max_tokens: Option<u64>| ChatRequest {
         reasoning: Some(reasoning),
         max_tokens,
@@ -434,47 +455,50 @@ fn thinking_takes_the_budget_and_room_for_the_answer() {
         top_p: Some(0.5),
         ..ChatRequest::new("Hi")
     };
-    let high = body(
-        "m",
-        &req(
-            Reasoning {
-                effort: Some(Effort::High),
-                budget_tokens: None,
-            },
-            Some(20_000),
-        ),
-        false,
-    );
+    let high = Reasoning {
+        effort: Some(Effort::High),
+        budget_tokens: None,
+    };
+    let got = body("m", &req(high, Some(20_000)), DEFAULT_MAX_TOKENS, false);
     assert_eq!(
-        high["thinking"],
+        got["thinking"],
         json!({"type": "enabled", "budget_tokens": 16_384})
     );
-    assert_eq!(high["max_tokens"], 20_000, "above the budget: as asked");
-    assert_eq!((high.get("temperature"), high.get("top_p")), (None, None));
+    assert_eq!(got["max_tokens"], 20_000, "above the budget: as asked");
+    assert_eq!((got.get("temperature"), got.get("top_p")), (None, None));
+    // The budget is cut below max_tokens: the provider never counts more than was reserved.
+    let got = body("m", &req(high, Some(8_000)), DEFAULT_MAX_TOKENS, false);
+    assert_eq!(
+        (&got["max_tokens"], &got["thinking"]["budget_tokens"]),
+        (&json!(8_000), &json!(7_999))
+    );
     let small = Reasoning {
         effort: None,
         budget_tokens: Some(100),
     };
-    let got = body("m", &req(small, Some(64)), false);
+    let got = body("m", &req(small, Some(2_000)), DEFAULT_MAX_TOKENS, false);
+    assert_eq!(got["thinking"]["budget_tokens"], 1024, "Anthropic's least");
+    // No room for the least budget under max_tokens: no thinking.
+    let got = body("m", &req(small, Some(1_024)), DEFAULT_MAX_TOKENS, false);
     assert_eq!(
-        got["thinking"]["budget_tokens"], 1024,
-        "Anthropic's least budget"
+        (got.get("thinking"), &got["max_tokens"]),
+        (None, &json!(1_024))
     );
-    assert_eq!(got["max_tokens"], 1024 + 64);
-    let default = body("m", &req(Reasoning::default(), None), false);
+    // Without max_tokens, the model's output cap is sent, thinking below it.
+    let default = body("m", &req(Reasoning::default(), None), 6_000, false);
+    assert_eq!(default["max_tokens"], 6_000);
     assert_eq!(default["thinking"]["budget_tokens"], 4096);
-    assert_eq!(default["max_tokens"], 4096 + DEFAULT_MAX_TOKENS);
     let top_p = ChatRequest {
         top_p: Some(0.95),
         ..req(Reasoning::default(), None)
     };
-    assert_eq!(body("m", &top_p, false)["top_p"], 0.95);
+    assert_eq!(body("m", &top_p, DEFAULT_MAX_TOKENS, false)["top_p"], 0.95);
     let json = ChatRequest {
         reasoning: Some(Reasoning::default()),
         ..json_schema_request()
     };
     assert_eq!(
-        body("m", &json, false)["tool_choice"],
+        body("m", &json, DEFAULT_MAX_TOKENS, false)["tool_choice"],
         json!({"type": "auto"}),
         "thinking refuses forced tool use"
     );
