@@ -68,6 +68,11 @@ impl ApiError {
         Self::new(status, "invalid_request_error", "model_not_found", message)
     }
 
+    /// OpenAI's error `code`: what metrics label a failed request by.
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
     /// The OpenAI error body.
     pub(crate) fn body(&self) -> Value {
         outbound::error(self.kind, self.code, &self.message)

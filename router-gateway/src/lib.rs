@@ -15,6 +15,7 @@
 mod auth;
 mod errors;
 mod inbound;
+mod metrics;
 mod outbound;
 
 use std::collections::VecDeque;
@@ -49,14 +50,29 @@ pub enum Auth {
 struct Shared {
     router: Router,
     access: Access,
+    metrics: metrics::Metrics,
 }
 
-/// The gateway's service over `router`, whose configuration holds `gateway.keys`.
-pub fn app(router: Router, auth: Auth) -> axum::Router {
+/// The gateway's two services: the API, and `/metrics` for a separate address.
+#[derive(Debug)]
+pub struct Apps {
+    /// `/v1/...`, `/healthz`, `/readyz`.
+    pub api: axum::Router,
+    /// `/metrics`.
+    pub metrics: axum::Router,
+}
+
+/// The gateway's services over `router`, whose configuration holds `gateway.keys`.
+pub fn apps(router: Router, auth: Auth) -> Apps {
     let limit = router.registry().gateway.body_limit_bytes;
     let access = Access::new(&router.registry().gateway, auth);
-    let shared = Arc::new(Shared { router, access });
-    axum::Router::new()
+    let metrics = metrics::Metrics::new();
+    let shared = Arc::new(Shared {
+        router,
+        access,
+        metrics,
+    });
+    let api = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -64,7 +80,27 @@ pub fn app(router: Router, auth: Auth) -> axum::Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             usize::try_from(limit).unwrap_or(usize::MAX),
         ))
-        .with_state(shared)
+        .with_state(shared.clone());
+    let metrics = axum::Router::new()
+        .route("/metrics", get(render_metrics))
+        .with_state(shared);
+    Apps { api, metrics }
+}
+
+/// The API and `/metrics` on one address.
+pub fn app(router: Router, auth: Auth) -> axum::Router {
+    let Apps { api, metrics } = apps(router, auth);
+    api.merge(metrics)
+}
+
+async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let text = shared.metrics.render(&shared.router).await;
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting and lets the
@@ -95,19 +131,64 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let request_id = header(&headers, "x-request-id")
         .filter(|id| !id.is_empty() && id.len() <= 128)
         .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned);
+    let started = std::time::Instant::now();
     match answer(&shared, &headers, &body, &request_id).await {
         Ok(response) => response,
-        Err(error) => error.into_response_with(&request_id),
+        Err(failed) => {
+            let who = metrics::Served {
+                tenant: failed.tenant.as_deref().unwrap_or("-"),
+                provider: failed.provider.as_deref().unwrap_or("-"),
+                model: failed.model.as_deref().unwrap_or("-"),
+            };
+            let code = failed.error.code();
+            shared.metrics.request(&who, code, started.elapsed());
+            failed.error.into_response_with(&request_id)
+        }
+    }
+}
+
+/// A request that failed, with what metrics label it by.
+struct Failed {
+    error: ApiError,
+    tenant: Option<String>,
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+impl From<ApiError> for Failed {
+    fn from(error: ApiError) -> Self {
+        Failed {
+            error,
+            tenant: None,
+            provider: None,
+            model: None,
+        }
     }
 }
 
 async fn answer(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: &[u8],
     request_id: &str,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Failed> {
+    let started = std::time::Instant::now();
     let caller = shared.access.caller(shared.router.registry(), headers)?;
+    let tenant_label = caller.tenant.clone().unwrap_or_else(|| "-".to_owned());
+    // A router error: its provider calls are counted, and it is labelled by who was asked.
+    let routed = |e: router_sdk::Error| {
+        shared.metrics.attempts(e.attempts());
+        let (provider, model) = match e.attempts().last() {
+            Some(a) => (Some(a.provider.clone()), Some(a.model.clone())),
+            None => (None, None),
+        };
+        Failed {
+            error: ApiError::from(e),
+            tenant: Some(tenant_label.clone()),
+            provider,
+            model,
+        }
+    };
     let read = inbound::read(body).map_err(ApiError::bad_request)?;
     let mut req = read.request;
     let model = req.model.clone().unwrap_or_default();
@@ -122,7 +203,8 @@ async fn answer(
         (None, Some(other)) => {
             return Err(ApiError::bad_request(format!(
                 "header `x-llmroute-priority`: `{other}` is not `interactive` or `batch`"
-            )));
+            ))
+            .into());
         }
     };
     if let Some(secs) = header(headers, "x-llmroute-timeout") {
@@ -147,10 +229,28 @@ async fn answer(
     }
     let tenant = caller.tenant.clone();
     let mut response = if read.stream {
-        let stream = shared.router.chat_stream(req).await?;
-        streamed(stream, model, read.include_usage)
+        let stream = shared.router.chat_stream(req).await.map_err(routed)?;
+        let who = metrics::Served {
+            tenant: &tenant_label,
+            provider: stream.provider(),
+            model: stream.model(),
+        };
+        shared.metrics.request(&who, "ok", started.elapsed());
+        let counted = Counted {
+            shared: shared.clone(),
+            tenant: tenant_label.clone(),
+        };
+        streamed(stream, model, read.include_usage, counted)
     } else {
-        let answer = shared.router.chat(req).await?;
+        let answer = shared.router.chat(req).await.map_err(routed)?;
+        let r = &answer.receipt;
+        let who = metrics::Served {
+            tenant: &tenant_label,
+            provider: &r.provider,
+            model: &r.model,
+        };
+        shared.metrics.request(&who, "ok", started.elapsed());
+        shared.metrics.answered(&who, r);
         let body = outbound::completion(&answer, now_secs());
         let r = &answer.receipt;
         let mut response = Json(body).into_response();
@@ -200,11 +300,16 @@ async fn rate_limit_headers(shared: &Shared, tenant: &str, headers: &mut HeaderM
         };
         let values = [
             (format!("x-ratelimit-limit-{dim}"), limit.to_string()),
-            (format!("x-ratelimit-remaining-{dim}"), limit.saturating_sub(used).to_string()),
+            (
+                format!("x-ratelimit-remaining-{dim}"),
+                limit.saturating_sub(used).to_string(),
+            ),
             (format!("x-ratelimit-reset-{dim}"), "60s".to_owned()),
         ];
         for (name, value) in values {
-            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            if let (Ok(name), Ok(value)) =
+                (HeaderName::try_from(name), HeaderValue::try_from(value))
+            {
                 headers.insert(name, value);
             }
         }
@@ -224,7 +329,7 @@ fn set_headers(headers: &mut HeaderMap, pairs: &[(&'static str, &str)]) {
 /// then `[DONE]`. A stream that breaks ends with an error object and no `[DONE]`. When the
 /// client goes away, the stream is dropped, which cancels the upstream call and settles its
 /// reservation.
-fn streamed(stream: ChatStream, asked: String, include_usage: bool) -> Response {
+fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Counted) -> Response {
     let provider = stream.provider().to_owned();
     let model = stream.model().to_owned();
     let request_id = stream.request_id().to_owned();
@@ -239,6 +344,7 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool) -> Response 
     );
     let state = Relay {
         stream,
+        counted,
         chunks,
         include_usage,
         pending: VecDeque::new(),
@@ -258,9 +364,16 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool) -> Response 
     response
 }
 
+/// Where a stream's answer is counted when it ends.
+struct Counted {
+    shared: Arc<Shared>,
+    tenant: String,
+}
+
 /// Turns the router's stream into SSE events.
 struct Relay {
     stream: ChatStream,
+    counted: Counted,
     chunks: outbound::Chunks,
     include_usage: bool,
     pending: VecDeque<Event>,
@@ -286,6 +399,12 @@ impl Relay {
                 }
                 Some(Ok(ChatChunk::ToolCalls(_))) => {}
                 Some(Ok(ChatChunk::Done(receipt))) => {
+                    let who = metrics::Served {
+                        tenant: &self.counted.tenant,
+                        provider: &receipt.provider,
+                        model: &receipt.model,
+                    };
+                    self.counted.shared.metrics.answered(&who, &receipt);
                     if let Some(id) = &receipt.response_id {
                         self.chunks.id.clone_from(id);
                     }
@@ -296,6 +415,7 @@ impl Relay {
                     self.ended = true;
                 }
                 Some(Err(e)) => {
+                    self.counted.shared.metrics.attempts(e.attempts());
                     let error = ApiError::from(e);
                     self.pending.push_back(data(error.body()));
                     self.ended = true;

@@ -235,7 +235,11 @@ async fn a_full_tier_is_429_with_retry_after() {
     assert_eq!(h["x-ratelimit-limit-requests"], "1");
     assert_eq!(h["x-ratelimit-remaining-requests"], "0");
     assert_eq!(h["x-ratelimit-limit-tokens"], "100000");
-    let left: u64 = h["x-ratelimit-remaining-tokens"].to_str().unwrap().parse().unwrap();
+    let left: u64 = h["x-ratelimit-remaining-tokens"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(left < 100_000 - 1117, "{left}");
     assert_eq!(h["x-ratelimit-reset-requests"], "60s");
     let response = r
@@ -334,4 +338,48 @@ async fn shutdown_lets_the_server_end() {
     assert_eq!(ready.status(), 200);
     r.stop.take().unwrap().send(()).unwrap();
     r.done.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn metrics_count_requests_tokens_cost_and_refusals() {
+    let r = start("rpm: 1", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    assert_eq!(r.post(Some(ACME), &hello()).await.status(), 200);
+    let refused = r
+        .http
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ACME)
+        .header("x-llmroute-timeout", "1")
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(r.post(Some("llmr-nobody"), &hello()).await.status(), 401);
+    let text = r
+        .http
+        .get(format!("{}/metrics", r.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"llmroute_requests_total{tenant="acme",provider="oa",model="small",outcome="ok"} 1"#,
+        r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="rate_limit_exceeded"} 1"#,
+        r#"llmroute_requests_total{tenant="-",provider="-",model="-",outcome="invalid_api_key"} 1"#,
+        r#"llmroute_tokens_total{tenant="acme",provider="oa",model="small",kind="cached"} 1024"#,
+        r#"llmroute_tokens_total{tenant="acme",provider="oa",model="small",kind="completion"} 46"#,
+        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="ok"} 1"#,
+        r#"llmroute_deployment_in_flight{deployment="oa/small"} 0"#,
+        "llmroute_admission_wait_seconds_count 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(text.contains("llmroute_cost_usd_total{"), "{text}");
+    assert!(
+        !text.contains(ACME) && !text.contains("Hello"),
+        "no key, no prompt"
+    );
 }

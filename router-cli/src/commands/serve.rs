@@ -20,6 +20,9 @@ pub(crate) struct ServeArgs {
     /// Address to listen on, IP:PORT (default: `gateway.listen`, else 127.0.0.1:8080)
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Serve `/metrics` on this address instead of the API's (default: `gateway.metrics_listen`)
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Accept requests without a key (they have no tenant). Only on a loopback address
     #[arg(long)]
     no_auth: bool,
@@ -33,6 +36,7 @@ pub(crate) async fn run(
     let loaded = ctx.load()?;
     let gateway = &loaded.registry.gateway;
     let addr = args.listen.unwrap_or(gateway.listen);
+    let metrics_addr = args.metrics_listen.or(gateway.metrics_listen);
     let auth = if args.no_auth {
         if !addr.ip().is_loopback() {
             return Err(Failure::usage(anyhow!(
@@ -62,20 +66,49 @@ pub(crate) async fn run(
         .await
         .map_err(|e| Failure::usage(anyhow!("cannot listen on {addr}: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    let metrics_listener = match metrics_addr {
+        Some(at) => Some(
+            tokio::net::TcpListener::bind(at)
+                .await
+                .map_err(|e| Failure::usage(anyhow!("cannot listen on {at} for metrics: {e}")))?,
+        ),
+        None => None,
+    };
     writeln!(out, "llmroute gateway listening on http://{bound}").map_err(Failure::output)?;
+    if let Some(m) = &metrics_listener {
+        let at = m
+            .local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+        writeln!(out, "llmroute metrics on http://{at}/metrics").map_err(Failure::output)?;
+    }
     out.flush().map_err(Failure::output)?;
     let mut signals = Signals::install()?;
-    let stop = async move {
+    // One signal stops both servers.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
         let signal = signals.next().await;
         tracing::info!(
             signal = signal.name(),
             "stopping: finishing the requests in flight"
         );
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
     };
-    let app = router_gateway::app(router.clone(), auth);
-    router_gateway::serve(listener, app, stop)
-        .await
-        .map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))?;
+    let apps = router_gateway::apps(router.clone(), auth);
+    let (api, metrics) = match metrics_listener {
+        Some(m) => {
+            let serving = router_gateway::serve(m, apps.metrics, stopped(stop_rx.clone()));
+            (apps.api, Some(tokio::spawn(serving)))
+        }
+        None => (apps.api.merge(apps.metrics), None),
+    };
+    let served = router_gateway::serve(listener, api, stopped(stop_rx)).await;
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
+    served.map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))?;
     router.drain().await;
     Ok(())
 }

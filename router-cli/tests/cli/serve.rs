@@ -68,18 +68,31 @@ async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
         .arg(&s.config)
         .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
         .env("OA_KEY", "sk-planted-oa-S3CRET")
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
-    let first = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        line
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout);
+        let (mut first, mut second) = (String::new(), String::new());
+        lines.read_line(&mut first).unwrap();
+        lines.read_line(&mut second).unwrap();
+        (first, second)
     })
     .await
     .unwrap();
+    let metrics_url = second
+        .trim()
+        .strip_prefix("llmroute metrics on ")
+        .unwrap_or_else(|| panic!("{second:?}"))
+        .to_owned();
     let base = first
         .trim()
         .strip_prefix("llmroute gateway listening on ")
@@ -108,6 +121,21 @@ async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
+    // Metrics on their own address, not on the API's.
+    let metrics = http
+        .get(&metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"llmroute_requests_total{tenant="acme",provider="oa",model="gpt-test",outcome="ok"} 1"#),
+        "{metrics}"
+    );
+    let on_api = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(on_api.status(), 404);
 
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
-use super::raw::{RawGateway, RawKey};
+use super::raw::{At, RawGateway, RawKey};
 use super::registry::Registry;
 use crate::flow::Priority;
 
@@ -15,6 +15,8 @@ use crate::flow::Priority;
 pub struct Gateway {
     /// Where it listens.
     pub listen: SocketAddr,
+    /// Where `/metrics` is served apart from the API; `None`: on the API's address.
+    pub metrics_listen: Option<SocketAddr>,
     /// The largest request body it reads, in bytes.
     pub body_limit_bytes: u64,
     /// The API keys it accepts.
@@ -32,6 +34,7 @@ impl Default for Gateway {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            metrics_listen: None,
             body_limit_bytes: Self::BODY_LIMIT_BYTES,
             keys: Vec::new(),
         }
@@ -62,15 +65,21 @@ pub(crate) fn gateway(
     let Some(raw) = raw else {
         return Ok(out);
     };
-    if let Some(listen) = &raw.listen {
-        out.listen = listen.value.parse().map_err(|_| {
+    let address = |field: &str, value: &At<String>| {
+        value.value.parse::<SocketAddr>().map_err(|_| {
             let msg = format!(
                 "`{}` is not an address to listen on; write IP:PORT, e.g. {}",
-                listen.value,
+                value.value,
                 Gateway::LISTEN
             );
-            ctx.invalid("gateway.listen", line(listen), msg)
-        })?;
+            ctx.invalid(field, line(value), msg)
+        })
+    };
+    if let Some(listen) = &raw.listen {
+        out.listen = address("gateway.listen", listen)?;
+    }
+    if let Some(listen) = &raw.metrics_listen {
+        out.metrics_listen = Some(address("gateway.metrics_listen", listen)?);
     }
     if let Some(limit) = &raw.body_limit_bytes {
         let hint = "write a size in bytes, e.g. 10485760 for 10 MiB";

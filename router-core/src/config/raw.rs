@@ -55,6 +55,8 @@ pub(crate) struct RawGateway {
     #[serde(default)]
     pub(crate) listen: Option<At<String>>,
     #[serde(default)]
+    pub(crate) metrics_listen: Option<At<String>>,
+    #[serde(default)]
     pub(crate) body_limit_bytes: Option<At<Number>>,
     #[serde(default)]
     pub(crate) keys: Option<Vec<At<RawKey>>>,

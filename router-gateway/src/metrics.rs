@@ -1,0 +1,277 @@
+//! The gateway's Prometheus metrics (`GET /metrics`, OpenMetrics text). Labels name tenants,
+//! providers, models and outcomes, never a key or a prompt.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `llmroute_requests_total` | tenant, provider, model, outcome | requests answered, by how they ended (`ok` or the error code) |
+//! | `llmroute_tokens_total` | tenant, provider, model, kind | tokens: `prompt`, `cached` (of the prompt), `completion` |
+//! | `llmroute_cost_usd_total` | tenant, provider, model | cost at the configured prices |
+//! | `llmroute_upstream_attempts_total` | deployment, outcome | provider calls, by outcome (`ok`, `rate_limited`, ...) |
+//! | `llmroute_upstream_429_total` | deployment | provider calls answered 429 |
+//! | `llmroute_cooldowns_total` | deployment | cooldowns put on a deployment |
+//! | `llmroute_admission_wait_seconds` | | time a request waited for capacity |
+//! | `llmroute_request_duration_seconds` | | time from the request's arrival to its answer (or the stream's opening) |
+//! | `llmroute_deployment_remaining_requests`, `_remaining_tokens`, `_in_flight` | deployment | what the ledger says is left in the current window, read at scrape time |
+//! | `llmroute_ledger_errors_total` | | requests that failed because the ledger did not answer, and scrapes that could not read it |
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use router_sdk::{Attempt, AttemptOutcome, Receipt, Router};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    tenant: String,
+    provider: String,
+    model: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    tenant: String,
+    provider: String,
+    model: String,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CostLabels {
+    tenant: String,
+    provider: String,
+    model: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptLabels {
+    deployment: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeploymentLabels {
+    deployment: String,
+}
+
+/// Every metric the gateway keeps.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    tokens: Family<TokenLabels, Counter>,
+    cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    attempts: Family<AttemptLabels, Counter>,
+    upstream_429: Family<DeploymentLabels, Counter>,
+    cooldowns: Family<DeploymentLabels, Counter>,
+    wait: Histogram,
+    duration: Histogram,
+    remaining_requests: Family<DeploymentLabels, Gauge>,
+    remaining_tokens: Family<DeploymentLabels, Gauge>,
+    in_flight: Family<DeploymentLabels, Gauge>,
+    ledger_errors: Counter,
+}
+
+/// Who a request was for and who served it, as metrics label it.
+#[derive(Debug, Clone)]
+pub(crate) struct Served<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) provider: &'a str,
+    pub(crate) model: &'a str,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::default();
+        let m = Self {
+            requests: Family::default(),
+            tokens: Family::default(),
+            cost: Family::default(),
+            attempts: Family::default(),
+            upstream_429: Family::default(),
+            cooldowns: Family::default(),
+            // 1 ms to about 65 s.
+            wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            remaining_requests: Family::default(),
+            remaining_tokens: Family::default(),
+            in_flight: Family::default(),
+            ledger_errors: Counter::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "llmroute_requests",
+            "Requests answered, by how they ended",
+            m.requests.clone(),
+        );
+        r.register(
+            "llmroute_tokens",
+            "Tokens by kind: prompt, cached (of the prompt), completion",
+            m.tokens.clone(),
+        );
+        r.register(
+            "llmroute_cost_usd",
+            "Cost in USD at the configured prices",
+            m.cost.clone(),
+        );
+        r.register(
+            "llmroute_upstream_attempts",
+            "Provider calls by outcome",
+            m.attempts.clone(),
+        );
+        r.register(
+            "llmroute_upstream_429",
+            "Provider calls answered 429",
+            m.upstream_429.clone(),
+        );
+        r.register(
+            "llmroute_cooldowns",
+            "Cooldowns put on a deployment",
+            m.cooldowns.clone(),
+        );
+        r.register(
+            "llmroute_admission_wait_seconds",
+            "Time a request waited for capacity",
+            m.wait.clone(),
+        );
+        r.register(
+            "llmroute_request_duration_seconds",
+            "Time from a request's arrival to its answer or its stream's opening",
+            m.duration.clone(),
+        );
+        r.register(
+            "llmroute_deployment_remaining_requests",
+            "Requests left in the current window (RPM), read at scrape time",
+            m.remaining_requests.clone(),
+        );
+        r.register(
+            "llmroute_deployment_remaining_tokens",
+            "Tokens left in the current window (TPM), read at scrape time",
+            m.remaining_tokens.clone(),
+        );
+        r.register(
+            "llmroute_deployment_in_flight",
+            "Requests in flight, read at scrape time",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "llmroute_ledger_errors",
+            "Requests and scrapes that failed because the ledger did not answer",
+            m.ledger_errors.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// A request that ended with `outcome` (`ok` or the error code) after `elapsed`.
+    pub(crate) fn request(&self, who: &Served<'_>, outcome: &str, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                tenant: who.tenant.to_owned(),
+                provider: who.provider.to_owned(),
+                model: who.model.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.duration.observe(elapsed.as_secs_f64());
+        if outcome == "ledger_unavailable" {
+            self.ledger_errors.inc();
+        }
+    }
+
+    /// What an answer used and cost, how long it waited, and its provider calls.
+    pub(crate) fn answered(&self, who: &Served<'_>, receipt: &Receipt) {
+        let u = &receipt.usage;
+        for (kind, n) in [
+            ("prompt", u.prompt_tokens),
+            ("cached", u.cached_prompt_tokens),
+            ("completion", u.completion_tokens),
+        ] {
+            let labels = TokenLabels {
+                tenant: who.tenant.to_owned(),
+                provider: who.provider.to_owned(),
+                model: who.model.to_owned(),
+                kind,
+            };
+            self.tokens.get_or_create(&labels).inc_by(n);
+        }
+        let labels = CostLabels {
+            tenant: who.tenant.to_owned(),
+            provider: who.provider.to_owned(),
+            model: who.model.to_owned(),
+        };
+        self.cost.get_or_create(&labels).inc_by(receipt.cost_usd);
+        self.wait.observe(receipt.waited.as_secs_f64());
+        self.attempts(&receipt.attempts);
+    }
+
+    /// Each provider call: its outcome, a 429, a cooldown.
+    pub(crate) fn attempts(&self, attempts: &[Attempt]) {
+        for a in attempts {
+            let deployment = format!("{}/{}", a.provider, a.model);
+            let (outcome, status, cooled) = match &a.outcome {
+                AttemptOutcome::Ok => ("ok", None, false),
+                AttemptOutcome::Failed {
+                    kind,
+                    status,
+                    cooldown,
+                    ..
+                } => (kind.as_str(), *status, cooldown.is_some()),
+            };
+            let labels = AttemptLabels {
+                deployment: deployment.clone(),
+                outcome: outcome.to_owned(),
+            };
+            self.attempts.get_or_create(&labels).inc();
+            let labels = DeploymentLabels { deployment };
+            if status == Some(429) {
+                self.upstream_429.get_or_create(&labels).inc();
+            }
+            if cooled {
+                self.cooldowns.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// The metrics as OpenMetrics text, with each deployment's headroom read from the ledger
+    /// now (one snapshot of every deployment).
+    pub(crate) async fn render(&self, router: &Router) -> String {
+        let registry = router.registry();
+        let all: Vec<_> = registry.deployment_ids().collect();
+        match router.ledger().snapshot(&all).await {
+            Ok(snapshots) => {
+                for s in snapshots {
+                    let labels = DeploymentLabels {
+                        deployment: registry.deployment_name(s.deployment),
+                    };
+                    let u = &s.usage;
+                    let left = |limit: Option<u64>, used: u64| {
+                        limit.map(|l| i64::try_from(l.saturating_sub(used)).unwrap_or(i64::MAX))
+                    };
+                    if let Some(n) = left(u.rpm_limit, u.requests) {
+                        self.remaining_requests.get_or_create(&labels).set(n);
+                    }
+                    if let Some(n) = left(u.tpm_limit, u.tokens) {
+                        self.remaining_tokens.get_or_create(&labels).set(n);
+                    }
+                    let flying = i64::try_from(u.in_flight).unwrap_or(i64::MAX);
+                    self.in_flight.get_or_create(&labels).set(flying);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: the ledger did not answer; headroom not updated");
+                self.ledger_errors.inc();
+            }
+        }
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            tracing::warn!("metrics: could not encode them");
+        }
+        text
+    }
+}
