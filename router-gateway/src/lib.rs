@@ -10,6 +10,7 @@
 //!   `chat.completion.chunk`s, `stream_options.include_usage`, `data: [DONE]`), tools, images,
 //!   JSON output; `model` is any configured model, alias or routed alias.
 //! - `GET /v1/models`: the models, aliases and routed aliases the key may use.
+//! - `GET /v1/quota`: what `llmroute quota --tenant <caller> --json` shows, for the caller.
 //! - `GET /healthz`: the process is up. `GET /readyz`: the ledger answers.
 
 mod auth;
@@ -75,6 +76,7 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     let api = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
+        .route("/v1/quota", get(quota))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .layer(axum::extract::DefaultBodyLimit::max(
@@ -132,7 +134,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         .filter(|id| !id.is_empty() && id.len() <= 128)
         .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned);
     let started = std::time::Instant::now();
-    match answer(&shared, &headers, &body, &request_id).await {
+    let response = match answer(&shared, &headers, &body, &request_id).await {
         Ok(response) => response,
         Err(failed) => {
             let who = metrics::Served {
@@ -144,7 +146,20 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             shared.metrics.request(&who, code, started.elapsed());
             failed.error.into_response_with(&request_id)
         }
-    }
+    };
+    // The access log: one line per request, never a prompt or a key.
+    let h = response.headers();
+    let shown = |name: &str| header(h, name).unwrap_or("-").to_owned();
+    tracing::info!(
+        target: "llmroute::access",
+        request_id = %request_id,
+        status = response.status().as_u16(),
+        provider = %shown("x-llmroute-provider"),
+        model = %shown("x-llmroute-model"),
+        duration_ms = started.elapsed().as_millis() as u64,
+        "POST /v1/chat/completions"
+    );
+    response
 }
 
 /// A request that failed, with what metrics label it by.
@@ -442,6 +457,31 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"}))
         .collect();
     Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant.
+async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response_with(""),
+    };
+    let router = &shared.router;
+    let state = if router.ledger().remote() {
+        "redis"
+    } else {
+        "in-process"
+    };
+    let report = router_sdk::quota::quota(
+        router.registry(),
+        router.ledger(),
+        state,
+        caller.tenant.as_deref(),
+    )
+    .await;
+    match report {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => ApiError::from(router_sdk::Error::Ledger(e)).into_response_with(""),
+    }
 }
 
 async fn ready(State(shared): State<Arc<Shared>>) -> Response {

@@ -20,6 +20,7 @@ const NARROW: &str = "llmr-narrow-test-key";
 struct Running {
     base: String,
     upstream: MockServer,
+    router: Router,
     http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -39,6 +40,17 @@ impl Running {
 /// (with `tier_extra`) and the three keys, configured with `extra` YAML.
 async fn start(tier_extra: &str, extra: &str) -> Running {
     let upstream = MockServer::start().await;
+    let base = upstream.uri();
+    start_over(upstream, &base, tier_extra, extra).await
+}
+
+/// Like [`start`], with the provider at `provider_base` instead of the mock server.
+async fn start_over(
+    upstream: MockServer,
+    provider_base: &str,
+    tier_extra: &str,
+    extra: &str,
+) -> Running {
     let yaml = format!(
         "defaults: {{ model: chat }}\n\
          providers:\n  - name: oa\n    api: openai\n    base_url: {}/v1\n    api_key_env: OA_KEY\n    \
@@ -46,7 +58,7 @@ async fn start(tier_extra: &str, extra: &str) -> Running {
          tenants:\n  tiers:\n    pro: {{ {tier_extra} }}\n  members:\n    acme: pro\n\
          gateway:\n  keys:\n    - {{ sha256: {}, tenant: acme }}\n    - {{ sha256: {}, tenant: ghost }}\n    \
          - {{ sha256: {}, tenant: acme, models: [small] }}\n{extra}",
-        upstream.uri(),
+        provider_base,
         hash_key(ACME),
         hash_key(GHOST),
         hash_key(NARROW),
@@ -61,12 +73,13 @@ async fn start(tier_extra: &str, extra: &str) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let done = tokio::spawn(serve(listener, app(router, Auth::Keys), async {
+    let done = tokio::spawn(serve(listener, app(router.clone(), Auth::Keys), async {
         let _ = stopped.await;
     }));
     Running {
         base,
         upstream,
+        router,
         http: reqwest::Client::new(),
         stop: Some(stop),
         done,
@@ -222,6 +235,28 @@ async fn keys_decide_who_may_call_what() {
         .unwrap();
     assert_eq!(models["data"].as_array().unwrap().len(), 1);
     assert_eq!(models["data"][0]["id"], "small");
+    // The caller's quota: its tier, use and spend, and every deployment.
+    let quota: Value = r
+        .http
+        .get(format!("{}/v1/quota", r.base))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(quota["tenant"]["name"], "acme");
+    assert_eq!(quota["tenant"]["tier"], "pro");
+    assert_eq!(quota["tenant"]["rpm"]["used"], 1);
+    assert_eq!(quota["deployments"][0]["model"], "small");
+    let anonymous = r
+        .http
+        .get(format!("{}/v1/quota", r.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
 }
 
 #[tokio::test]
@@ -382,4 +417,116 @@ async fn metrics_count_requests_tokens_cost_and_refusals() {
         !text.contains(ACME) && !text.contains("Hello"),
         "no key, no prompt"
     );
+}
+
+/// An upstream that answers one streamed request by hand: it says when the request arrived,
+/// sends the first SSE event, and the rest only when told; it says when the gateway hung up.
+struct HeldUpstream {
+    base: String,
+    arrived: tokio::sync::mpsc::Receiver<()>,
+    go: Option<tokio::sync::oneshot::Sender<()>>,
+    hung_up: tokio::sync::mpsc::Receiver<()>,
+}
+
+async fn held_upstream() -> HeldUpstream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (arrived_tx, arrived) = tokio::sync::mpsc::channel(1);
+    let (hung_tx, hung_up) = tokio::sync::mpsc::channel(1);
+    let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The headers and the JSON body (the body ends the request's first read burst).
+        while !String::from_utf8_lossy(&seen).contains("\"messages\"") {
+            let n = socket.read(&mut buf).await.unwrap();
+            seen.extend_from_slice(&buf[..n]);
+        }
+        arrived_tx.send(()).await.unwrap();
+        let first = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        socket.write_all(first.as_bytes()).await.unwrap();
+        let rest = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo!\"},\"finish_reason\":\"stop\"}]}\n\n\
+                    data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
+        tokio::select! {
+            _ = go_rx => {
+                socket.write_all(rest.as_bytes()).await.unwrap();
+            }
+            // The gateway hung up: reading gives the end of the stream.
+            _ = socket.read(&mut buf) => {
+                let _ = hung_tx.send(()).await;
+            }
+        }
+    });
+    HeldUpstream {
+        base,
+        arrived,
+        go: Some(go),
+        hung_up,
+    }
+}
+
+fn streamed_hello() -> Value {
+    let mut body = hello();
+    body["stream"] = json!(true);
+    body
+}
+
+/// What the ledger holds in flight over every deployment.
+async fn in_flight(router: &Router) -> u64 {
+    let all: Vec<_> = router.registry().deployment_ids().collect();
+    let snaps = router.ledger().snapshot(&all).await.unwrap();
+    snaps.iter().map(|s| s.usage.in_flight).sum()
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_stream_in_flight_finish() {
+    let mut held = held_upstream().await;
+    let mut r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let request = r
+        .http
+        .post(url)
+        .bearer_auth(ACME)
+        .json(&streamed_hello())
+        .send();
+    let client = tokio::spawn(async move { request.await.unwrap().text().await.unwrap() });
+    held.arrived.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 1);
+    // Stop accepting while the stream is open; it still completes.
+    r.stop.take().unwrap().send(()).unwrap();
+    held.go.take().unwrap().send(()).unwrap();
+    let text = client.await.unwrap();
+    assert!(
+        text.contains("lo!") && text.trim_end().ends_with("data: [DONE]"),
+        "{text}"
+    );
+    r.done.await.unwrap().unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_stream_cancels_the_upstream_call_and_settles() {
+    let mut held = held_upstream().await;
+    let r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let mut response = r
+        .http
+        .post(url)
+        .bearer_auth(ACME)
+        .json(&streamed_hello())
+        .send()
+        .await
+        .unwrap();
+    let first = response.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("Hel"));
+    assert_eq!(in_flight(&r.router).await, 1);
+    drop(response);
+    // The gateway drops the stream, which closes the upstream call and settles at once.
+    held.hung_up.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
 }

@@ -149,6 +149,7 @@ mod chat;
 mod drive;
 mod error;
 mod guard;
+pub mod quota;
 mod renewals;
 mod request;
 mod router;

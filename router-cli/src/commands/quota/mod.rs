@@ -9,10 +9,8 @@ use crate::context::Context;
 use crate::failure::Failure;
 
 mod table;
-mod view;
 
 use table::table;
-use view::{Quota, row, tenant_view};
 
 /// Options of `llmroute quota`.
 #[derive(Debug, Args)]
@@ -47,19 +45,10 @@ pub(crate) async fn run(
         }
         None => None,
     };
-    let all: Vec<_> = registry.deployment_ids().collect();
     loop {
-        let snaps = ledger.snapshot(&all).await.map_err(Failure::state)?;
-        let tenant = match &args.tenant {
-            Some(name) => Some(tenant_view(registry, &ledger, name).await?),
-            None => None,
-        };
-        let deployments = snaps.iter().map(|s| row(registry, s)).collect();
-        let quota = Quota {
-            state,
-            tenant,
-            deployments,
-        };
+        let quota = router_sdk::quota::quota(registry, &ledger, state, args.tenant.as_deref())
+            .await
+            .map_err(Failure::state)?;
         if args.json {
             serde_json::to_writer(&mut *out, &quota).map_err(|e| Failure::output(e.into()))?;
             writeln!(out).map_err(Failure::output)?;

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::view::{Quota, Reported, TenantView, Used};
+use router_sdk::quota::{Quota, Reported, TenantView, Used};
 
 fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
     let Some(tier) = &t.tier else {
@@ -74,7 +74,7 @@ fn split_limits(itpm: Option<&Used>, otpm: Option<&Used>) -> String {
 }
 
 /// The whole report as text.
-pub(super) fn table(q: &Quota<'_>, out: &mut dyn Write) -> std::io::Result<()> {
+pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "state: {}", q.state)?;
     if let Some(t) = &q.tenant {
         tenant_table(t, out)?;
