@@ -1149,3 +1149,52 @@ fn zero_or_fractional_itpm_and_otpm_are_rejected() {
         assert_mentions(&msg, &[&at, field, got, &hint]);
     }
 }
+
+#[test]
+fn the_gateway_section_is_checked_with_its_fields() {
+    let hash = "a".repeat(64);
+    let ok = format!(
+        "{BASE}gateway:\n  listen: 0.0.0.0:9000\n  metrics_listen: 127.0.0.1:9100\n  \
+         forward_headers: [Traceparent]\n  keys:\n    - {{ sha256: {hash}, tenant: acme, priority: batch, models: [chat] }}\n"
+    );
+    let registry = Registry::from_yaml_str(&ok, "gw.yaml").unwrap();
+    let g = &registry.gateway;
+    assert_eq!(g.listen.to_string(), "0.0.0.0:9000");
+    assert_eq!(g.forward_headers, ["traceparent"]);
+    assert_eq!(g.keys[0].tenant, "acme");
+    assert_eq!(g.keys[0].priority, Some(router_core::flow::Priority::Batch));
+    let cases = [
+        (
+            "gateway:\n  keys:\n    - { sha256: sk-live-key-pasted-here, tenant: acme }\n"
+                .to_owned(),
+            vec![
+                "gateway.keys[0].sha256",
+                "64 hex digits",
+                "llmroute keys new",
+            ],
+        ),
+        (
+            format!(
+                "gateway:\n  keys:\n    - {{ sha256: {hash}, tenant: a }}\n    - {{ sha256: {hash}, tenant: b }}\n"
+            ),
+            vec!["gateway.keys[1].sha256", "gateway.keys[0]"],
+        ),
+        (
+            format!("gateway:\n  keys:\n    - {{ sha256: {hash}, tenant: a, models: [nope] }}\n"),
+            vec!["gateway.keys[0].models[0]", "`nope`"],
+        ),
+        (
+            "gateway:\n  listen: localhost\n".to_owned(),
+            vec!["gateway.listen", "IP:PORT"],
+        ),
+        (
+            "gateway:\n  forward_headers: [Authorization]\n".to_owned(),
+            vec!["gateway.forward_headers[0]", "never passes it on"],
+        ),
+    ];
+    for (section, parts) in cases {
+        let message = error_of(&format!("{BASE}{section}"));
+        assert_mentions(&message, &parts);
+        assert!(!message.contains("sk-live-key-pasted-here"), "{message}");
+    }
+}

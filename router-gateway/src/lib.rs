@@ -234,6 +234,13 @@ async fn answer(
             })?;
         req.deadline = Some(Duration::from_secs_f64(deadline));
     }
+    for name in &shared.router.registry().gateway.forward_headers {
+        for value in headers.get_all(name.as_str()) {
+            if let Ok(value) = value.to_str() {
+                req.headers.push((name.clone(), value.to_owned()));
+            }
+        }
+    }
     if let Some(list) = header(headers, "x-llmroute-providers") {
         req.providers = list
             .split(',')

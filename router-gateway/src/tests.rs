@@ -165,6 +165,39 @@ async fn a_streamed_answer_ends_with_usage_and_done() {
 }
 
 #[tokio::test]
+async fn configured_headers_are_passed_on_and_others_are_not() {
+    let r = start("", "  forward_headers: [X-Bench-Id, traceparent]\n").await;
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::header("x-bench-id", "b-7"))
+        .and(wiremock::matchers::header("traceparent", "00-abc-def-01"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&r.upstream)
+        .await;
+    let response = r
+        .http
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ACME)
+        .header("x-bench-id", "b-7")
+        .header("traceparent", "00-abc-def-01")
+        .header("x-private", "not for the provider")
+        .json(&hello())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = &r.upstream.received_requests().await.unwrap()[0];
+    assert!(seen.headers.get("x-private").is_none());
+    // The caller's key never goes upstream: the provider gets the configured key.
+    assert_ne!(
+        seen.headers["authorization"],
+        format!("Bearer {ACME}").as_str()
+    );
+}
+
+#[tokio::test]
 async fn tools_go_upstream_and_tool_calls_come_back() {
     let r = start("", "").await;
     Mock::given(method("POST"))

@@ -10,6 +10,17 @@ use super::raw::{At, RawGateway, RawKey};
 use super::registry::Registry;
 use crate::flow::Priority;
 
+/// Headers the gateway never passes on: they carry a key or frame the body.
+const FORWARD_REFUSED: [&str; 7] = [
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+];
+
 /// The gateway's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gateway {
@@ -21,6 +32,9 @@ pub struct Gateway {
     pub body_limit_bytes: u64,
     /// The API keys it accepts.
     pub keys: Vec<GatewayKey>,
+    /// Request headers passed on to the provider as the caller sent them (lowercase names),
+    /// e.g. `traceparent`.
+    pub forward_headers: Vec<String>,
 }
 
 impl Gateway {
@@ -37,6 +51,7 @@ impl Default for Gateway {
             metrics_listen: None,
             body_limit_bytes: Self::BODY_LIMIT_BYTES,
             keys: Vec::new(),
+            forward_headers: Vec::new(),
         }
     }
 }
@@ -84,6 +99,26 @@ pub(crate) fn gateway(
     if let Some(limit) = &raw.body_limit_bytes {
         let hint = "write a size in bytes, e.g. 10485760 for 10 MiB";
         out.body_limit_bytes = ctx.positive("gateway.body_limit_bytes", limit, hint)?.get();
+    }
+    for (i, name) in raw.forward_headers.iter().flatten().enumerate() {
+        let field = format!("gateway.forward_headers[{i}]");
+        let lower = name.value.trim().to_ascii_lowercase();
+        let token = !lower.is_empty()
+            && lower
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.!#$%&'*+^`|~".contains(&b));
+        let problem = if !token {
+            format!("`{}` is not an HTTP header name", name.value)
+        } else if FORWARD_REFUSED.contains(&lower.as_str()) {
+            format!(
+                "`{lower}` carries a key or frames the body: the gateway never passes it on; \
+                 remove it"
+            )
+        } else {
+            out.forward_headers.push(lower);
+            continue;
+        };
+        return Err(ctx.invalid(&field, line(name), problem));
     }
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, entry) in raw.keys.iter().flatten().enumerate() {

@@ -60,6 +60,8 @@ pub(crate) struct RawGateway {
     pub(crate) body_limit_bytes: Option<At<Number>>,
     #[serde(default)]
     pub(crate) keys: Option<Vec<At<RawKey>>>,
+    #[serde(default)]
+    pub(crate) forward_headers: Option<Vec<At<String>>>,
 }
 
 /// One entry of `gateway.keys`.
