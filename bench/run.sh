@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,9 +10,10 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
+  --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
@@ -23,11 +24,13 @@ EOF
 }
 
 QUICK=0
+GATEWAY_ONLY=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
     case "$1" in
         --quick) QUICK=1 ;;
+        --gateway-only) GATEWAY_ONLY=1 QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -64,10 +67,12 @@ fi
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 [[ $TARGET == /* ]] || TARGET=$REPO/$TARGET
 WORKER=$TARGET/release/examples/bench_worker
+LLMROUTE=$TARGET/release/llmroute
 if ((BUILD)); then
-    (cd "$REPO" && cargo build --release -p router-sdk --example bench_worker)
+    (cd "$REPO" && cargo build --release -p router-sdk --example bench_worker && cargo build --release -p router-cli)
 fi
 [[ -x $WORKER ]] || { echo "run.sh: no worker at $WORKER (drop --no-build?)" >&2; exit 1; }
+[[ -x $LLMROUTE ]] || { echo "run.sh: no llmroute at $LLMROUTE (drop --no-build?)" >&2; exit 1; }
 
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/llmroute-bench.XXXXXX")}
 mkdir -p "$OUT"
@@ -172,13 +177,35 @@ echo "redis $REDIS, enforce mock $ENFORCE${OBSERVE:+, observe mock $OBSERVE}"
 # ---------------------------------------------------------------------------------------------
 # The runs. Each waits for its place in the UTC minute (--align), then offers its load.
 
+# The gateway: `llmroute serve` over the enforce mock's providers, its ledger in our Redis.
+start_gateway() { # sets GATEWAY_URL
+    local i
+    python3 "$REPO/bench/gateway_config.py" "$PROVIDERS" "$ENFORCE" "$REDIS" >"$OUT/gateway.yaml"
+    BENCH_KEY=bench "$LLMROUTE" --config "$OUT/gateway.yaml" serve --no-auth --listen 127.0.0.1:0 \
+        >"$OUT/gateway.out" 2>"$OUT/gateway.log" &
+    PIDS+=("$!")
+    for ((i = 0; i < 100; i++)); do
+        if grep -q '^llmroute gateway listening on ' "$OUT/gateway.out" 2>/dev/null; then
+            GATEWAY_URL=$(sed -n 's/^llmroute gateway listening on //p' "$OUT/gateway.out")/v1
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "run.sh: the gateway did not start (see $OUT/gateway.log)" >&2
+    exit 1
+}
+
 FAILED=()
-bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...
+bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...; WORKER_CMD, if set, is the worker
     local dir=$1 label=$2 mock=$3 n=$4 align=$5 k=$6 rc=0
     shift 6
     local cmd mode=enforce
     [[ $mock == "$ENFORCE" ]] || mode=observe
-    printf -v cmd '%q ' "$WORKER" "$@"
+    if [[ -n ${WORKER_CMD:-} ]]; then
+        cmd="$WORKER_CMD "
+    else
+        printf -v cmd '%q ' "$WORKER" "$@"
+    fi
     echo
     echo "== $label: $n requests / 30 s, K=$k, $mode mock, align $align  (from $(date -u +%T) UTC)"
     setsid python3 "$HARNESS/drive_cmd.py" --mock-url "$mock" --redis "$REDIS" --providers "$PROVIDERS" \
@@ -226,7 +253,13 @@ T0=$(date +%s)
 # Inside- and cross-aligned runs alternate where possible: a cross run starts 15 s before a
 # minute boundary, just after an inside run, so fewer minutes are spent waiting.
 bench floor-k4 "floor (no router) K=4" "$ENFORCE" 600 inside 4 --floor
-if ((QUICK)); then
+if ((GATEWAY_ONLY)); then
+    start_gateway
+    printf -v WORKER_CMD '%q ' python3 "$REPO/bench/gateway_worker.py" --harness "$HARNESS" --gateway "$GATEWAY_URL"
+    bench gateway-k4 "llmroute serve, K=4 reference workers" "$ENFORCE" 600 inside 4
+    WORKER_CMD=""
+    ORDER=(floor-k4 gateway-k4)
+elif ((QUICK)); then
     bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
     ORDER=(floor-k4 llmroute-k4)
 else
@@ -235,7 +268,11 @@ else
     bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8
     bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
     bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4
-    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack)
+    start_gateway
+    printf -v WORKER_CMD '%q ' python3 "$REPO/bench/gateway_worker.py" --harness "$HARNESS" --gateway "$GATEWAY_URL"
+    bench gateway-k4 "llmroute serve, K=4 reference workers" "$ENFORCE" 600 inside 4
+    WORKER_CMD=""
+    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack gateway-k4)
     if [[ -n $LITELLM_PY ]]; then
         peer litellm-ubr2-k4
         ORDER+=(litellm-ubr2-k4)

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use router_core::config::Registry;
-use router_sdk::{ChatChunk, ChatRequest, Message, Receipt, Router, StaticKeys};
+use router_sdk::{ChatChunk, ChatRequest, Message, Receipt, Role, Router, StaticKeys};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -56,11 +56,18 @@ struct Provider {
     api_base: String,
 }
 
+/// A message of the workload, as the harness writes it (text content).
+#[derive(Deserialize, serde::Serialize, Clone)]
+struct Text {
+    role: Role,
+    content: String,
+}
+
 #[derive(Deserialize)]
 struct Job {
     bench_id: String,
     t_offset: f64,
-    messages: Vec<Message>,
+    messages: Vec<Text>,
     max_tokens: u64,
     stream: bool,
 }
@@ -184,7 +191,11 @@ async fn via_router(
 ) -> Result<Answer, Refusal> {
     let req = ChatRequest {
         model: Some(model.to_owned()),
-        messages: job.messages.clone(),
+        messages: job
+            .messages
+            .iter()
+            .map(|m| Message::text(m.role, m.content.clone()))
+            .collect(),
         max_tokens: Some(job.max_tokens),
         headers: vec![("x-bench-id".into(), job.bench_id.clone())],
         deadline: Some(timeout),
@@ -337,7 +348,10 @@ async fn warm_up(sender: &Sender, spec: &Spec) -> Result<(), String> {
         let job = Job {
             bench_id: format!("warmup-w{}", spec.worker),
             t_offset: 0.0,
-            messages: vec![Message::user("warm up")],
+            messages: vec![Text {
+                role: Role::User,
+                content: "warm up".into(),
+            }],
             max_tokens: 4,
             stream,
         };

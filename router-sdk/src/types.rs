@@ -220,8 +220,9 @@ impl Reasoning {
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
-    /// Its content: text and images.
-    #[serde(default)]
+    /// Its content: text and images. Read from JSON as a list of parts, or as one string
+    /// (one text part).
+    #[serde(default, deserialize_with = "text_or_parts")]
     pub content: Vec<Part>,
     /// The tool calls of an assistant message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -229,6 +230,21 @@ pub struct Message {
     /// The call a [`Role::Tool`] message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+}
+
+/// A message's content from JSON: a string is one text part, `null` none.
+fn text_or_parts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Part>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content {
+        Text(String),
+        Parts(Vec<Part>),
+    }
+    Ok(match Option::<Content>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Content::Text(text)) => vec![Part::Text { text }],
+        Some(Content::Parts(parts)) => parts,
+    })
 }
 
 impl Message {
@@ -679,5 +695,75 @@ impl ToolCallAssembly {
     pub fn finish(mut self) -> Vec<ToolCall> {
         self.calls.sort_by_key(|(i, _)| *i);
         self.calls.into_iter().map(|(_, c)| c).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn message_content_reads_a_string_or_parts() {
+        let text: Message = serde_json::from_str(r#"{"role": "user", "content": "Hi"}"#).unwrap();
+        assert_eq!(text, Message::user("Hi"));
+        let parts: Message = serde_json::from_str(
+            r#"{"role": "user", "content": [{"type": "text", "text": "Hi"},
+                {"type": "image", "image": {"type": "url", "url": "https://x.test/a.png"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(parts.texts().collect::<Vec<_>>(), ["Hi"]);
+        assert_eq!(parts.images().count(), 1);
+        let none: Message =
+            serde_json::from_str(r#"{"role": "assistant", "content": null}"#).unwrap();
+        assert!(none.content.is_empty());
+        let round = serde_json::to_string(&parts).unwrap();
+        assert_eq!(serde_json::from_str::<Message>(&round).unwrap(), parts);
+    }
+
+    #[test]
+    fn tool_call_pieces_assemble_per_index_in_order() {
+        let piece = |index, id: Option<&str>, name: Option<&str>, arguments: &str| ToolCallDelta {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        };
+        let mut assembly = ToolCallAssembly::default();
+        for d in [
+            piece(1, Some("b"), Some("g"), "{\"y\""),
+            piece(0, Some("a"), Some("f"), "{}"),
+            piece(1, None, None, ":2}"),
+        ] {
+            assembly.push(&d);
+        }
+        let calls = assembly.finish();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].arguments.as_str()),
+            ("a", "{}")
+        );
+        assert_eq!(
+            (calls[1].name.as_str(), calls[1].arguments.as_str()),
+            ("g", "{\"y\":2}")
+        );
+    }
+
+    #[test]
+    fn cached_prompt_tokens_cost_the_cached_price() {
+        let price = router_core::config::Price {
+            cached_input_per_mtok: Some(0.5),
+            ..router_core::config::Price::new(2.0, 8.0)
+        };
+        let usage = Usage {
+            cached_prompt_tokens: 600,
+            ..Usage::new(1000, 100)
+        };
+        let want = (400.0 * 2.0 + 600.0 * 0.5 + 100.0 * 8.0) / 1e6;
+        assert!((usage.cost(&price) - want).abs() < 1e-15);
+        // Without a cached price, cached tokens cost the input price.
+        let plain = router_core::config::Price::new(2.0, 8.0);
+        assert!((usage.cost(&plain) - (1000.0 * 2.0 + 100.0 * 8.0) / 1e6).abs() < 1e-15);
     }
 }

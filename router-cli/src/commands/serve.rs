@@ -37,6 +37,7 @@ pub(crate) async fn run(
     let gateway = &loaded.registry.gateway;
     let addr = args.listen.unwrap_or(gateway.listen);
     let metrics_addr = args.metrics_listen.or(gateway.metrics_listen);
+    let gateway_grace = gateway.grace;
     let auth = if args.no_auth {
         if !addr.ip().is_loopback() {
             return Err(Failure::usage(anyhow!(
@@ -104,9 +105,28 @@ pub(crate) async fn run(
         }
         None => (apps.api.merge(apps.metrics), None),
     };
-    let served = router_gateway::serve(listener, api, stopped(stop_rx)).await;
+    let grace = gateway_grace;
+    let mut serving = tokio::spawn(router_gateway::serve(
+        listener,
+        api,
+        stopped(stop_rx.clone()),
+    ));
+    // After the signal, what is in flight has `gateway.grace_secs` to finish; then it is
+    // dropped, and dropped requests settle their reservations.
+    let deadline = async {
+        stopped(stop_rx).await;
+        tokio::time::sleep(grace).await;
+    };
+    let served = tokio::select! {
+        joined = &mut serving => joined.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        () = deadline => {
+            tracing::warn!(grace_secs = grace.as_secs(), "grace period over: dropping what is still in flight");
+            serving.abort();
+            Ok(())
+        }
+    };
     if let Some(metrics) = metrics {
-        let _ = metrics.await;
+        metrics.abort();
     }
     served.map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))?;
     router.drain().await;

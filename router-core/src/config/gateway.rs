@@ -35,6 +35,9 @@ pub struct Gateway {
     /// Request headers passed on to the provider as the caller sent them (lowercase names),
     /// e.g. `traceparent`.
     pub forward_headers: Vec<String>,
+    /// How long a stopping gateway lets requests and streams in flight finish before it drops
+    /// them (their reservations are then settled as dropped requests are).
+    pub grace: std::time::Duration,
 }
 
 impl Gateway {
@@ -42,6 +45,8 @@ impl Gateway {
     pub const LISTEN: &'static str = "127.0.0.1:8080";
     /// 10 MiB: room for a few inline images.
     pub const BODY_LIMIT_BYTES: u64 = 10 * 1024 * 1024;
+    /// 30 s to finish what is in flight when stopping.
+    pub const GRACE_SECS: u64 = 30;
 }
 
 impl Default for Gateway {
@@ -52,6 +57,7 @@ impl Default for Gateway {
             body_limit_bytes: Self::BODY_LIMIT_BYTES,
             keys: Vec::new(),
             forward_headers: Vec::new(),
+            grace: std::time::Duration::from_secs(Self::GRACE_SECS),
         }
     }
 }
@@ -119,6 +125,11 @@ pub(crate) fn gateway(
             continue;
         };
         return Err(ctx.invalid(&field, line(name), problem));
+    }
+    if let Some(grace) = &raw.grace_secs {
+        let hint = "write whole seconds, e.g. 30";
+        out.grace =
+            std::time::Duration::from_secs(ctx.positive("gateway.grace_secs", grace, hint)?.get());
     }
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, entry) in raw.keys.iter().flatten().enumerate() {

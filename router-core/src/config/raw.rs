@@ -62,6 +62,8 @@ pub(crate) struct RawGateway {
     pub(crate) keys: Option<Vec<At<RawKey>>>,
     #[serde(default)]
     pub(crate) forward_headers: Option<Vec<At<String>>>,
+    #[serde(default)]
+    pub(crate) grace_secs: Option<At<Number>>,
 }
 
 /// One entry of `gateway.keys`.
