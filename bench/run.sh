@@ -195,6 +195,15 @@ start_gateway() { # sets GATEWAY_URL
     exit 1
 }
 
+gateway_runs() { # the reference worker's floor, then the same worker through llmroute serve
+    start_gateway
+    printf -v WORKER_CMD '%q ' python3 "$HARNESS/naive_worker.py" --policy fixed:premium
+    bench floor-py-k4 "floor (reference worker, no router) K=4" "$ENFORCE" 600 inside 4
+    printf -v WORKER_CMD '%q ' python3 "$REPO/bench/gateway_worker.py" --harness "$HARNESS" --gateway "$GATEWAY_URL"
+    bench gateway-k4 "llmroute serve, K=4 reference workers" "$ENFORCE" 600 inside 4
+    WORKER_CMD=""
+}
+
 FAILED=()
 bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...; WORKER_CMD, if set, is the worker
     local dir=$1 label=$2 mock=$3 n=$4 align=$5 k=$6 rc=0
@@ -254,11 +263,8 @@ T0=$(date +%s)
 # minute boundary, just after an inside run, so fewer minutes are spent waiting.
 bench floor-k4 "floor (no router) K=4" "$ENFORCE" 600 inside 4 --floor
 if ((GATEWAY_ONLY)); then
-    start_gateway
-    printf -v WORKER_CMD '%q ' python3 "$REPO/bench/gateway_worker.py" --harness "$HARNESS" --gateway "$GATEWAY_URL"
-    bench gateway-k4 "llmroute serve, K=4 reference workers" "$ENFORCE" 600 inside 4
-    WORKER_CMD=""
-    ORDER=(floor-k4 gateway-k4)
+    gateway_runs
+    ORDER=(floor-k4)
 elif ((QUICK)); then
     bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
     ORDER=(floor-k4 llmroute-k4)
@@ -268,11 +274,8 @@ else
     bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8
     bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
     bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4
-    start_gateway
-    printf -v WORKER_CMD '%q ' python3 "$REPO/bench/gateway_worker.py" --harness "$HARNESS" --gateway "$GATEWAY_URL"
-    bench gateway-k4 "llmroute serve, K=4 reference workers" "$ENFORCE" 600 inside 4
-    WORKER_CMD=""
-    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack gateway-k4)
+    gateway_runs
+    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack)
     if [[ -n $LITELLM_PY ]]; then
         peer litellm-ubr2-k4
         ORDER+=(litellm-ubr2-k4)
@@ -290,7 +293,17 @@ for d in "${ORDER[@]}"; do DIRS+=("$OUT/$d"); done
     echo
     echo "## Router overhead = router-added latency - the floor's (single-attempt successes)"
     echo
-    python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
+    if ((${#DIRS[@]} > 1)); then
+        python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
+    fi
+    if [[ -f $OUT/gateway-k4/summary.json ]]; then
+        echo
+        echo "## Gateway overhead = router-added latency of the reference workers through llmroute serve - the same workers' straight to the mock"
+        echo
+        python3 "$HARNESS/report.py" "$OUT/floor-py-k4" "$OUT/gateway-k4"
+        echo
+        python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-py-k4" "$OUT/gateway-k4"
+    fi
     echo
     echo "Runs took $((ELAPSED / 60)) min $((ELAPSED % 60)) s. Results: $OUT"
 } | tee "$OUT/report.md"
