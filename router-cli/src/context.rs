@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use router_core::ledger::Ledger;
+use router_sdk::Router;
 
 use crate::cli::Global;
 use crate::config::{self, Loaded};
@@ -29,6 +30,17 @@ impl<'a> Context<'a> {
     /// Loads the configuration and chooses its ledger (exit status 2 when either is unusable).
     pub(crate) fn load(&self) -> Result<Loaded, Failure> {
         config::load(self.global)
+    }
+
+    /// A router over `loaded` and the ledger it selects (exit status 5 when the ledger is
+    /// unavailable).
+    pub(crate) async fn router(&self, loaded: Loaded) -> Result<Router, Failure> {
+        let ledger = self.open_ledger(&loaded).await?;
+        Router::builder(loaded.registry)
+            .ledger(ledger)
+            .build()
+            .await
+            .map_err(Failure::router)
     }
 
     /// Opens the ledger `loaded` selects (exit status 5 when it is unavailable).

@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use anyhow::anyhow;
 use clap::Args;
 use router_gateway::Auth;
-use router_sdk::Router;
 
 use crate::context::Context;
 use crate::failure::Failure;
@@ -57,12 +56,7 @@ pub(crate) async fn run(
         }
         Auth::Keys
     };
-    let ledger = ctx.open_ledger(&loaded).await?;
-    let router = Router::builder(loaded.registry)
-        .ledger(ledger)
-        .build()
-        .await
-        .map_err(Failure::router)?;
+    let router = ctx.router(loaded).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure::usage(anyhow!("cannot listen on {addr}: {e}")))?;

@@ -10,8 +10,9 @@ use super::raw::{At, RawGateway, RawKey};
 use super::registry::Registry;
 use crate::flow::Priority;
 
-/// Headers the gateway never passes on: they carry a key or frame the body.
-const FORWARD_REFUSED: [&str; 7] = [
+/// Headers llmroute sets itself on a provider request, which neither a request's extra headers
+/// nor the gateway's `forward_headers` may carry: they carry a provider key or frame the body.
+pub const RESERVED_HEADERS: [&str; 7] = [
     "authorization",
     "x-api-key",
     "x-goog-api-key",
@@ -115,7 +116,7 @@ pub(crate) fn gateway(
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.!#$%&'*+^`|~".contains(&b));
         let problem = if !token {
             format!("`{}` is not an HTTP header name", name.value)
-        } else if FORWARD_REFUSED.contains(&lower.as_str()) {
+        } else if RESERVED_HEADERS.contains(&lower.as_str()) {
             format!(
                 "`{lower}` carries a key or frames the body: the gateway never passes it on; \
                  remove it"

@@ -67,7 +67,7 @@ mod validate;
 
 pub use capabilities::{Capabilities, Capability, Features, needed};
 pub use error::ConfigError;
-pub use gateway::{Gateway, GatewayKey};
+pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
 pub use registry::{
     Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,

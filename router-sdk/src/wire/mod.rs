@@ -23,7 +23,7 @@ pub(crate) mod test_support;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use router_core::config::Api;
+use router_core::config::{Api, RESERVED_HEADERS};
 use router_core::ledger::Observation;
 use serde::{Deserialize, Deserializer};
 
@@ -147,17 +147,6 @@ pub(crate) fn build(
         body,
     }
 }
-
-/// Headers a request may not set: they carry a provider key or frame the body.
-const RESERVED_HEADERS: [&str; 7] = [
-    "authorization",
-    "x-api-key",
-    "x-goog-api-key",
-    "content-type",
-    "content-length",
-    "host",
-    "transfer-encoding",
-];
 
 /// A request's extra headers as sent upstream, or an error naming the header that cannot be sent.
 pub(crate) fn extra_headers(pairs: &[(String, String)]) -> Result<HeaderMap, String> {

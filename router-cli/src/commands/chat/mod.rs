@@ -156,12 +156,7 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let loaded = ctx.load()?;
-    let ledger = ctx.open_ledger(&loaded).await?;
-    let router = Router::builder(loaded.registry)
-        .ledger(ledger)
-        .build()
-        .await
-        .map_err(Failure::router)?;
+    let router = ctx.router(loaded).await?;
     let mut signals = Signals::install()?;
     let sent = answer::answer(args, ctx.verbose(), &router, out);
     let ended = until_signal(sent, &mut signals).await;
