@@ -61,10 +61,12 @@ async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
         &extra,
     );
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
-    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL"] {
         cmd.env_remove(var);
     }
-    cmd.arg("--config")
+    // Every log line, from every crate: neither key may appear in any of them.
+    cmd.env("RUST_LOG", "trace")
+        .arg("--config")
         .arg(&s.config)
         .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
         .env("OA_KEY", "sk-planted-oa-S3CRET")
