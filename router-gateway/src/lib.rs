@@ -258,6 +258,9 @@ async fn answer(
             model: stream.model(),
         };
         shared.metrics.request(&who, "ok", started.elapsed());
+        shared
+            .metrics
+            .router_added(started.elapsed(), stream.upstream());
         let counted = Counted {
             shared: shared.clone(),
             tenant: tenant_label.clone(),
@@ -272,6 +275,7 @@ async fn answer(
             model: &r.model,
         };
         shared.metrics.request(&who, "ok", started.elapsed());
+        shared.metrics.router_added(started.elapsed(), r.upstream);
         shared.metrics.answered(&who, r);
         let body = outbound::completion(&answer, now_secs());
         let r = &answer.receipt;

@@ -11,6 +11,7 @@
 //! | `llmroute_cooldowns_total` | deployment | cooldowns put on a deployment |
 //! | `llmroute_admission_wait_seconds` | | time a request waited for capacity |
 //! | `llmroute_request_duration_seconds` | | time from the request's arrival to its answer (or the stream's opening) |
+//! | `llmroute_router_added_seconds` | | that time less the time in provider calls: what the gateway and the router added, waits included |
 //! | `llmroute_deployment_remaining_requests`, `_remaining_tokens`, `_in_flight` | deployment | what the ledger says is left in the current window, read at scrape time |
 //! | `llmroute_ledger_errors_total` | | requests that failed because the ledger did not answer, and scrapes that could not read it |
 
@@ -71,6 +72,7 @@ pub(crate) struct Metrics {
     cooldowns: Family<DeploymentLabels, Counter>,
     wait: Histogram,
     duration: Histogram,
+    router_added: Histogram,
     remaining_requests: Family<DeploymentLabels, Gauge>,
     remaining_tokens: Family<DeploymentLabels, Gauge>,
     in_flight: Family<DeploymentLabels, Gauge>,
@@ -98,6 +100,8 @@ impl Metrics {
             // 1 ms to about 65 s.
             wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            // 50 µs to about 3 s.
+            router_added: Histogram::new(exponential_buckets(0.000_05, 2.0, 17)),
             remaining_requests: Family::default(),
             remaining_tokens: Family::default(),
             in_flight: Family::default(),
@@ -146,6 +150,11 @@ impl Metrics {
             m.duration.clone(),
         );
         r.register(
+            "llmroute_router_added_seconds",
+            "Time a served request spent outside provider calls (waits included)",
+            m.router_added.clone(),
+        );
+        r.register(
             "llmroute_deployment_remaining_requests",
             "Requests left in the current window (RPM), read at scrape time",
             m.remaining_requests.clone(),
@@ -182,6 +191,12 @@ impl Metrics {
         if outcome == "ledger_unavailable" {
             self.ledger_errors.inc();
         }
+    }
+
+    /// A served request spent `elapsed` in all, `upstream` of it in provider calls.
+    pub(crate) fn router_added(&self, elapsed: Duration, upstream: Duration) {
+        self.router_added
+            .observe(elapsed.saturating_sub(upstream).as_secs_f64());
     }
 
     /// What an answer used and cost, how long it waited, and its provider calls.

@@ -442,6 +442,7 @@ async fn metrics_count_requests_tokens_cost_and_refusals() {
         r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="ok"} 1"#,
         r#"llmroute_deployment_in_flight{deployment="oa/small"} 0"#,
         "llmroute_admission_wait_seconds_count 1",
+        "llmroute_router_added_seconds_count 1",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }

@@ -24,6 +24,8 @@ use crate::wire::headers;
 pub(crate) struct Request {
     /// The caller's id for the request, or one drawn at random.
     pub(crate) id: String,
+    /// Time spent in provider calls so far (a stream's: until it opened).
+    pub(crate) upstream: std::time::Duration,
     pub(crate) planned: Planned,
     pub(crate) flow: Flow,
     attempts: Vec<Attempt>,
@@ -56,6 +58,7 @@ impl Router {
             flow: Flow::new(self.inner.policy, &planned.plan),
             planned,
             attempts: Vec::new(),
+            upstream: std::time::Duration::ZERO,
             last_failure: None,
             last_denial: None,
             span,
@@ -87,7 +90,10 @@ impl Router {
                 Next::Call(d) => match guard.take() {
                     Some(held) => {
                         let span = self.attempt_span(request, d);
-                        match call(d).instrument(span.clone()).await {
+                        let called = std::time::Instant::now();
+                        let result = call(d).instrument(span.clone()).await;
+                        request.upstream += called.elapsed();
+                        match result {
                             Ok(output) => return Ok((held, output)),
                             Err(failure) => {
                                 self.failed(request, held, failure, None)
@@ -265,6 +271,7 @@ impl Router {
             cost_usd: usage.cost(&registry.deployment(d).price),
             attempts: std::mem::take(&mut request.attempts),
             waited: request.flow.waited(),
+            upstream: request.upstream,
         }
     }
 

@@ -30,9 +30,15 @@ pub struct ChatStream {
     provider: String,
     model: String,
     request_id: String,
+    upstream: std::time::Duration,
 }
 
 impl ChatStream {
+    /// Time spent in provider calls until the stream opened, failed attempts included.
+    pub fn upstream(&self) -> std::time::Duration {
+        self.upstream
+    }
+
     /// The provider answering (known once the stream opened).
     pub fn provider(&self) -> &str {
         &self.provider
@@ -98,6 +104,7 @@ impl Router {
         let provider = registry.provider_of(d).name.clone();
         let model = registry.deployment(d).model.clone();
         let request_id = request.id.clone();
+        let upstream = request.upstream;
         let events = response
             .bytes_stream()
             .eventsource()
@@ -128,6 +135,7 @@ impl Router {
             provider,
             model,
             request_id,
+            upstream,
         })
     }
 

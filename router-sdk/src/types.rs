@@ -616,6 +616,10 @@ pub struct Receipt {
     /// Time spent waiting for capacity.
     #[serde(with = "ms")]
     pub waited: Duration,
+    /// Time spent in provider calls, failed ones included: until each answered in full, or for
+    /// a stream until it opened. The rest of a request's time is the router's (waits included).
+    #[serde(with = "ms")]
+    pub upstream: Duration,
 }
 
 /// One item of a chat stream.
