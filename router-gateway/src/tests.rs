@@ -27,6 +27,15 @@ struct Running {
 }
 
 impl Running {
+    /// `GET path` with `key`, read as JSON.
+    async fn get_json(&self, key: &str, path: &str) -> Value {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(key);
+        response.send().await.unwrap().json().await.unwrap()
+    }
+
     async fn post(&self, key: Option<&str>, body: &Value) -> reqwest::Response {
         let mut req = self.http.post(format!("{}/v1/chat/completions", self.base));
         if let Some(key) = key {
@@ -256,29 +265,11 @@ async fn keys_decide_who_may_call_what() {
     let mut small = hello();
     small["model"] = json!("small");
     assert_eq!(r.post(Some(NARROW), &small).await.status(), 200);
-    let models: Value = r
-        .http
-        .get(format!("{}/v1/models", r.base))
-        .bearer_auth(NARROW)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = r.get_json(NARROW, "/v1/models").await;
     assert_eq!(models["data"].as_array().unwrap().len(), 1);
     assert_eq!(models["data"][0]["id"], "small");
     // The caller's quota: its tier, use and spend, and every deployment.
-    let quota: Value = r
-        .http
-        .get(format!("{}/v1/quota", r.base))
-        .bearer_auth(ACME)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let quota = r.get_json(ACME, "/v1/quota").await;
     assert_eq!(quota["tenant"]["name"], "acme");
     assert_eq!(quota["tenant"]["tier"], "pro");
     assert_eq!(quota["tenant"]["rpm"]["used"], 1);

@@ -19,6 +19,22 @@ fn answer(content: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(body)
 }
 
+/// Upstream `oa` (`gpt-test`, $2 / $8) at `server`.
+fn upstream_at(
+    server: &wiremock::MockServer,
+) -> (
+    &'static str,
+    &'static str,
+    String,
+    &'static str,
+    f64,
+    f64,
+    &'static str,
+) {
+    let base = format!("{}/v1", server.uri());
+    ("oa", "openai", base, "gpt-test", 2.0, 8.0, "rpm: 100")
+}
+
 fn schema_file(s: &Scene) -> std::path::PathBuf {
     let file = s.prompt("unused").with_file_name("event.json");
     let schema =
@@ -147,15 +163,7 @@ async fn an_image_for_a_model_without_vision_exits_2_before_any_call() {
         .expect(0)
         .mount(&server)
         .await;
-    let upstream = (
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 100",
-    );
+    let upstream = upstream_at(&server);
     // Appended right after the only model's entry: its capabilities.
     let s = scene_with(&[upstream], "        capabilities: [tools]\n");
     let mut cmd = s.llmroute(&["oa"]);
@@ -179,15 +187,7 @@ async fn verbose_shows_the_routing_rule_that_matched() {
         .expect(1)
         .mount(&server)
         .await;
-    let upstream = (
-        "oa",
-        "openai",
-        format!("{}/v1", server.uri()),
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 100",
-    );
+    let upstream = upstream_at(&server);
     let routes = "routes:\n  auto:\n    - when: { tools: true }\n      model: gpt-test\n    \
                   - when: { prompt_tokens: { below: 100 } }\n      model: chat\n";
     let s = scene_with(&[upstream], routes);
