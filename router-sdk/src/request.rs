@@ -69,13 +69,7 @@ pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
         }
     }
     for (i, tool) in req.tools.iter().enumerate() {
-        let name_ok = !tool.name.is_empty()
-            && tool.name.len() <= 64
-            && tool
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !name_ok {
+        if !is_function_name(&tool.name) {
             return invalid(format!(
                 "tools[{i}]: name `{}` must be 1 to 64 letters, digits, `_` or `-`",
                 tool.name
@@ -96,12 +90,27 @@ pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
             "tool_choice names function `{name}`, which is not among the request's tools"
         ));
     }
-    if let Some(ResponseFormat::JsonSchema { schema, .. }) = &req.response_format
-        && !schema.is_object()
-    {
-        return invalid("response_format: the JSON schema must be a JSON object".into());
+    if let Some(ResponseFormat::JsonSchema { name, schema, .. }) = &req.response_format {
+        if !schema.is_object() {
+            return invalid("response_format: the JSON schema must be a JSON object".into());
+        }
+        if !is_function_name(name) {
+            return invalid(format!(
+                "response_format: the schema's name `{name}` must be 1 to 64 letters, digits, \
+                 `_` or `-`"
+            ));
+        }
     }
     Ok(())
+}
+
+/// `^[a-zA-Z0-9_-]{1,64}$`: what every provider takes as a function's (and a schema's) name.
+fn is_function_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The model a request goes to: the one it names, or for a routed alias the model of the first

@@ -213,6 +213,21 @@ async fn broken_tool_messages_fail_before_any_call() {
     };
     let err = w.router.chat(unknown_choice).await.unwrap_err().to_string();
     assert!(err.contains("`nope`"), "{err}");
+    let bad_schema_name = ChatRequest {
+        response_format: Some(router_sdk::ResponseFormat::JsonSchema {
+            name: "my schema".into(),
+            schema: serde_json::json!({"type": "object"}),
+            strict: true,
+        }),
+        ..ChatRequest::new("Hi")
+    };
+    let err = w
+        .router
+        .chat(bad_schema_name)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("schema's name `my schema`"), "{err}");
 }
 
 #[tokio::test]
