@@ -169,7 +169,14 @@ fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
         req.messages.iter().map(message).collect(),
     );
     if let Some(max) = req.max_tokens {
-        body.insert("max_tokens".into(), max.into());
+        // OpenAI's reasoning models take only `max_completion_tokens` (reasoning counted in
+        // it), and newer OpenAI-compatible servers take it too; others keep `max_tokens`.
+        let name = if req.reasoning.is_some() {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(name.into(), max.into());
     }
     let numbers = [
         ("temperature", req.temperature),

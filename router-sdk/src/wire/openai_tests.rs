@@ -161,6 +161,22 @@ fn a_tool_round_trip_is_sent_in_the_documented_shape() {
 }
 
 #[test]
+fn reasoning_requests_cap_with_max_completion_tokens() {
+    let req = ChatRequest {
+        max_tokens: Some(2000),
+        reasoning: Some(crate::types::Reasoning {
+            effort: Some(crate::types::Effort::High),
+            budget_tokens: None,
+        }),
+        ..ChatRequest::new("Think.")
+    };
+    let got = body("o4-mini", &req, false);
+    assert_eq!(got["max_completion_tokens"], 2000);
+    assert_eq!(got.get("max_tokens"), None);
+    assert_eq!(got["reasoning_effort"], "high");
+}
+
+#[test]
 fn tool_choices_and_strict_tools() {
     let named = tool_choice(&ToolChoice::Function("f".into()));
     assert_eq!(
