@@ -6,14 +6,7 @@ use serde_json::{Value, json};
 
 /// OpenAI's name of a finish reason.
 fn finish_reason(reason: Option<&FinishReason>) -> Value {
-    match reason {
-        None => Value::Null,
-        Some(FinishReason::Stop) => "stop".into(),
-        Some(FinishReason::Length) => "length".into(),
-        Some(FinishReason::ContentFilter) => "content_filter".into(),
-        Some(FinishReason::ToolCalls) => "tool_calls".into(),
-        Some(FinishReason::Other(other)) => other.as_str().into(),
-    }
+    reason.map_or(Value::Null, |r| r.as_str().into())
 }
 
 fn tool_call(c: &ToolCall) -> Value {

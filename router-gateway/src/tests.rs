@@ -36,6 +36,17 @@ impl Running {
         response.send().await.unwrap().json().await.unwrap()
     }
 
+    /// `ACME`'s request of `body` that may take 1 s at most.
+    async fn post_with_deadline_1s(&self, body: &Value) -> reqwest::Response {
+        let url = format!("{}/v1/chat/completions", self.base);
+        let req = self
+            .http
+            .post(url)
+            .bearer_auth(ACME)
+            .header("x-llmroute-timeout", "1");
+        req.json(body).send().await.unwrap()
+    }
+
     async fn post(&self, key: Option<&str>, body: &Value) -> reqwest::Response {
         let mut req = self.http.post(format!("{}/v1/chat/completions", self.base));
         if let Some(key) = key {
@@ -301,15 +312,7 @@ async fn a_full_tier_is_429_with_retry_after() {
         .unwrap();
     assert!(left < 100_000 - 1117, "{left}");
     assert_eq!(h["x-ratelimit-reset-requests"], "60s");
-    let response = r
-        .http
-        .post(format!("{}/v1/chat/completions", r.base))
-        .bearer_auth(ACME)
-        .header("x-llmroute-timeout", "1")
-        .json(&hello())
-        .send()
-        .await
-        .unwrap();
+    let response = r.post_with_deadline_1s(&hello()).await;
     assert_eq!(response.status(), 429);
     let retry: u64 = response.headers()["retry-after"]
         .to_str()
@@ -404,15 +407,7 @@ async fn metrics_count_requests_tokens_cost_and_refusals() {
     let r = start("rpm: 1", "").await;
     upstream_answers(&r, "openai/ok.json", "application/json").await;
     assert_eq!(r.post(Some(ACME), &hello()).await.status(), 200);
-    let refused = r
-        .http
-        .post(format!("{}/v1/chat/completions", r.base))
-        .bearer_auth(ACME)
-        .header("x-llmroute-timeout", "1")
-        .json(&hello())
-        .send()
-        .await
-        .unwrap();
+    let refused = r.post_with_deadline_1s(&hello()).await;
     assert_eq!(refused.status(), 429);
     assert_eq!(r.post(Some("llmr-nobody"), &hello()).await.status(), 401);
     let text = r

@@ -468,6 +468,32 @@ pub enum FinishReason {
     Other(String),
 }
 
+impl FinishReason {
+    /// The reason's name: `stop`, `length`, `content_filter`, `tool_calls`, or the provider's
+    /// own. These are also OpenAI's names.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Other(other) => other,
+        }
+    }
+
+    /// The reason named `name` ([`FinishReason::as_str`]'s names; OpenAI's legacy
+    /// `function_call` is `tool_calls`), else [`FinishReason::Other`].
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
 /// Token usage of one request, as the provider reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {

@@ -303,14 +303,9 @@ impl From<UsageJson> for Usage {
     }
 }
 
+/// OpenAI's finish reasons are the neutral names.
 fn finish_reason(reason: &str) -> FinishReason {
-    match reason {
-        "stop" => FinishReason::Stop,
-        "length" => FinishReason::Length,
-        "content_filter" => FinishReason::ContentFilter,
-        "tool_calls" | "function_call" => FinishReason::ToolCalls,
-        other => FinishReason::Other(other.to_owned()),
-    }
+    FinishReason::from_name(reason)
 }
 
 fn parse_response(body: &[u8]) -> Result<Completion, String> {
