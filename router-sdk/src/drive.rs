@@ -43,14 +43,14 @@ impl Router {
             Some(id) => id.clone(),
             None => format!("{:016x}", self.draw_u64()),
         };
-        let route = planned.route.as_ref().map(ToString::to_string);
         let span = tracing::info_span!(
             "request",
             request_id = %id,
             tenant = planned.plan.tenant().unwrap_or("-"),
             model = %planned.model,
             priority = planned.plan.priority.as_str(),
-            route = route.as_deref().unwrap_or("-"),
+            // Formatted only when the span is recorded; absent for a request that was not routed.
+            route = planned.route.as_ref().map(tracing::field::display),
             metadata = ?req.metadata,
         );
         Ok(Request {
