@@ -17,9 +17,14 @@
 --   number of scopes s (1 or 2), then per scope rpm, tpm, itpm, otpm, concurrency (already
 --   scaled to the request's priority share). Every limit is a decimal integer, and exactly '0'
 --   means unlimited. Tokens count against tpm, input against itpm, output against otpm.
+--   Last of all, after the candidates: KEYS ends with the epoch key and ARGV with the epoch
+--   the instance knows ('' to skip the check; see heartbeat.lua and restore.lua).
 -- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL. A first
 --   admission costs one GET of the reservation key (absent); only a repeated one looks further.
--- Reply: granted {1, now, rank (0-based candidate index), bucket, day, month} (for a repeated
+-- Reply: lost    {2, now} when the stored epoch is not the instance's: the store lost its keys
+--                 or another instance restored them since; nothing is admitted, the instance
+--                 restores (restore.lua) first.
+--        granted {1, now, rank (0-based candidate index), bucket, day, month} (for a repeated
 --          admission: the first one's rank and bucket, and the day and month of that bucket)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
@@ -29,6 +34,9 @@
 -- Twin: `Engine::admit` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
+if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return {2, now}
+end
 local id, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 -- The tokens to reserve on the candidate being looked at, and their input and output parts
 -- (set per candidate).

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use router_core::clock::{Clock, SystemClock};
 use router_core::config::{Registry, redact_url};
 use router_core::ledger::{
-    Ledger, LedgerError, MemoryStore, RedisStore, RedisStoreOptions, SqliteStore,
+    Ledger, LedgerError, MemoryStore, RedisStore, RedisStoreOptions, ResilientStore, SqliteStore,
 };
 
 use crate::Error;
@@ -303,7 +303,8 @@ pub async fn open(choice: &LedgerChoice, registry: &Registry) -> Result<Arc<dyn 
     open_with_clock(choice, registry, Arc::new(SystemClock)).await
 }
 
-/// Like [`open`], on `clock` (the embedded and in-memory stores read it; Redis reads its own).
+/// Like [`open`], on `clock` (the embedded and in-memory stores read it; Redis reads its own,
+/// and the clock only times local mode).
 pub async fn open_with_clock(
     choice: &LedgerChoice,
     registry: &Registry,
@@ -311,11 +312,16 @@ pub async fn open_with_clock(
 ) -> Result<Arc<dyn Ledger>, Error> {
     Ok(match choice {
         LedgerChoice::Redis { url, .. } => {
+            // Connected lazily: an instance starts (and admits per `ledger.on_error`) while
+            // Redis is away.
             let options = RedisStoreOptions {
                 namespace: registry.namespace.clone(),
+                response_timeout: registry.ledger.timeout,
+                lazy: true,
                 ..RedisStoreOptions::default()
             };
-            Arc::new(RedisStore::connect(url, registry, options).await?)
+            let shared = RedisStore::connect(url, registry, options).await?;
+            Arc::new(ResilientStore::new(shared, registry.ledger, clock).await)
         }
         LedgerChoice::Embedded { path, .. } => Arc::new(SqliteStore::open(path, registry, clock)?),
         LedgerChoice::Memory => Arc::new(MemoryStore::with_clock(registry, clock)),

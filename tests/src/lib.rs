@@ -67,12 +67,79 @@ pub fn redis_server() -> TestRedis {
     }
 }
 
+impl TestRedis {
+    /// The port of a server this guard started.
+    fn port(&self) -> u16 {
+        assert!(
+            self.owned,
+            "only a server the test started can be stopped and restarted"
+        );
+        self.url
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .expect("the test server's URL names its port")
+    }
+
+    /// Kills the server (SIGKILL): every connection drops and its data is gone.
+    ///
+    /// # Panics
+    ///
+    /// When this guard did not start the server (`REDIS_URL`).
+    pub fn kill(&mut self) {
+        self.port();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts an empty server on the same port again, after [`TestRedis::kill`].
+    ///
+    /// # Panics
+    ///
+    /// When it does not come up.
+    pub fn restart(&mut self) {
+        let port = self.port();
+        self.kill();
+        match spawn_on(port) {
+            Ok(Some((child, _))) => self.child = Some(child),
+            other => panic!("redis-server did not restart on port {port}: {other:?}"),
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Wakes a server frozen by [`TestRedis::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        self.port();
+        let pid = self.child.as_ref().expect("the server is running").id();
+        let status = Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .expect("`kill` runs");
+        assert!(status.success(), "kill {which} {pid} failed");
+    }
+}
+
 /// `Ok(None)`: no `redis-server` binary. `Err`: it started but did not come up.
 fn spawn() -> Result<Option<(Child, String)>, String> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
+    spawn_on(port)
+}
+
+/// Starts `redis-server` on `port`; see [`spawn`].
+fn spawn_on(port: u16) -> Result<Option<(Child, String)>, String> {
     let spawned = Command::new("redis-server")
         .args([
             "--port",

@@ -57,6 +57,7 @@ mod capabilities;
 mod checks;
 mod error;
 mod gateway;
+mod ledger;
 mod load;
 mod raw;
 mod registry;
@@ -68,6 +69,7 @@ mod validate;
 pub use capabilities::{Capabilities, Capability, Features, needed};
 pub use error::ConfigError;
 pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
+pub use ledger::{LedgerSettings, OnError};
 pub use registry::{
     Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,

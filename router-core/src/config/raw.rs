@@ -46,6 +46,21 @@ pub(crate) struct RawConfig {
     /// The OpenAI-compatible gateway (`llmroute serve`).
     #[serde(default)]
     pub(crate) gateway: Option<RawGateway>,
+    /// Timeouts and failure mode of the shared ledger.
+    #[serde(default)]
+    pub(crate) ledger: Option<RawLedger>,
+}
+
+/// `ledger:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLedger {
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) on_error: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) heartbeat_ms: Option<At<Number>>,
 }
 
 /// `gateway:`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::capabilities::Capabilities;
 use super::gateway::Gateway;
+use super::ledger::LedgerSettings;
 use super::routes::Routes;
 
 /// Which wire protocol a provider speaks.
@@ -316,6 +317,8 @@ pub struct Registry {
     pub routes: Routes,
     /// The gateway's settings (`gateway:`).
     pub gateway: Gateway,
+    /// The shared ledger's timeouts and failure mode (`ledger:`).
+    pub ledger: LedgerSettings,
 }
 
 impl std::fmt::Debug for Registry {
@@ -331,6 +334,7 @@ impl std::fmt::Debug for Registry {
             .field("priorities", &self.priorities)
             .field("routes", &self.routes)
             .field("gateway", &self.gateway)
+            .field("ledger", &self.ledger)
             .finish()
     }
 }

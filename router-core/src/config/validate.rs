@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
 use super::gateway::{Gateway, gateway};
+use super::ledger::ledger;
 use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
 use super::registry::{Api, Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
 use super::routes::{Routes, routes};
@@ -35,6 +36,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         priorities: priorities(&ctx, raw.priorities.as_ref())?,
         routes: Routes::default(),
         gateway: Gateway::default(),
+        ledger: ledger(&ctx, raw.ledger.as_ref())?,
     };
     providers(&ctx, raw, &mut registry)?;
     registry.routes = routes(&ctx, raw.routes.as_ref(), &registry)?;

@@ -47,6 +47,7 @@ mod engine;
 mod memory;
 mod period;
 mod redis;
+mod resilient;
 mod scopes;
 mod sqlite;
 mod types;
@@ -56,6 +57,7 @@ use futures_util::future::BoxFuture;
 
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, RedisStoreOptions};
+pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
@@ -107,6 +109,23 @@ pub enum LedgerError {
         /// What the operating system reported.
         #[source]
         source: std::io::Error,
+    },
+    /// A call to the shared store took longer than `ledger.timeout_ms`.
+    #[error("state store {url}: no answer within {after:?} (ledger.timeout_ms)")]
+    Timeout {
+        /// The Redis URL, password removed.
+        url: String,
+        /// How long it waited.
+        after: std::time::Duration,
+    },
+    /// The shared store lost its keys (a restarted Redis) or was restored by another instance
+    /// since this one last looked: nothing was admitted; the instance restores, then retries.
+    #[error(
+        "state store {url}: its windows were lost or restored since this instance last saw them"
+    )]
+    Lost {
+        /// The Redis URL, password removed.
+        url: String,
     },
     /// A deployment id not in the registry the store was built from.
     #[error("unknown deployment id {0}")]
@@ -202,6 +221,12 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
             }
             out
         })
+    }
+
+    /// The shared store's mode (shared, local, open) when it has one: `None` for the stores
+    /// that are always local.
+    fn health(&self) -> Option<Health> {
+        None
     }
 
     /// Whether each call is a network round trip (Redis): drivers then settle off the caller's

@@ -1,6 +1,7 @@
 //! The Redis store: every operation is one EVALSHA of a script in `lua/`, so any number of
 //! instances share one ledger and no instance ever admits over a limit.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ pub(crate) fn lua_constants() -> String {
         ("SETTLE_GRACE_MS", SETTLE_GRACE_MS),
         ("TIME_CAP_MS", TIME_CAP_MS),
         ("DAY_MS", DAY_MS),
+        ("EPOCH_TTL_MS", DAY_MS),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -62,7 +64,10 @@ static COOLDOWN: LazyLock<Script> = script!("cooldown");
 static OBSERVE: LazyLock<Script> = script!("observe");
 static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
+static HEARTBEAT: LazyLock<Script> = script!("heartbeat");
+static RESTORE: LazyLock<Script> = script!("restore");
 
+pub(super) mod recovery;
 mod reply;
 #[cfg(test)]
 mod twins;
@@ -79,6 +84,9 @@ pub struct RedisStoreOptions {
     pub response_timeout: Duration,
     /// How long connecting may take.
     pub connect_timeout: Duration,
+    /// Connect on the first command rather than in [`RedisStore::connect`], so that an instance
+    /// can start while Redis is away (see [`ResilientStore`](super::ResilientStore)).
+    pub lazy: bool,
 }
 
 impl Default for RedisStoreOptions {
@@ -88,6 +96,7 @@ impl Default for RedisStoreOptions {
             clock: None,
             response_timeout: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(2),
+            lazy: false,
         }
     }
 }
@@ -109,6 +118,9 @@ pub struct RedisStore {
     /// `llmroute:{namespace}:v3`
     prefix: Arc<str>,
     clock: Option<Arc<dyn Clock>>,
+    /// The store's epoch as this instance last saw it (0: unknown, admissions do not check it;
+    /// see lua/heartbeat.lua).
+    epoch: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -136,9 +148,13 @@ impl RedisStore {
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connect_timeout))
             .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(err)?;
+        let conn = if options.lazy {
+            ConnectionManager::new_lazy_with_config(client, config).map_err(err)?
+        } else {
+            ConnectionManager::new_with_config(client, config)
+                .await
+                .map_err(err)?
+        };
         let table = ScopeTable::new(registry);
         let prefix = format!("llmroute:{{{}}}:v3", options.namespace);
         let scope_keys = (0..table.len())
@@ -154,7 +170,18 @@ impl RedisStore {
             scope_keys,
             prefix: prefix.into(),
             clock: options.clock,
+            epoch: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// The Redis URL, password removed.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The limited scopes of the registry it was built from.
+    pub(crate) fn table(&self) -> &ScopeTable {
+        &self.table
     }
 
     fn now_arg(&self) -> String {
@@ -252,7 +279,17 @@ impl RedisStore {
                 push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
         }
+        inv.key(self.epoch_key());
+        match self.epoch.load(Ordering::Relaxed) {
+            0 => inv.arg(""),
+            epoch => inv.arg(epoch),
+        };
         let reply = self.run(&inv).await?;
+        if let [2, _] = reply.as_slice() {
+            return Err(LedgerError::Lost {
+                url: self.url.clone(),
+            });
+        }
         reply::admit(&reply, need, candidates).ok_or_else(|| self.protocol("admit.lua", &reply))
     }
 

@@ -1,5 +1,7 @@
 //! Limited scopes: every deployment and every provider of a registry, with their limits.
 
+use std::num::NonZeroU64;
+
 use crate::config::{DeploymentId, Limits, Registry};
 use crate::ledger::types::Scope;
 
@@ -56,6 +58,47 @@ impl ScopeTable {
         }
     }
 
+    /// The same scopes with every limit divided by `instances` and rounded down: one
+    /// instance's share. The second value says, per scope, whether some limit's share is zero
+    /// (the instance may admit nothing there).
+    pub(crate) fn share(&self, instances: u64) -> (Self, Vec<bool>) {
+        let n = instances.max(1);
+        let mut zero = Vec::with_capacity(self.scopes.len());
+        let scopes = self
+            .scopes
+            .iter()
+            .map(|def| {
+                let mut none_left = false;
+                let mut part = |l: Option<NonZeroU64>| {
+                    l.map(|v| {
+                        NonZeroU64::new(v.get() / n).unwrap_or_else(|| {
+                            none_left = true;
+                            NonZeroU64::MIN
+                        })
+                    })
+                };
+                let l = def.limits;
+                let limits = Limits {
+                    rpm: part(l.rpm),
+                    tpm: part(l.tpm),
+                    itpm: part(l.itpm),
+                    otpm: part(l.otpm),
+                    concurrency: part(l.concurrency),
+                };
+                zero.push(none_left);
+                ScopeDef {
+                    name: def.name.clone(),
+                    limits,
+                }
+            })
+            .collect();
+        let table = Self {
+            scopes,
+            by_deployment: self.by_deployment.clone(),
+        };
+        (table, zero)
+    }
+
     /// The scope indices limiting a deployment: `[deployment]` or `[deployment, provider]`.
     pub(crate) fn of(&self, d: DeploymentId) -> Option<&[usize]> {
         self.by_deployment.get(d.0).map(Vec::as_slice)
@@ -63,6 +106,11 @@ impl ScopeTable {
 
     pub(crate) fn def(&self, scope: usize) -> &ScopeDef {
         &self.scopes[scope]
+    }
+
+    /// Number of deployments (their scopes come first).
+    pub(crate) fn deployments(&self) -> usize {
+        self.by_deployment.len()
     }
 
     /// Number of scopes.

@@ -2,6 +2,7 @@
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used)]
 
 mod adapters;
+mod chaos;
 mod failover;
 mod faults;
 mod features;

@@ -1,0 +1,104 @@
+//! `ledger:`: how long a call to the shared store may take, and what an instance does while the
+//! store does not answer.
+
+use std::time::Duration;
+
+use super::checks::{Ctx, line};
+use super::error::ConfigError;
+use super::raw::{At, Number, RawLedger};
+
+/// What an instance does while the shared store (Redis) does not answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Admit against an in-process ledger holding this instance's share of every limit (limit ÷
+    /// live instances) until the store answers again, then write what was admitted into the
+    /// shared windows before shared admission resumes.
+    #[default]
+    Local,
+    /// Refuse: the request fails with the store's error.
+    Closed,
+    /// Admit without counting anything until the store answers again.
+    Open,
+}
+
+impl OnError {
+    /// Every mode, as written in the file.
+    pub const ALL: [OnError; 3] = [OnError::Local, OnError::Closed, OnError::Open];
+
+    /// The name written in the file: `local`, `closed` or `open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Local => "local",
+            OnError::Closed => "closed",
+            OnError::Open => "open",
+        }
+    }
+}
+
+/// The shared ledger's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerSettings {
+    /// How long one call to the shared store may take before it counts as failed.
+    pub timeout: Duration,
+    /// What to do while it fails.
+    pub on_error: OnError,
+    /// How often an instance registers itself (and learns how many instances share the limits),
+    /// and, while the store is away, how often it checks whether it is back.
+    pub heartbeat: Duration,
+}
+
+impl LedgerSettings {
+    /// 50 ms: far above a healthy Redis's answer, far below a provider call.
+    pub const TIMEOUT_MS: u64 = 50;
+    /// One heartbeat a second.
+    pub const HEARTBEAT_MS: u64 = 1_000;
+}
+
+impl Default for LedgerSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_millis(Self::TIMEOUT_MS),
+            on_error: OnError::Local,
+            heartbeat: Duration::from_millis(Self::HEARTBEAT_MS),
+        }
+    }
+}
+
+/// `ledger:` checked.
+pub(crate) fn ledger(
+    ctx: &Ctx<'_>,
+    raw: Option<&RawLedger>,
+) -> Result<LedgerSettings, ConfigError> {
+    let mut out = LedgerSettings::default();
+    let Some(raw) = raw else {
+        return Ok(out);
+    };
+    let ms = |key: &str, value: &Option<At<Number>>, default: u64| {
+        let hint = format!("remove it to use the default {default}");
+        value
+            .as_ref()
+            .map(|v| ctx.positive(&format!("ledger.{key}"), v, &hint))
+            .transpose()
+            .map(|v| Duration::from_millis(v.map_or(default, |n| n.get())))
+    };
+    out.timeout = ms("timeout_ms", &raw.timeout_ms, LedgerSettings::TIMEOUT_MS)?;
+    out.heartbeat = ms(
+        "heartbeat_ms",
+        &raw.heartbeat_ms,
+        LedgerSettings::HEARTBEAT_MS,
+    )?;
+    if let Some(mode) = &raw.on_error {
+        out.on_error = OnError::ALL
+            .into_iter()
+            .find(|m| m.as_str() == mode.value)
+            .ok_or_else(|| {
+                let msg = format!(
+                    "unknown mode `{}`; write local (admit within this instance's share of \
+                     each limit), closed (refuse) or open (admit without counting)",
+                    mode.value
+                );
+                ctx.invalid("ledger.on_error", line(mode), msg)
+            })?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,318 @@
+//! The calls [`ResilientStore`](crate::ledger::ResilientStore) makes to stay within the limits
+//! across a Redis outage: the heartbeat (lua/heartbeat.lua), the restore (lua/restore.lua) and
+//! voiding an admission whose reply never came.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+use std::sync::atomic::Ordering;
+
+use redis::{Script, ScriptInvocation};
+
+use super::{HEARTBEAT, RESTORE, RedisStore};
+use crate::config::DeploymentId;
+use crate::ledger::LedgerError;
+use crate::ledger::period::periods;
+use crate::ledger::types::{ActualUsage, Need, Reservation, TenantHold};
+use crate::ledger::window::{BUCKET_MS, Counts};
+
+/// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key.
+static PEEK: LazyLock<Script> =
+    LazyLock::new(|| Script::new("return {tonumber(redis.call('GET', KEYS[1])) or -1}"));
+
+/// What one heartbeat saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Beat {
+    /// Live instances, this one included.
+    pub(crate) instances: u64,
+    /// The store's epoch (0: none stored).
+    pub(crate) epoch: u64,
+    /// The current UTC day and month (budget periods).
+    pub(crate) day: u64,
+    pub(crate) month: u64,
+    /// Window totals of every scope, by scope index.
+    pub(crate) scopes: Vec<Counts>,
+    /// Per tenant asked about: window totals, spent today and this month (micro-USD).
+    pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
+}
+
+/// An admission made while the store was away, as restore.lua writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Replayed {
+    pub(crate) reservation: Reservation,
+    /// Requests, tokens, input and output tokens to count.
+    pub(crate) counts: Counts,
+    /// Slot expiry, ms (0: settled, no slot).
+    pub(crate) expiry: u64,
+    /// Cost to add to the tenant's spend, micro-USD.
+    pub(crate) cost: u64,
+}
+
+/// One restore call.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Restore<'a> {
+    pub(crate) instance: &'a str,
+    pub(crate) seq: u64,
+    /// The epoch this instance last saw (0: none).
+    pub(crate) known_epoch: u64,
+    /// The epoch to store if the store has none.
+    pub(crate) proposed_epoch: u64,
+    /// The tenants' spends as last seen (only `tenants` and the periods are used), written only
+    /// by the restore that finds the keys lost.
+    pub(crate) carry: Option<&'a Beat>,
+    /// What this instance admitted through the store in the last minute, by scope (index) or
+    /// tenant (name), and bucket; written if the keys were lost since it last looked.
+    pub(crate) own_windows: Vec<(WindowOf, u64, Counts)>,
+    /// What it spent since its last heartbeat read the spends (only `tenants` and the periods
+    /// are used); same condition.
+    pub(crate) own_spend: Option<&'a Beat>,
+    /// This instance's reservations in flight in the store, with their slot expiry (ms).
+    pub(crate) slots: Vec<(Reservation, u64)>,
+    /// What it admitted while the store was away.
+    pub(crate) entries: Vec<Replayed>,
+}
+
+/// Whose window a row of [`Restore::own_windows`] belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WindowOf {
+    Scope(usize),
+    Tenant(String),
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Restored {
+    /// The epoch now stored.
+    pub(crate) epoch: u64,
+    /// This restore stored it: the keys had been lost.
+    pub(crate) lost: bool,
+    /// Instances that wrote their own back into this epoch.
+    pub(crate) restored: u64,
+    /// This one just did: the keys were lost since it last looked.
+    pub(crate) stale: bool,
+}
+
+/// Keys a call refers to by KEYS index, each once.
+struct Keys<'a, 'b> {
+    inv: &'a mut ScriptInvocation<'b>,
+    index: HashMap<String, usize>,
+}
+
+impl Keys<'_, '_> {
+    /// The KEYS index (1-based, after the three fixed keys) of `key`, adding it on first use.
+    fn of(&mut self, key: String) -> usize {
+        let next = self.index.len() + 4;
+        *self.index.entry(key).or_insert_with_key(|k| {
+            self.inv.key(k.as_str());
+            next
+        })
+    }
+}
+
+impl RedisStore {
+    fn instances_key(&self) -> String {
+        format!("{}:instances", self.prefix)
+    }
+
+    pub(super) fn epoch_key(&self) -> String {
+        format!("{}:epoch", self.prefix)
+    }
+
+    fn tenant_key(&self, kind: &str, name: &str) -> String {
+        format!("{}:{kind}:t:{name}", self.prefix)
+    }
+
+    /// Admissions check the store's epoch from now on (0: they do not).
+    pub(crate) fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Relaxed);
+    }
+
+    /// Number of limited scopes (the length of [`Beat::scopes`]).
+    pub(crate) fn scope_count(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Number of deployments.
+    pub(crate) fn deployment_count(&self) -> usize {
+        self.table.deployments()
+    }
+
+    /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from.
+    pub(crate) async fn heartbeat(
+        &self,
+        instance: &str,
+        ttl_ms: u64,
+        tenants: &[String],
+    ) -> Result<Beat, LedgerError> {
+        let mut inv = HEARTBEAT.prepare_invoke();
+        inv.key(self.instances_key()).key(self.epoch_key());
+        for keys in self.scope_keys.iter() {
+            inv.key(&keys.window);
+        }
+        for name in tenants {
+            inv.key(self.tenant_key("w", name))
+                .key(self.tenant_key("b", name));
+        }
+        inv.arg(self.now_arg())
+            .arg(instance)
+            .arg(ttl_ms)
+            .arg(self.scope_keys.len())
+            .arg(tenants.len());
+        let reply = self.run(&inv).await?;
+        let n = self.scope_keys.len();
+        let bad = || self.protocol("heartbeat.lua", &reply);
+        let [instances, epoch, day, month, rest @ ..] = reply.as_slice() else {
+            return Err(bad());
+        };
+        if rest.len() != 4 * n + 6 * tenants.len() {
+            return Err(bad());
+        }
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        let counts = |c: &[i64]| [count(c[0]), count(c[1]), count(c[2]), count(c[3])];
+        let (scopes, tenant_rows) = rest.split_at(4 * n);
+        Ok(Beat {
+            instances: count(*instances).max(1),
+            epoch: count(*epoch),
+            day: count(*day),
+            month: count(*month),
+            scopes: scopes.chunks_exact(4).map(counts).collect(),
+            tenants: tenants
+                .iter()
+                .zip(tenant_rows.chunks_exact(6))
+                .map(|(name, c)| (name.clone(), counts(c), count(c[4]), count(c[5])))
+                .collect(),
+        })
+    }
+
+    /// Writes `r` into the shared windows (see lua/restore.lua); applied once per sequence
+    /// number.
+    pub(crate) async fn restore(&self, r: &Restore<'_>) -> Result<Restored, LedgerError> {
+        let mut inv = RESTORE.prepare_invoke();
+        inv.key(self.epoch_key())
+            .key(format!("{}:q:{}", self.prefix, r.instance))
+            .key(format!("{}:restored", self.prefix));
+        let mut args: Vec<u64> = Vec::new();
+        let mut keys = Keys {
+            inv: &mut inv,
+            index: HashMap::new(),
+        };
+        let spends = |args: &mut Vec<u64>, keys: &mut Keys<'_, '_>, beat: Option<&Beat>| {
+            let mut block = Vec::new();
+            for (name, _, day, month) in beat.map_or(&[][..], |b| &b.tenants) {
+                if let (Some(b), true) = (beat, *day > 0 || *month > 0) {
+                    block.push(keys.of(self.tenant_key("b", name)) as u64);
+                    block.extend([b.day, *day, b.month, *month]);
+                }
+            }
+            args.push(block.len() as u64 / 5);
+            args.extend(block);
+        };
+        spends(&mut args, &mut keys, r.carry);
+        args.push(r.own_windows.len() as u64);
+        for (of, bucket, counts) in &r.own_windows {
+            let key = match of {
+                WindowOf::Scope(s) => self.scope_keys[*s].window.clone(),
+                WindowOf::Tenant(name) => self.tenant_key("w", name),
+            };
+            args.push(keys.of(key) as u64);
+            args.push(*bucket);
+            args.extend(counts);
+        }
+        spends(&mut args, &mut keys, r.own_spend);
+        // Slots of reservations in flight.
+        let mut slots = Vec::new();
+        for (res, expiry) in &r.slots {
+            for s in self.scopes(res.deployment)? {
+                slots.push(keys.of(self.scope_keys[*s].slots.clone()) as u64);
+                slots.extend([res.id, *expiry]);
+            }
+            if let Some(t) = &res.tenant {
+                slots.push(keys.of(self.tenant_key("s", &t.name)) as u64);
+                slots.extend([res.id, *expiry]);
+            }
+        }
+        args.push(slots.len() as u64 / 3);
+        args.extend(slots);
+        // Admissions made meanwhile.
+        args.push(r.entries.len() as u64);
+        for e in &r.entries {
+            let res = &e.reservation;
+            let scopes = self.scopes(res.deployment)?;
+            args.push((scopes.len() + usize::from(res.tenant.is_some())) as u64);
+            for s in scopes {
+                args.push(keys.of(self.scope_keys[*s].window.clone()) as u64);
+                args.push(keys.of(self.scope_keys[*s].slots.clone()) as u64);
+            }
+            if let Some(t) = &res.tenant {
+                args.push(keys.of(self.tenant_key("w", &t.name)) as u64);
+                args.push(keys.of(self.tenant_key("s", &t.name)) as u64);
+            }
+            args.push(res.bucket);
+            args.extend(e.counts);
+            args.extend([res.id, e.expiry]);
+            match &res.tenant {
+                Some(t) => {
+                    args.push(keys.of(self.tenant_key("b", &t.name)) as u64);
+                    args.extend([e.cost, t.day, t.month]);
+                }
+                None => args.extend([0, 0, 0, 0]),
+            }
+        }
+        inv.arg(self.now_arg())
+            .arg(r.known_epoch)
+            .arg(r.proposed_epoch)
+            .arg(r.seq)
+            .arg(r.instance);
+        for a in args {
+            inv.arg(a);
+        }
+        let reply = self.run(&inv).await?;
+        match reply.as_slice() {
+            &[epoch, lost, _applied, restored, stale] => Ok(Restored {
+                epoch: u64::try_from(epoch).unwrap_or(0),
+                lost: lost == 1,
+                restored: u64::try_from(restored).unwrap_or(0),
+                stale: stale == 1,
+            }),
+            _ => Err(self.protocol("restore.lua", &reply)),
+        }
+    }
+
+    /// Hands back what an admission of `need` counted if it reached the store after all (its
+    /// reply timed out): its request, tokens, spend and slot, on whichever candidate took it.
+    /// Returns whether one did.
+    pub(crate) async fn void(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<bool, LedgerError> {
+        let mut inv = PEEK.prepare_invoke();
+        inv.key(self.reservation_key(need.id));
+        let reply = self.run(&inv).await?;
+        let bucket = match reply.as_slice() {
+            [-1] => return Ok(false),
+            [b] => u64::try_from(*b).map_err(|_| self.protocol("peek", &reply))?,
+            _ => return Err(self.protocol("peek", &reply)),
+        };
+        let p = periods(bucket.saturating_mul(BUCKET_MS));
+        for (rank, &deployment) in candidates.iter().enumerate() {
+            let r = Reservation {
+                id: need.id,
+                deployment,
+                bucket,
+                tokens: need.tokens_on(rank),
+                input_tokens: need.input_on(rank),
+                rank,
+                tenant: need.tenant.as_ref().map(|t| TenantHold {
+                    name: t.spec.name.clone(),
+                    cost_micros: need.cost(rank),
+                    day: p.day,
+                    month: p.month,
+                }),
+            };
+            if self.finish(&r, ActualUsage::default(), -1, None).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,1257 @@
+//! Staying within the limits when Redis is slow, away, or comes back empty.
+//!
+//! [`ResilientStore`] wraps the [`RedisStore`] every instance shares. Each call to Redis has
+//! `ledger.timeout_ms`; one that fails or times out puts the instance in the mode
+//! `ledger.on_error` names:
+//!
+//! - **local** (the default; an instance that has not had one heartbeat answered yet fails as
+//!   `closed` does, since it cannot know its share): the instance admits against an in-process ledger holding its share
+//!   of every limit: the limit ÷ the instances alive at the last heartbeat, rounded down. That
+//!   ledger starts with the same share of what the shared windows held at the last heartbeat (and
+//!   of each recently served tenant's window and spend), and with this instance's requests in
+//!   flight, so the instances together stay within each limit while Redis is away. The heartbeat
+//!   keeps checking; when Redis answers, what was admitted locally is written into the shared
+//!   windows (lua/restore.lua) before shared admission resumes, so the minute after the outage
+//!   stays within the limits too.
+//! - **closed**: the request fails with the store's error.
+//! - **open**: admit without counting anything until Redis answers again.
+//!
+//! A Redis that restarted empty has no epoch key (see lua/heartbeat.lua): the first instance to
+//! notice writes back the windows and spends as it last saw them, every instance writes back the
+//! slots of its requests in flight, and admissions carry the epoch they expect so that none is
+//! made against the emptied windows before that.
+//!
+//! An admission whose reply timed out may still have been counted by Redis later: it is remembered
+//! and handed back (`RedisStore::void`) before the restore.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+
+use super::engine::{Cells, Engine, ScopeState, TenantState};
+use super::redis::recovery::{Beat, Replayed, Restore, Restored, WindowOf};
+use super::scopes::ScopeTable;
+use super::types::*;
+use super::window::{Counts, Slot, Window, bucket_of};
+use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
+use crate::clock::Clock;
+use crate::config::{DeploymentId, LedgerSettings, OnError};
+
+/// How long a tenant stays on the heartbeat's list after its last request.
+const TENANT_MEMORY_MS: u64 = 120_000;
+/// At most this many tenants are read per heartbeat (the most recently served).
+const TENANTS_PER_BEAT: usize = 1_000;
+
+/// Which ledger an instance admits against now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The shared store (Redis).
+    Shared,
+    /// Its own share of every limit, in process, while the shared store does not answer.
+    Local,
+    /// Nothing counted (`on_error: open`) while the shared store does not answer.
+    Open,
+}
+
+impl Mode {
+    /// `shared`, `local` or `open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Shared => "shared",
+            Mode::Local => "local",
+            Mode::Open => "open",
+        }
+    }
+}
+
+/// How the ledger is doing, for `llmroute quota`, `/v1/quota` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    /// Where admissions go now.
+    pub mode: Mode,
+    /// How long it has been in that mode (shared: since the last change, or start).
+    pub since: Duration,
+    /// Instances sharing the limits at the last heartbeat (0: none seen yet).
+    pub instances: u64,
+    /// Mode changes since start.
+    pub changes: u64,
+    /// Admissions made in local or open mode since start.
+    pub local_admissions: u64,
+}
+
+/// What a restore round leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Everything is written back: admit through the shared store.
+    Done,
+    /// Local admissions arrived meanwhile: another round.
+    Again,
+    /// Written back, but other instances have not yet: stay local until a later heartbeat.
+    Wait,
+}
+
+/// One instance's own ledger while the shared one is away.
+#[derive(Debug)]
+struct Local {
+    /// Every limit ÷ `instances`.
+    table: ScopeTable,
+    cells: LocalCells,
+    instances: u64,
+    /// What it admitted, by reservation id, until written into the shared windows.
+    log: HashMap<u64, Entry>,
+}
+
+/// Scope and tenant state of the local ledger.
+#[derive(Debug, Default)]
+struct LocalCells(Vec<ScopeState>, HashMap<String, TenantState>);
+
+impl Cells for LocalCells {
+    fn scope(&mut self, s: usize) -> &mut ScopeState {
+        &mut self.0[s]
+    }
+
+    fn tenant(&mut self, name: &str) -> &mut TenantState {
+        self.1.entry(name.to_owned()).or_default()
+    }
+}
+
+/// A local admission.
+#[derive(Debug, Clone)]
+struct Entry {
+    reservation: Reservation,
+    /// `None` while in flight; what it used once settled.
+    actual: Option<ActualUsage>,
+    released: bool,
+    /// Slot expiry, ms.
+    expiry: u64,
+    /// Bumped by every change, so a restore knows whether what it wrote is still current.
+    version: u64,
+}
+
+/// What this instance admitted through the shared store since it started: per scope, and per
+/// tenant with its cost (micro-USD).
+#[derive(Debug, Clone, Default)]
+struct Own {
+    scopes: Vec<Counts>,
+    tenants: HashMap<String, (Counts, u64)>,
+}
+
+impl Own {
+    fn add(&mut self, table: &ScopeTable, r: &Reservation) {
+        let counts = [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens];
+        let plus = |to: &mut Counts| {
+            for (t, c) in to.iter_mut().zip(counts) {
+                *t += c;
+            }
+        };
+        for &s in table.of(r.deployment).unwrap_or_default() {
+            if let Some(to) = self.scopes.get_mut(s) {
+                plus(to);
+            }
+        }
+        if let Some(t) = &r.tenant {
+            let (to, cost) = self.tenants.entry(t.name.clone()).or_default();
+            plus(to);
+            *cost += t.cost_micros;
+        }
+    }
+
+    /// What was added since `base`, as heartbeat totals (spends in the periods of `now`).
+    fn since(&self, base: &Own, now: u64) -> Beat {
+        let minus = |a: &Counts, b: Option<&Counts>| {
+            let mut out = *a;
+            if let Some(b) = b {
+                for (o, v) in out.iter_mut().zip(b) {
+                    *o = o.saturating_sub(*v);
+                }
+            }
+            out
+        };
+        let p = super::period::periods(now);
+        Beat {
+            day: p.day,
+            month: p.month,
+            scopes: self
+                .scopes
+                .iter()
+                .enumerate()
+                .map(|(s, c)| minus(c, base.scopes.get(s)))
+                .collect(),
+            tenants: self
+                .tenants
+                .iter()
+                .map(|(name, (c, cost))| {
+                    let before = base.tenants.get(name);
+                    let spent = cost.saturating_sub(before.map_or(0, |b| b.1));
+                    (name.clone(), minus(c, before.map(|b| &b.0)), spent, spent)
+                })
+                .collect(),
+            ..Beat::default()
+        }
+    }
+}
+
+/// A shared reservation in flight, with its slot expiry (ms).
+#[derive(Debug, Clone)]
+struct Held {
+    reservation: Reservation,
+    expiry: u64,
+}
+
+#[derive(Debug)]
+enum Admitting {
+    Shared,
+    Local(Box<Local>),
+    Open(HashSet<u64>),
+}
+
+#[derive(Debug)]
+struct State {
+    admitting: Admitting,
+    /// When the mode last changed, ms.
+    since: u64,
+    seen: Option<Beat>,
+    /// All this instance admitted through the shared store, and as it stood when the last
+    /// answered heartbeat was sent: the difference is in no window the heartbeat read.
+    own: Own,
+    own_at_beat: Own,
+    /// What it admitted through the shared store in the last minute, per scope and tenant: if
+    /// the store loses its keys, every instance writes its own back.
+    own_windows: Vec<Window>,
+    own_tenant_windows: HashMap<String, Window>,
+    /// The store's epoch as last seen (0: none).
+    epoch: u64,
+    in_flight: HashMap<u64, Held>,
+    /// Tenants served lately: spec and when last, ms.
+    tenants: HashMap<String, (TenantSpec, u64)>,
+    /// Admissions whose reply timed out: Redis may have counted them after all.
+    uncertain: Vec<(Need, Vec<DeploymentId>)>,
+    /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
+    /// it late, so it is sent again under the same number (applied at most once).
+    pending: Option<(u64, Vec<Entry>)>,
+    /// After the store lost its keys: until this many instances have written their own back
+    /// (those seen before), or this time (ms) has passed, admissions stay local.
+    awaiting: Option<(u64, u64)>,
+    changes: u64,
+    local_admissions: u64,
+}
+
+struct Inner {
+    shared: RedisStore,
+    settings: LedgerSettings,
+    clock: Arc<dyn Clock>,
+    instance: String,
+    state: Mutex<State>,
+    seq: AtomicU64,
+    /// One restore at a time.
+    restoring: tokio::sync::Mutex<()>,
+}
+
+/// The shared Redis ledger, with timeouts and a failure mode (see the module documentation).
+pub struct ResilientStore {
+    inner: Arc<Inner>,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ResilientStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResilientStore")
+            .field("shared", &self.inner.shared)
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ResilientStore {
+    fn drop(&mut self) {
+        if let Some(task) = &self.heartbeat {
+            task.abort();
+        }
+    }
+}
+
+fn unavailable(e: &LedgerError) -> bool {
+    matches!(e, LedgerError::Redis { .. } | LedgerError::Timeout { .. })
+}
+
+impl ResilientStore {
+    /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](super::RedisStoreOptions) so
+    /// that an instance can start while Redis is away). Sends a first heartbeat, then one every
+    /// `settings.heartbeat` on a task of the current Tokio runtime (none outside a runtime).
+    pub async fn new(shared: RedisStore, settings: LedgerSettings, clock: Arc<dyn Clock>) -> Self {
+        let now = clock.now_ms();
+        let own_scopes = shared.scope_count();
+        let inner = Arc::new(Inner {
+            shared,
+            settings,
+            clock,
+            instance: format!("{:016x}", fastrand::u64(..)),
+            state: Mutex::new(State {
+                admitting: Admitting::Shared,
+                since: now,
+                seen: None,
+                own: Own {
+                    scopes: vec![[0; 4]; own_scopes],
+                    tenants: HashMap::new(),
+                },
+                own_at_beat: Own::default(),
+                own_windows: vec![Window::default(); own_scopes],
+                own_tenant_windows: HashMap::new(),
+                epoch: 0,
+                in_flight: HashMap::new(),
+                tenants: HashMap::new(),
+                uncertain: Vec::new(),
+                pending: None,
+                awaiting: None,
+                changes: 0,
+                local_admissions: 0,
+            }),
+            seq: AtomicU64::new(now),
+            restoring: tokio::sync::Mutex::new(()),
+        });
+        inner.tick().await;
+        let heartbeat = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            let weak = Arc::downgrade(&inner);
+            rt.spawn(beat_forever(weak))
+        });
+        Self { inner, heartbeat }
+    }
+
+    /// Runs one heartbeat now (the task runs them every `ledger.heartbeat_ms`): registers this
+    /// instance, and restores or leaves local mode when the store answers.
+    pub async fn heartbeat_now(&self) {
+        self.inner.tick().await;
+    }
+
+    /// The mode now, and how long it has lasted.
+    pub fn status(&self) -> Health {
+        self.inner.health()
+    }
+}
+
+/// Heartbeats on the clock's multiples of `ledger.heartbeat_ms`, so that every instance reads
+/// the windows at about the same moment: what one instance admitted after its last heartbeat is
+/// then in no other's reading either, and each adds its own (see [`Own`]).
+async fn beat_forever(inner: Weak<Inner>) {
+    loop {
+        let wait = {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            let every = inner.settings.heartbeat.as_millis().max(1) as u64;
+            every - inner.now() % every
+        };
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.tick().await;
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is plain bookkeeping: after a panic elsewhere, carry on with it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// `fut` bounded by `ledger.timeout_ms`.
+    async fn timed<T>(&self, fut: LedgerFuture<'_, T>) -> Result<T, LedgerError> {
+        let after = self.settings.timeout;
+        match tokio::time::timeout(after, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(LedgerError::Timeout {
+                url: self.shared.url().to_owned(),
+                after,
+            }),
+        }
+    }
+
+    fn health(&self) -> Health {
+        let st = self.lock();
+        Health {
+            mode: st.mode(),
+            since: Duration::from_millis(self.now().saturating_sub(st.since)),
+            instances: st.seen.as_ref().map_or(0, |b| b.instances),
+            changes: st.changes,
+            local_admissions: st.local_admissions,
+        }
+    }
+
+    /// One heartbeat: register, learn the instance count and epoch. When the store answers
+    /// after an outage, or is not in the epoch this instance knows (it lost its keys, or another
+    /// instance restored them), restore first, from what was seen before, and read again: a
+    /// reading of emptied windows must not replace the last good one.
+    async fn tick(&self) {
+        for _ in 0..2 {
+            let (tenants, base) = {
+                let mut st = self.lock();
+                let tenants = st.recent_tenants(self.now());
+                let keep: HashSet<&String> = tenants.iter().collect();
+                st.own.tenants.retain(|name, _| keep.contains(name));
+                (tenants, st.own.clone())
+            };
+            let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
+            let beat = self.timed(self.shared.heartbeat(&self.instance, ttl, &tenants).boxed());
+            let beat = match beat.await {
+                Ok(beat) => beat,
+                Err(e) => {
+                    tracing::debug!(error = %e, "ledger heartbeat failed");
+                    return;
+                }
+            };
+            let current = {
+                let mut st = self.lock();
+                let current = st.mode() != Mode::Local && beat.epoch != 0 && beat.epoch == st.epoch;
+                if current {
+                    st.seen = Some(beat);
+                    st.own_at_beat = base;
+                }
+                current
+            };
+            if current {
+                self.set_mode_shared("the shared ledger answers again");
+                return;
+            }
+            if let Err(e) = self.restore().await {
+                tracing::debug!(error = %e, "ledger restore failed");
+                return;
+            }
+        }
+    }
+
+    fn set_mode_shared(&self, why: &str) {
+        let mut st = self.lock();
+        if st.mode() != Mode::Shared {
+            let since = Duration::from_millis(self.now().saturating_sub(st.since));
+            tracing::warn!(
+                from = st.mode().as_str(),
+                after = ?since,
+                "ledger mode: shared ({why})"
+            );
+            st.admitting = Admitting::Shared;
+            st.since = self.now();
+            st.changes += 1;
+        }
+    }
+
+    /// Writes what the shared windows miss into them (see lua/restore.lua), then admits through
+    /// them again. Rounds repeat while local admissions keep arriving; each is one call.
+    async fn restore(&self) -> Result<(), LedgerError> {
+        let _one = self.restoring.lock().await;
+        let uncertain = std::mem::take(&mut self.lock().uncertain);
+        for (i, (need, candidates)) in uncertain.iter().enumerate() {
+            if let Err(e) = self.timed(self.shared.void(need, candidates).boxed()).await {
+                self.lock().uncertain.extend(uncertain[i..].iter().cloned());
+                return Err(e);
+            }
+        }
+        loop {
+            let (seq, seen, own, own_windows, known, slots, snapshot) = {
+                let mut st = self.lock();
+                let own = st.own.since(&st.own_at_beat, self.now());
+                let own_windows = st.own_rows(self.now());
+                let pending = st.pending.take();
+                let slots: Vec<(Reservation, u64)> = st
+                    .in_flight
+                    .values()
+                    .map(|h| (h.reservation.clone(), h.expiry))
+                    .collect();
+                let (seq, snapshot) = pending.unwrap_or_else(|| {
+                    let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+                    let snapshot = match &st.admitting {
+                        Admitting::Local(l) => l.log.values().cloned().collect(),
+                        _ => Vec::new(),
+                    };
+                    (seq, snapshot)
+                });
+                (
+                    seq,
+                    st.seen.clone(),
+                    own,
+                    own_windows,
+                    st.epoch,
+                    slots,
+                    snapshot,
+                )
+            };
+            let request = Restore {
+                instance: &self.instance,
+                seq,
+                known_epoch: known,
+                proposed_epoch: fastrand::u64(1..1 << 52),
+                carry: seen.as_ref(),
+                own_windows,
+                own_spend: Some(&own),
+                slots,
+                entries: snapshot.iter().filter_map(replayed).collect(),
+            };
+            let restored = match self.timed(self.shared.restore(&request).boxed()).await {
+                Ok(restored) => restored,
+                Err(e) => {
+                    if matches!(e, LedgerError::Timeout { .. }) {
+                        self.lock().pending = Some((seq, snapshot));
+                    }
+                    return Err(e);
+                }
+            };
+            self.shared.set_epoch(restored.epoch);
+            if restored.lost {
+                tracing::warn!("the shared ledger had lost its windows; wrote back the last seen");
+            }
+            self.await_others(&restored);
+            let (owed, done) = self.after_restore(restored.epoch, &snapshot);
+            for (reservation, actual) in owed {
+                // In flight when written, settled since: the shared slot holds the estimate.
+                let settle = match actual {
+                    Some(actual) => self.shared.settle(&reservation, actual),
+                    None => self.shared.release(&reservation),
+                };
+                if let Err(e) = self.timed(settle).await {
+                    tracing::warn!(error = %e, "ledger: a settlement after restore failed");
+                }
+            }
+            match done {
+                Next::Done | Next::Wait => return Ok(()),
+                Next::Again => {}
+            }
+        }
+    }
+
+    /// After a restore: whether admissions must stay local until the other instances have
+    /// written back what the store lost (at most five heartbeats).
+    fn await_others(&self, restored: &Restored) {
+        let mut st = self.lock();
+        let now = self.now();
+        if restored.stale {
+            let expected = st.seen.as_ref().map_or(1, |b| b.instances);
+            if restored.restored < expected {
+                let grace = 5 * self.settings.heartbeat.as_millis() as u64;
+                st.awaiting = Some((expected, now + grace));
+                if st.mode() == Mode::Shared {
+                    let n = st.enter_local(self);
+                    tracing::warn!(
+                        instances = n,
+                        "ledger mode: local (the shared ledger lost its windows; waiting for \
+                         the other instances to write theirs back)"
+                    );
+                }
+            } else {
+                st.awaiting = None;
+            }
+        } else if let Some((expected, until)) = st.awaiting
+            && (restored.restored >= expected || now >= until)
+        {
+            st.awaiting = None;
+        }
+    }
+
+    /// Drops what a restore wrote from the local log; settlements owed to the shared store for
+    /// entries settled while it was written. Leaves local mode when nothing is left.
+    #[allow(clippy::type_complexity)]
+    fn after_restore(
+        &self,
+        epoch: u64,
+        written: &[Entry],
+    ) -> (Vec<(Reservation, Option<ActualUsage>)>, Next) {
+        let mut st = self.lock();
+        st.epoch = epoch;
+        let mut owed = Vec::new();
+        let mut moved = Vec::new();
+        let done = match &mut st.admitting {
+            Admitting::Local(l) => {
+                for e in written {
+                    let Some(now) = l.log.remove(&e.reservation.id) else {
+                        continue;
+                    };
+                    let was_in_flight = e.actual.is_none() && !e.released;
+                    let is_done = now.actual.is_some() || now.released;
+                    if was_in_flight && now.version != e.version && is_done {
+                        owed.push((now.reservation.clone(), now.actual));
+                    } else if was_in_flight && !is_done {
+                        moved.push(Held {
+                            reservation: now.reservation.clone(),
+                            expiry: now.expiry,
+                        });
+                    }
+                }
+                l.log.is_empty()
+            }
+            _ => true,
+        };
+        let next = match (done, st.awaiting.is_some()) {
+            (false, _) => Next::Again,
+            (true, true) => Next::Wait,
+            (true, false) => Next::Done,
+        };
+        let now = self.now();
+        for h in moved {
+            st.remember(self.shared.table(), &h.reservation, now);
+            st.in_flight.insert(h.reservation.id, h);
+        }
+        drop(st);
+        if next == Next::Done {
+            self.set_mode_shared("the shared ledger answers again; local admissions written back");
+        }
+        (owed, next)
+    }
+
+    /// Admission when the shared store failed with `e`: per `ledger.on_error`.
+    fn fall_back(
+        &self,
+        e: LedgerError,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<Admission, LedgerError> {
+        let mut st = self.lock();
+        match self.settings.on_error {
+            OnError::Closed => Err(e),
+            OnError::Open => {
+                if st.mode() == Mode::Shared {
+                    tracing::warn!(error = %e, "ledger mode: open (admitting without counting)");
+                    st.admitting = Admitting::Open(HashSet::new());
+                    st.since = self.now();
+                    st.changes += 1;
+                }
+                st.admit_elsewhere(self, need, candidates)
+            }
+            // Never seen by a heartbeat: how many instances share the limits is unknown, so no
+            // share is safe. Fail as `closed` would until Redis has answered once.
+            OnError::Local if st.seen.is_none() => Err(e),
+            OnError::Local => {
+                if st.mode() == Mode::Shared {
+                    let local = st.enter_local(self);
+                    tracing::warn!(
+                        error = %e,
+                        instances = local,
+                        "ledger mode: local (admitting within this instance's share of each limit)"
+                    );
+                }
+                st.admit_elsewhere(self, need, candidates)
+            }
+        }
+    }
+
+    async fn admit(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<Admission, LedgerError> {
+        {
+            let mut st = self.lock();
+            if let Some(t) = &need.tenant {
+                st.tenants
+                    .insert(t.spec.name.clone(), (t.spec.clone(), self.now()));
+            }
+            if st.mode() != Mode::Shared {
+                return st.admit_elsewhere(self, need, candidates);
+            }
+        }
+        let mut result = self.timed(self.shared.admit(need, candidates)).await;
+        if let Err(LedgerError::Lost { .. }) = result {
+            result = match self.restore().await {
+                Ok(()) => self.timed(self.shared.admit(need, candidates)).await,
+                Err(e) => Err(e),
+            };
+        }
+        match result {
+            Ok(Admission::Granted(r)) => {
+                let expiry = self.now() + need.slot_ttl_ms();
+                let held = Held {
+                    reservation: r.clone(),
+                    expiry,
+                };
+                let mut st = self.lock();
+                st.own.add(self.shared.table(), &r);
+                st.remember(self.shared.table(), &r, self.now());
+                st.in_flight.insert(r.id, held);
+                Ok(Admission::Granted(r))
+            }
+            Ok(denied) => Ok(denied),
+            Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
+                if matches!(e, LedgerError::Timeout { .. }) {
+                    self.lock()
+                        .uncertain
+                        .push((need.clone(), candidates.to_vec()));
+                }
+                self.fall_back(e, need, candidates)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Settles (`actual`) or releases (`None`) `r` where it was admitted. `Ok(None)`: it was
+    /// admitted by the shared store, which must settle it.
+    fn finish_here(
+        &self,
+        r: &Reservation,
+        actual: Option<ActualUsage>,
+    ) -> Result<Option<bool>, LedgerError> {
+        let mut st = self.lock();
+        st.in_flight.remove(&r.id);
+        let now = self.now();
+        match &mut st.admitting {
+            Admitting::Local(l) => {
+                let Some(entry) = l.log.get_mut(&r.id) else {
+                    // A shared reservation: free the slot it holds here too.
+                    free_slot(&l.table, &mut l.cells, r);
+                    return Ok(None);
+                };
+                let engine = Engine {
+                    table: &l.table,
+                    now,
+                };
+                let done = engine.finish(
+                    &mut l.cells,
+                    r,
+                    actual.unwrap_or_default(),
+                    actual.is_none(),
+                )?;
+                if done {
+                    entry.actual = actual;
+                    entry.released = actual.is_none();
+                    entry.version += 1;
+                }
+                Ok(Some(done))
+            }
+            Admitting::Open(ids) => Ok(ids.remove(&r.id).then_some(true)),
+            Admitting::Shared => Ok(None),
+        }
+    }
+
+    async fn finish(
+        &self,
+        r: &Reservation,
+        actual: Option<ActualUsage>,
+    ) -> Result<bool, LedgerError> {
+        if let Some(done) = self.finish_here(r, actual)? {
+            return Ok(done);
+        }
+        let fut = match actual {
+            Some(actual) => self.shared.settle(r, actual),
+            None => self.shared.release(r),
+        };
+        self.timed(fut).await
+    }
+}
+
+/// Frees the slot a shared reservation holds in the local ledger (no counts change).
+fn free_slot(table: &ScopeTable, cells: &mut LocalCells, r: &Reservation) {
+    if let Some(scopes) = table.of(r.deployment) {
+        for &s in scopes {
+            cells.scope(s).slots.free(r.id);
+        }
+    }
+    if let Some(t) = &r.tenant {
+        cells.tenant(&t.name).scope.slots.free(r.id);
+    }
+}
+
+/// A local entry as the restore writes it (nothing for a released one).
+fn replayed(e: &Entry) -> Option<Replayed> {
+    if e.released {
+        return None;
+    }
+    let r = &e.reservation;
+    let hold_cost = r.tenant.as_ref().map_or(0, |t| t.cost_micros);
+    Some(match e.actual {
+        Some(a) => Replayed {
+            reservation: r.clone(),
+            counts: [1, a.tokens, a.input_tokens, a.output_tokens()],
+            expiry: 0,
+            cost: a.cost_micros,
+        },
+        None => Replayed {
+            reservation: r.clone(),
+            counts: [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens],
+            expiry: e.expiry,
+            cost: hold_cost,
+        },
+    })
+}
+
+/// `v` ÷ `n`, rounded up (a share of what was used errs on the used side).
+fn share_up(v: u64, n: u64) -> u64 {
+    v.div_ceil(n.max(1))
+}
+
+impl State {
+    /// Adds `r` to this instance's own windows (in its bucket, if still in the window).
+    fn remember(&mut self, table: &ScopeTable, r: &Reservation, now: u64) {
+        let counts = [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens];
+        let nb = bucket_of(now).max(r.bucket);
+        let add = |w: &mut Window| {
+            w.expire(nb);
+            if w.is_live(r.bucket) {
+                w.add(r.bucket, counts);
+            }
+        };
+        for &s in table.of(r.deployment).unwrap_or_default() {
+            if let Some(w) = self.own_windows.get_mut(s) {
+                add(w);
+            }
+        }
+        if let Some(t) = &r.tenant {
+            add(self.own_tenant_windows.entry(t.name.clone()).or_default());
+        }
+    }
+
+    /// This instance's own windows as restore rows; tenants' windows that emptied are dropped.
+    fn own_rows(&mut self, now: u64) -> Vec<(WindowOf, u64, Counts)> {
+        let nb = bucket_of(now);
+        let mut rows = Vec::new();
+        for (s, w) in self.own_windows.iter_mut().enumerate() {
+            w.expire(nb);
+            rows.extend(w.buckets().map(|(k, c)| (WindowOf::Scope(s), k, c)));
+        }
+        self.own_tenant_windows.retain(|name, w| {
+            w.expire(nb);
+            let before = rows.len();
+            rows.extend(
+                w.buckets()
+                    .map(|(k, c)| (WindowOf::Tenant(name.clone()), k, c)),
+            );
+            rows.len() > before
+        });
+        rows
+    }
+
+    fn mode(&self) -> Mode {
+        match self.admitting {
+            Admitting::Shared => Mode::Shared,
+            Admitting::Local(_) => Mode::Local,
+            Admitting::Open(_) => Mode::Open,
+        }
+    }
+
+    /// The tenants served in the last two minutes, most recent first, at most
+    /// [`TENANTS_PER_BEAT`]; older ones are forgotten.
+    fn recent_tenants(&mut self, now: u64) -> Vec<String> {
+        self.tenants
+            .retain(|_, (_, at)| now.saturating_sub(*at) <= TENANT_MEMORY_MS);
+        let mut names: Vec<(&String, u64)> =
+            self.tenants.iter().map(|(n, (_, at))| (n, *at)).collect();
+        names.sort_by_key(|n| std::cmp::Reverse(n.1));
+        names
+            .into_iter()
+            .take(TENANTS_PER_BEAT)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Switches to local mode: a ledger of this instance's share of every limit, seeded with its
+    /// share of what the shared windows and spends held at the last heartbeat and with its own
+    /// requests in flight. Returns the instance count it divides by.
+    fn enter_local(&mut self, inner: &Inner) -> u64 {
+        let now = inner.now();
+        let n = self.seen.as_ref().map_or(1, |b| b.instances).max(1);
+        let (table, zero) = inner.shared.table().share(n);
+        let mut cells = LocalCells(
+            (0..inner.shared.scope_count())
+                .map(|_| ScopeState::default())
+                .collect(),
+            HashMap::new(),
+        );
+        let nb = bucket_of(now);
+        // Its share of what the windows held at the last heartbeat, plus all it admitted since
+        // (no heartbeat saw that): together the instances start from at least what was used.
+        let mut seed = |beat: &Beat, divide: u64| {
+            for (s, counts) in beat.scopes.iter().enumerate() {
+                let st = cells.scope(s);
+                let k = st.window.expire(nb);
+                st.window.add(k, counts.map(|v| share_up(v, divide)));
+            }
+            for (name, counts, day, month) in &beat.tenants {
+                let st = cells.tenant(name);
+                let k = st.scope.window.expire(nb);
+                st.scope.window.add(k, counts.map(|v| share_up(v, divide)));
+                let (d, m) = st.spend.current(&super::period::periods(now));
+                st.spend = super::engine::Spend {
+                    day: beat.day,
+                    day_micros: d + share_up(*day, divide),
+                    month: beat.month,
+                    month_micros: m + share_up(*month, divide),
+                };
+            }
+        };
+        if let Some(beat) = &self.seen {
+            seed(beat, n);
+        }
+        seed(&self.own.since(&self.own_at_beat, now), 1);
+        for h in self.in_flight.values() {
+            let slot = Slot {
+                id: h.reservation.id,
+                expiry: h.expiry,
+                bucket: nb,
+            };
+            if let Some(scopes) = table.of(h.reservation.deployment) {
+                for &s in scopes {
+                    cells.scope(s).slots.take(slot);
+                }
+            }
+            if let Some(t) = &h.reservation.tenant {
+                cells.tenant(&t.name).scope.slots.take(slot);
+            }
+        }
+        // A scope where this instance's share of some limit is zero admits nothing: its
+        // deployments are put in cooldown for the whole outage.
+        let far = super::window::TIME_CAP_MS;
+        for d in 0..inner.shared.deployment_count() {
+            let blocked = table
+                .of(DeploymentId(d))
+                .is_some_and(|scopes| scopes.iter().any(|&s| zero[s]));
+            if blocked {
+                cells.scope(d).cooldown = far;
+            }
+        }
+        self.admitting = Admitting::Local(Box::new(Local {
+            table,
+            cells,
+            instances: n,
+            log: HashMap::new(),
+        }));
+        self.since = now;
+        self.changes += 1;
+        n
+    }
+
+    /// Admission in local or open mode.
+    fn admit_elsewhere(
+        &mut self,
+        inner: &Inner,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<Admission, LedgerError> {
+        let now = inner.now();
+        let admission = match &mut self.admitting {
+            Admitting::Shared => unreachable!("admit_elsewhere runs in local or open mode"),
+            Admitting::Open(ids) => {
+                let Some(&deployment) = candidates.first() else {
+                    return Ok(Admission::Denied(Denial {
+                        refusals: Vec::new(),
+                    }));
+                };
+                ids.insert(need.id);
+                let p = super::period::periods(now);
+                Admission::Granted(Reservation {
+                    id: need.id,
+                    deployment,
+                    bucket: bucket_of(now),
+                    tokens: need.tokens_on(0),
+                    input_tokens: need.input_on(0),
+                    rank: 0,
+                    tenant: need.tenant.as_ref().map(|t| TenantHold {
+                        name: t.spec.name.clone(),
+                        cost_micros: need.cost(0),
+                        day: p.day,
+                        month: p.month,
+                    }),
+                })
+            }
+            Admitting::Local(l) => {
+                let scaled;
+                let need = match &need.tenant {
+                    Some(t) => match tenant_share(&t.spec, l.instances) {
+                        Some(spec) => {
+                            scaled = Need {
+                                tenant: Some(TenantNeed {
+                                    spec,
+                                    costs: t.costs.clone(),
+                                }),
+                                ..need.clone()
+                            };
+                            &scaled
+                        }
+                        None => return Ok(no_tenant_share(candidates, inner)),
+                    },
+                    None => need,
+                };
+                let engine = Engine {
+                    table: &l.table,
+                    now,
+                };
+                let admission = engine.admit(&mut l.cells, need, candidates)?;
+                if let Admission::Granted(r) = &admission {
+                    let entry = Entry {
+                        reservation: r.clone(),
+                        actual: None,
+                        released: false,
+                        expiry: now + need.slot_ttl_ms(),
+                        version: 0,
+                    };
+                    l.log.insert(r.id, entry);
+                }
+                admission
+            }
+        };
+        if let Admission::Granted(_) = admission {
+            self.local_admissions += 1;
+        }
+        Ok(admission)
+    }
+}
+
+/// A tenant's share of its limits and budgets on one of `n` instances; `None` when its share of
+/// some limit is zero.
+fn tenant_share(spec: &TenantSpec, n: u64) -> Option<TenantSpec> {
+    let mut zero = false;
+    let mut part = |l: Option<std::num::NonZeroU64>| {
+        l.map(|v| {
+            std::num::NonZeroU64::new(v.get() / n).unwrap_or_else(|| {
+                zero = true;
+                std::num::NonZeroU64::MIN
+            })
+        })
+    };
+    let limits = crate::config::Limits {
+        rpm: part(spec.limits.rpm),
+        tpm: part(spec.limits.tpm),
+        itpm: part(spec.limits.itpm),
+        otpm: part(spec.limits.otpm),
+        concurrency: part(spec.limits.concurrency),
+    };
+    let budget = BudgetMicros {
+        daily: spec.budget.daily.map(|b| (b / n).max(1)),
+        monthly: spec.budget.monthly.map(|b| (b / n).max(1)),
+    };
+    (!zero).then(|| TenantSpec {
+        name: spec.name.clone(),
+        limits,
+        budget,
+    })
+}
+
+/// The refusal when a tenant's share of some limit on this instance is zero: try again after the
+/// next heartbeat.
+fn no_tenant_share(candidates: &[DeploymentId], inner: &Inner) -> Admission {
+    Admission::Denied(Denial {
+        refusals: candidates
+            .iter()
+            .map(|&deployment| Refusal {
+                deployment,
+                limit: LimitKind::Requests,
+                scope: Scope::Tenant,
+                verdict: Verdict::NotNow(inner.settings.heartbeat),
+            })
+            .collect(),
+    })
+}
+
+impl Ledger for ResilientStore {
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Admission> {
+        self.inner.admit(need, candidates).boxed()
+    }
+
+    fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
+        self.inner.finish(r, Some(actual)).boxed()
+    }
+
+    fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
+        self.inner.finish(r, None).boxed()
+    }
+
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        async move {
+            let local = {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                match &mut st.admitting {
+                    Admitting::Local(l) if l.log.contains_key(&r.id) => {
+                        let engine = Engine {
+                            table: &l.table,
+                            now,
+                        };
+                        let renewed = engine.renew(&mut l.cells, r, ttl)?;
+                        if let Some(e) = l.log.get_mut(&r.id) {
+                            e.expiry = now + slot_ttl_ms(ttl);
+                            e.version += 1;
+                        }
+                        Some(renewed)
+                    }
+                    Admitting::Open(ids) if ids.contains(&r.id) => Some(true),
+                    _ => None,
+                }
+            };
+            match local {
+                Some(renewed) => Ok(renewed),
+                None => {
+                    let renewed = self.inner.timed(self.inner.shared.renew(r, ttl)).await?;
+                    if let Some(h) = self.inner.lock().in_flight.get_mut(&r.id) {
+                        h.expiry = self.inner.now() + slot_ttl_ms(ttl);
+                    }
+                    Ok(renewed)
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
+        async move {
+            {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                if let Admitting::Local(l) = &mut st.admitting {
+                    let engine = Engine {
+                        table: &l.table,
+                        now,
+                    };
+                    return engine.cooldown(&mut l.cells, d, dur);
+                }
+            }
+            self.inner.timed(self.inner.shared.cooldown(d, dur)).await
+        }
+        .boxed()
+    }
+
+    fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
+        async move {
+            {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                if let Admitting::Local(l) = &mut st.admitting {
+                    let engine = Engine {
+                        table: &l.table,
+                        now,
+                    };
+                    return engine.observe(&mut l.cells, d, obs);
+                }
+            }
+            self.inner.timed(self.inner.shared.observe(d, obs)).await
+        }
+        .boxed()
+    }
+
+    fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
+        async move {
+            let shared = self.inner.timed(self.inner.shared.snapshot(ds)).await;
+            match shared {
+                Err(e) if unavailable(&e) => {
+                    let mut st = self.inner.lock();
+                    let now = self.inner.now();
+                    match &mut st.admitting {
+                        Admitting::Local(l) => Engine {
+                            table: &l.table,
+                            now,
+                        }
+                        .snapshot(&mut l.cells, ds),
+                        _ => Err(e),
+                    }
+                }
+                other => other,
+            }
+        }
+        .boxed()
+    }
+
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
+        async move {
+            let shared = self
+                .inner
+                .timed(self.inner.shared.tenant_snapshot(tenant))
+                .await;
+            match shared {
+                Err(e) if unavailable(&e) => {
+                    let mut st = self.inner.lock();
+                    let now = self.inner.now();
+                    match &mut st.admitting {
+                        Admitting::Local(l) => {
+                            let spec = tenant_share(tenant, l.instances);
+                            let spec = spec.as_ref().unwrap_or(tenant);
+                            Ok(Engine {
+                                table: &l.table,
+                                now,
+                            }
+                            .tenant_snapshot(&mut l.cells, spec))
+                        }
+                        _ => Err(e),
+                    }
+                }
+                other => other,
+            }
+        }
+        .boxed()
+    }
+
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [Settlement],
+    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        async move {
+            let mut out: Vec<Option<Result<bool, LedgerError>>> = Vec::with_capacity(batch.len());
+            let mut shared = Vec::new();
+            for s in batch {
+                match self.inner.finish_here(&s.reservation, s.actual) {
+                    Ok(Some(done)) => {
+                        if let Some(obs) = s.observed {
+                            let observed = self.observe(s.reservation.deployment, obs).await;
+                            out.push(Some(observed.map(|()| done)));
+                        } else {
+                            out.push(Some(Ok(done)));
+                        }
+                    }
+                    Ok(None) => {
+                        shared.push(s.clone());
+                        out.push(None);
+                    }
+                    Err(e) => out.push(Some(Err(e))),
+                }
+            }
+            if !shared.is_empty() {
+                let after = self.inner.settings.timeout;
+                let answers = match tokio::time::timeout(
+                    after,
+                    self.inner.shared.settle_batch(&shared),
+                )
+                .await
+                {
+                    Ok(answers) => answers,
+                    Err(_) => shared
+                        .iter()
+                        .map(|_| {
+                            Err(LedgerError::Timeout {
+                                url: self.inner.shared.url().to_owned(),
+                                after,
+                            })
+                        })
+                        .collect(),
+                };
+                let mut answers = answers.into_iter();
+                for slot in out.iter_mut().filter(|o| o.is_none()) {
+                    *slot = answers.next();
+                }
+            }
+            out.into_iter()
+                .map(|o| {
+                    o.unwrap_or_else(|| {
+                        Err(LedgerError::Timeout {
+                            url: self.inner.shared.url().to_owned(),
+                            after: self.inner.settings.timeout,
+                        })
+                    })
+                })
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+
+    fn health(&self) -> Option<Health> {
+        Some(self.inner.health())
+    }
+}
