@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,10 +10,13 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
+  --chaos                only the floor and llmroute K=4 (enforce mock) while Redis is killed 10 s
+                         into the run and restarted empty 10 s later: once with ledger.on_error
+                         closed, once with local (both with ledger.timeout_ms 15)
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
@@ -25,12 +28,14 @@ EOF
 
 QUICK=0
 GATEWAY_ONLY=0
+CHAOS=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
     case "$1" in
         --quick) QUICK=1 ;;
         --gateway-only) GATEWAY_ONLY=1 QUICK=1 ;;
+        --chaos) CHAOS=1 QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -108,6 +113,10 @@ cleanup() {
     for pid in "${PIDS[@]}"; do
         stop_pid "$pid"
     done
+    # A Redis restarted by a chaos run.
+    if [[ -s $OUT/redis-restarted.pid ]]; then
+        stop_pid "$(cat "$OUT/redis-restarted.pid")"
+    fi
     exit "$rc"
 }
 trap cleanup EXIT
@@ -121,25 +130,30 @@ free_port() {
 # Lifetime bound for the mocks, in case this script is killed with SIGKILL.
 EXIT_AFTER=$((QUICK ? 600 : 1800))
 
+start_redis() { # start_redis PORT: an empty redis-server on PORT; sets REDIS_PID; fails if it does not answer
+    local port=$1
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" \
+        --daemonize no --logfile "$OUT/redis.log" &
+    REDIS_PID=$!
+    for _ in $(seq 50); do
+        if python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1',$port),1); s.sendall(b'PING\r\n'); sys.exit(s.recv(16)!=b'+PONG\r\n')" 2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$REDIS_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    stop_pid "$REDIS_PID"
+    return 1
+}
+
 REDIS_PORT=""
 for _ in 1 2 3 4 5; do
     port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" \
-        --daemonize no --logfile "$OUT/redis.log" &
-    pid=$!
-    for _ in $(seq 50); do
-        if python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1',$port),1); s.sendall(b'PING\r\n'); sys.exit(s.recv(16)!=b'+PONG\r\n')" 2>/dev/null; then
-            REDIS_PORT=$port
-            break
-        fi
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [[ -n $REDIS_PORT ]]; then
-        PIDS+=("$pid")
+    if start_redis "$port"; then
+        REDIS_PORT=$port
+        PIDS+=("$REDIS_PID")
         break
     fi
-    stop_pid "$pid"
 done
 [[ -n $REDIS_PORT ]] || { echo "run.sh: redis-server did not start (see $OUT/redis.log)" >&2; exit 1; }
 REDIS=127.0.0.1:$REDIS_PORT
@@ -258,11 +272,43 @@ peer() { # peer DIR: the LiteLLM peer, usage-based-routing-v2, K=4, on the enfor
     fi
 }
 
+# Kills Redis 10 s after the run's first request reaches the mock, and restarts it empty on the
+# same port 10 s later (the workers keep going). Runs in the background of one bench run.
+chaos_disrupt() {
+    local pid i
+    for ((i = 0; i < 1800; i++)); do
+        python3 "$REPO/bench/mock_started.py" "$ENFORCE" 2>/dev/null && break
+        sleep 0.1
+    done
+    sleep 10
+    pid=$(cat "$OUT/redis-restarted.pid" 2>/dev/null || echo "${PIDS[0]}")
+    kill -KILL "$pid" 2>/dev/null || true
+    echo "   $(date -u +%T) Redis killed"
+    sleep 10
+    start_redis "$REDIS_PORT" || { echo "run.sh: redis-server did not restart" >&2; return 1; }
+    echo "$REDIS_PID" >"$OUT/redis-restarted.pid"
+    echo "   $(date -u +%T) Redis restarted empty"
+}
+
+chaos_runs() {
+    local mode pid
+    for mode in closed local; do
+        chaos_disrupt &
+        pid=$!
+        bench "chaos-$mode" "llmroute K=4, Redis killed at 10 s, restarted empty at 20 s, on_error $mode" \
+            "$ENFORCE" 600 inside 4 --ledger "{ timeout_ms: 15, on_error: $mode }"
+        wait "$pid" || true
+    done
+}
+
 T0=$(date +%s)
 # Inside- and cross-aligned runs alternate where possible: a cross run starts 15 s before a
 # minute boundary, just after an inside run, so fewer minutes are spent waiting.
 bench floor-k4 "floor (no router) K=4" "$ENFORCE" 600 inside 4 --floor
-if ((GATEWAY_ONLY)); then
+if ((CHAOS)); then
+    chaos_runs
+    ORDER=(floor-k4 chaos-closed chaos-local)
+elif ((GATEWAY_ONLY)); then
     gateway_runs
     ORDER=(floor-k4)
 elif ((QUICK)); then

@@ -1199,3 +1199,62 @@ fn the_gateway_section_is_checked_with_its_fields() {
         assert!(!message.contains("sk-live-key-pasted-here"), "{message}");
     }
 }
+
+#[test]
+fn ledger_settings_are_read_with_their_defaults() {
+    use router_core::config::{LedgerSettings, OnError};
+    use std::time::Duration;
+    let registry = Registry::from_yaml_str(BASE, "test.yaml").unwrap();
+    assert_eq!(registry.ledger, LedgerSettings::default());
+    assert_eq!(registry.ledger.timeout, Duration::from_millis(50));
+    assert_eq!(registry.ledger.on_error, OnError::Local);
+    let yaml = with(
+        "namespace: demo\n",
+        "namespace: demo\nledger: { timeout_ms: 15, on_error: closed, heartbeat_ms: 250 }\n",
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    assert_eq!(
+        registry.ledger,
+        LedgerSettings {
+            timeout: Duration::from_millis(15),
+            on_error: OnError::Closed,
+            heartbeat: Duration::from_millis(250),
+        }
+    );
+}
+
+#[test]
+fn an_unknown_ledger_mode_names_the_field_and_the_modes() {
+    let yaml = with(
+        "namespace: demo\n",
+        "namespace: demo\nledger:\n  on_error: retry\n",
+    );
+    assert_mentions(
+        &error_of(&yaml),
+        &[
+            "test.yaml:3",
+            "ledger.on_error",
+            "`retry`",
+            "local",
+            "closed",
+            "open",
+        ],
+    );
+}
+
+#[test]
+fn a_zero_ledger_timeout_is_refused() {
+    let yaml = with(
+        "namespace: demo\n",
+        "namespace: demo\nledger:\n  timeout_ms: 0\n",
+    );
+    assert_mentions(
+        &error_of(&yaml),
+        &[
+            "test.yaml:3",
+            "ledger.timeout_ms",
+            "above zero",
+            "default 50",
+        ],
+    );
+}

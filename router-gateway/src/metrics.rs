@@ -14,6 +14,9 @@
 //! | `llmroute_router_added_seconds` | | that time less the time in provider calls: what the gateway and the router added, waits included |
 //! | `llmroute_deployment_remaining_requests`, `_remaining_tokens`, `_in_flight` | deployment | what the ledger says is left in the current window, read at scrape time |
 //! | `llmroute_ledger_errors_total` | | requests that failed because the ledger did not answer, and scrapes that could not read it |
+//! | `llmroute_ledger_mode` | mode | 1 for the shared ledger's mode now (`shared`, `local`, `open`), 0 for the others |
+//! | `llmroute_ledger_instances` | | instances sharing the limits at the last heartbeat |
+//! | `llmroute_ledger_mode_changes_total`, `llmroute_ledger_local_admissions_total` | | mode changes, and admissions made while Redis was away |
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -24,6 +27,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use router_core::ledger::Mode;
 use router_sdk::{Attempt, AttemptOutcome, Receipt, Router};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -60,6 +64,11 @@ struct DeploymentLabels {
     deployment: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabels {
+    mode: &'static str,
+}
+
 /// Every metric the gateway keeps.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -77,6 +86,10 @@ pub(crate) struct Metrics {
     remaining_tokens: Family<DeploymentLabels, Gauge>,
     in_flight: Family<DeploymentLabels, Gauge>,
     ledger_errors: Counter,
+    ledger_mode: Family<ModeLabels, Gauge>,
+    ledger_instances: Gauge,
+    ledger_mode_changes: Counter,
+    ledger_local_admissions: Counter,
 }
 
 /// Who a request was for and who served it, as metrics label it.
@@ -106,6 +119,10 @@ impl Metrics {
             remaining_tokens: Family::default(),
             in_flight: Family::default(),
             ledger_errors: Counter::default(),
+            ledger_mode: Family::default(),
+            ledger_instances: Gauge::default(),
+            ledger_mode_changes: Counter::default(),
+            ledger_local_admissions: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -173,6 +190,27 @@ impl Metrics {
             "llmroute_ledger_errors",
             "Requests and scrapes that failed because the ledger did not answer",
             m.ledger_errors.clone(),
+        );
+        r.register(
+            "llmroute_ledger_mode",
+            "1 for the mode the shared ledger is in (shared, local, open; see ledger.on_error), \
+             read at scrape time",
+            m.ledger_mode.clone(),
+        );
+        r.register(
+            "llmroute_ledger_instances",
+            "Instances sharing the limits at the last heartbeat",
+            m.ledger_instances.clone(),
+        );
+        r.register(
+            "llmroute_ledger_mode_changes",
+            "Changes of the shared ledger's mode",
+            m.ledger_mode_changes.clone(),
+        );
+        r.register(
+            "llmroute_ledger_local_admissions",
+            "Admissions made in local or open mode, Redis being away",
+            m.ledger_local_admissions.clone(),
         );
         Self { registry, ..m }
     }
@@ -282,6 +320,21 @@ impl Metrics {
                 tracing::warn!(error = %e, "metrics: the ledger did not answer; headroom not updated");
                 self.ledger_errors.inc();
             }
+        }
+        if let Some(h) = router.ledger().health() {
+            for mode in [Mode::Shared, Mode::Local, Mode::Open] {
+                let on = i64::from(mode == h.mode);
+                let labels = ModeLabels {
+                    mode: mode.as_str(),
+                };
+                self.ledger_mode.get_or_create(&labels).set(on);
+            }
+            self.ledger_instances
+                .set(i64::try_from(h.instances).unwrap_or(i64::MAX));
+            // The ledger counts since start; these counters follow it.
+            let follow = |c: &Counter, total: u64| c.inc_by(total.saturating_sub(c.get()));
+            follow(&self.ledger_mode_changes, h.changes);
+            follow(&self.ledger_local_admissions, h.local_admissions);
         }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {

@@ -414,18 +414,21 @@ struct Args {
     spec: String,
     out: String,
     floor: Option<String>,
+    /// The router's `ledger:` settings, as inline YAML (e.g. `{ timeout_ms: 15 }`).
+    ledger: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    const USAGE: &str =
-        "usage: bench_worker --spec FILE --out FILE [--floor [--floor-provider NAME]]";
+    const USAGE: &str = "usage: bench_worker --spec FILE --out FILE [--ledger YAML] [--floor [--floor-provider NAME]]";
     let (mut spec, mut out, mut floor, mut floor_provider) = (None, None, false, None);
+    let mut ledger = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--spec" => spec = args.next(),
             "--out" => out = args.next(),
             "--floor" => floor = true,
+            "--ledger" => ledger = Some(args.next().ok_or(format!("{USAGE} (--ledger YAML)"))?),
             "--floor-provider" => {
                 floor_provider = Some(
                     args.next()
@@ -443,12 +446,17 @@ fn parse_args() -> Result<Args, String> {
         spec: spec.ok_or(format!("{USAGE} (missing --spec)"))?,
         out: out.ok_or(format!("{USAGE} (missing --out)"))?,
         floor: floor.then(|| floor_provider.unwrap_or_else(|| "premium".into())),
+        ledger,
     })
 }
 
-async fn sender(spec: &Spec, floor: Option<&str>) -> Result<Sender, Failure> {
-    let Some(name) = floor else {
-        let registry = Registry::from_yaml_str(&config(spec), "bench.yaml")?;
+async fn sender(spec: &Spec, args: &Args) -> Result<Sender, Failure> {
+    let Some(name) = args.floor.as_deref() else {
+        let mut yaml = config(spec);
+        if let Some(ledger) = &args.ledger {
+            yaml.push_str(&format!("ledger: {ledger}\n"));
+        }
+        let registry = Registry::from_yaml_str(&yaml, "bench.yaml")?;
         let keys = StaticKeys::new().with("BENCH_KEY", "sk-bench");
         let router = Router::builder(registry)
             .keys(Arc::new(keys))
@@ -483,7 +491,7 @@ async fn sender(spec: &Spec, floor: Option<&str>) -> Result<Sender, Failure> {
 async fn main() -> Result<(), Failure> {
     let args = parse_args()?;
     let spec: Spec = serde_json::from_str(&std::fs::read_to_string(&args.spec)?)?;
-    let sender = Arc::new(sender(&spec, args.floor.as_deref()).await?);
+    let sender = Arc::new(sender(&spec, &args).await?);
     if let Err(e) = warm_up(&sender, &spec).await {
         eprintln!("bench_worker: the warm-up failed, going on without it: {e}");
     }

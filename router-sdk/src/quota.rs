@@ -13,10 +13,26 @@ use serde::Serialize;
 pub struct Quota {
     /// Where the ledger lives, as the driver describes it.
     pub state: String,
+    /// How the shared ledger is doing (Redis only).
+    pub ledger: Option<LedgerStatus>,
     /// The tenant asked about, if any.
     pub tenant: Option<TenantView>,
     /// Every deployment, in configuration order.
     pub deployments: Vec<Row>,
+}
+
+/// The shared ledger's mode (see `ledger.on_error`).
+#[derive(Debug, Serialize)]
+pub struct LedgerStatus {
+    /// `shared`: admitting through Redis; `local`: within this instance's share of each limit,
+    /// Redis being away; `open`: uncounted, Redis being away.
+    pub mode: &'static str,
+    /// Seconds in this mode.
+    pub since_secs: f64,
+    /// Instances sharing the limits at the last heartbeat (0: none answered yet).
+    pub instances: u64,
+    /// Mode changes since this instance started.
+    pub mode_changes: u64,
 }
 
 /// A tenant's view: its tier, use and spend.
@@ -250,6 +266,12 @@ pub async fn quota(
     };
     Ok(Quota {
         state: state.to_owned(),
+        ledger: ledger.health().map(|h| LedgerStatus {
+            mode: h.mode.as_str(),
+            since_secs: h.since.as_secs_f64(),
+            instances: h.instances,
+            mode_changes: h.changes,
+        }),
         tenant,
         deployments: snaps.iter().map(|s| row(registry, s)).collect(),
     })

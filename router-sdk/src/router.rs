@@ -223,10 +223,14 @@ impl Router {
     /// Waits until every settlement handed to the background has landed or been given up. With
     /// Redis every request's settlement (and the provider's rate-limit report with it) is sent
     /// after the caller has its answer, batched from a bounded queue; with any store, one the
-    /// ledger failed to take at first is retried with backoff. Call it before the process
-    /// exits, so nothing stays held in the shared ledger until its slot expires.
+    /// ledger failed to take at first is retried with backoff. Then what this instance leased
+    /// and did not use goes back (see `lease:`). Call it before the process exits, so nothing
+    /// stays held in the shared ledger until its slot expires.
     pub async fn drain(&self) {
         self.inner.settler.drain().await;
+        if let Err(e) = self.inner.ledger.close().await {
+            tracing::warn!(error = %e, "ledger: could not give back what was leased");
+        }
     }
 
     /// How many settlements were given up since the router was built: the ledger refused them

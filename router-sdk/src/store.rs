@@ -321,7 +321,7 @@ pub async fn open_with_clock(
                 ..RedisStoreOptions::default()
             };
             let shared = RedisStore::connect(url, registry, options).await?;
-            Arc::new(ResilientStore::new(shared, registry.ledger, clock).await)
+            Arc::new(ResilientStore::new(shared, registry, clock).await)
         }
         LedgerChoice::Embedded { path, .. } => Arc::new(SqliteStore::open(path, registry, clock)?),
         LedgerChoice::Memory => Arc::new(MemoryStore::with_clock(registry, clock)),

@@ -23,6 +23,7 @@ mod input_output;
 mod lifecycle;
 mod redis_keys;
 mod redis_retry;
+mod resilient;
 mod sqlite;
 mod support;
 mod tenants;

@@ -71,7 +71,7 @@ pub use error::ConfigError;
 pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
 pub use ledger::{LedgerSettings, OnError};
 pub use registry::{
-    Api, Budget, Defaults, Deployment, DeploymentId, Limits, Price, Priorities, Provider,
+    Api, Budget, Defaults, Deployment, DeploymentId, Lease, Limits, Price, Priorities, Provider,
     ProviderId, Registry, RetrySettings, Tenants, Tier,
 };
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};

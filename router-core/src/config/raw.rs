@@ -205,6 +205,27 @@ pub(crate) struct RawModel {
     pub(crate) max_output_tokens: Option<At<Number>>,
     #[serde(default)]
     pub(crate) capabilities: Option<At<Vec<At<String>>>>,
+    #[serde(default)]
+    pub(crate) lease: Option<RawLease>,
+}
+
+/// A model's `lease:`, `auto` or a block.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawLease {
+    Named(At<String>),
+    Block(Box<RawLeaseBlock>),
+}
+
+/// `lease: { requests, tokens, secs }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLeaseBlock {
+    pub(crate) requests: At<Number>,
+    #[serde(default)]
+    pub(crate) tokens: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) secs: Option<At<Number>>,
 }
 
 /// `price:` in USD per million tokens.

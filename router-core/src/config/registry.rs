@@ -149,6 +149,9 @@ pub struct Deployment {
     pub max_output_tokens: Option<u64>,
     /// What the model can do beyond text (`capabilities`, else its wire format's defaults).
     pub capabilities: Capabilities,
+    /// Whether instances lease blocks of its limits (`lease:`), admitting from them without a
+    /// Redis call per request.
+    pub lease: Option<Lease>,
 }
 
 /// Values used when a request leaves them out.
@@ -290,6 +293,30 @@ impl Default for Priorities {
             batch_share: Self::BATCH_SHARE,
         }
     }
+}
+
+/// How an instance leases blocks of a deployment's limits from the shared ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// `lease: { requests, tokens, secs }`: blocks of this size, held at most `secs`.
+    Block {
+        /// Requests per block.
+        requests: u64,
+        /// Tokens per block (counted against TPM, ITPM and OTPM alike).
+        tokens: u64,
+        /// How long a block is held before what is left of it goes back.
+        secs: u64,
+    },
+    /// `lease: auto`: blocks sized from this instance's rate over the last ten seconds (so
+    /// that an idle instance holds little), held [`Lease::AUTO_SECS`].
+    Auto,
+}
+
+impl Lease {
+    /// How long an `auto` block is held, and what its size covers at the recent rate.
+    pub const AUTO_SECS: u64 = 5;
+    /// The longest a block may be held: one window.
+    pub const MAX_SECS: u64 = 60;
 }
 
 /// The validated configuration: providers, deployments, aliases, defaults, state location.

@@ -10,8 +10,10 @@ use super::checks::{Ctx, line};
 use super::error::ConfigError;
 use super::gateway::{Gateway, gateway};
 use super::ledger::ledger;
-use super::raw::{At, Number, RawConfig, RawDefaults, RawModel, RawProvider, RawRetry};
-use super::registry::{Api, Defaults, Deployment, Provider, ProviderId, Registry, RetrySettings};
+use super::raw::{At, Number, RawConfig, RawDefaults, RawLease, RawModel, RawProvider, RawRetry};
+use super::registry::{
+    Api, Defaults, Deployment, Lease, Limits, Provider, ProviderId, Registry, RetrySettings,
+};
 use super::routes::{Routes, routes};
 use super::tenants::{priorities, tenants};
 
@@ -208,9 +210,14 @@ fn provider(
             return Err(ctx.invalid(&field, line(&entry.value.name), msg));
         }
         let path = format!("{base}.models[{model}]");
-        registry
-            .deployments
-            .push(deployment(ctx, &path, api, id, model, &entry.value)?);
+        let provider_limits = registry.providers[id.0].limits;
+        registry.deployments.push(deployment(
+            ctx,
+            &path,
+            (api, id, provider_limits),
+            model,
+            &entry.value,
+        )?);
     }
     Ok(())
 }
@@ -219,8 +226,7 @@ fn provider(
 fn deployment(
     ctx: &Ctx<'_>,
     path: &str,
-    api: Api,
-    provider: ProviderId,
+    (api, provider, provider_limits): (Api, ProviderId, Limits),
     model: String,
     raw: &RawModel,
 ) -> Result<Deployment, ConfigError> {
@@ -239,15 +245,79 @@ fn deployment(
         }
         None => None,
     };
+    let limits = ctx.limits(path, raw.limits.as_ref())?;
+    let lease = raw
+        .lease
+        .as_ref()
+        .map(|l| lease(ctx, path, l, limits, provider_limits))
+        .transpose()?;
     Ok(Deployment {
         provider,
         aliases,
         price: ctx.price(path, &raw.price)?,
-        limits: ctx.limits(path, raw.limits.as_ref())?,
+        limits,
         max_output_tokens,
         capabilities,
+        lease,
         model,
     })
+}
+
+/// A model's `lease:`. A lease holds no concurrency slots, so a deployment limited in
+/// concurrency (itself or through its provider) cannot lease.
+fn lease(
+    ctx: &Ctx<'_>,
+    path: &str,
+    raw: &RawLease,
+    limits: Limits,
+    provider_limits: Limits,
+) -> Result<Lease, ConfigError> {
+    let field = format!("{path}.lease");
+    let (out, at) = match raw {
+        RawLease::Named(name) if name.value == "auto" => (Lease::Auto, line(name)),
+        RawLease::Named(name) => {
+            let msg = format!(
+                "`{}` is not a lease; write `auto`, or a block `{{ requests: 50, tokens: 50000, secs: 5 }}`",
+                name.value
+            );
+            return Err(ctx.invalid(&field, line(name), msg));
+        }
+        RawLease::Block(b) => {
+            let hint = "write a whole number above zero";
+            let requests = ctx.positive(&format!("{field}.requests"), &b.requests, hint)?;
+            let tokens = match &b.tokens {
+                Some(t) => ctx.positive(&format!("{field}.tokens"), t, hint)?.get(),
+                None => u64::MAX,
+            };
+            let secs = match &b.secs {
+                Some(s) => {
+                    let secs = ctx.positive(&format!("{field}.secs"), s, hint)?.get();
+                    if secs > Lease::MAX_SECS {
+                        let msg = format!(
+                            "{secs} seconds is longer than one window; at most {}",
+                            Lease::MAX_SECS
+                        );
+                        return Err(ctx.invalid(&format!("{field}.secs"), line(s), msg));
+                    }
+                    secs
+                }
+                None => Lease::AUTO_SECS,
+            };
+            let lease = Lease::Block {
+                requests: requests.get(),
+                tokens,
+                secs,
+            };
+            (lease, line(&b.requests))
+        }
+    };
+    if limits.concurrency.is_some() || provider_limits.concurrency.is_some() {
+        let msg = "a lease holds no concurrency slots, and this deployment (or its provider) \
+                   limits concurrency; remove `lease`, or the `concurrency` limit"
+            .to_owned();
+        return Err(ctx.invalid(&field, at, msg));
+    }
+    Ok(out)
 }
 
 /// A model's aliases: names, none repeated, none equal to the model's own name. The same alias

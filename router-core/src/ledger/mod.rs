@@ -44,6 +44,7 @@
 //! `lua/` are its twin.
 
 mod engine;
+mod leases;
 mod memory;
 mod period;
 mod redis;
@@ -227,6 +228,12 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     /// that are always local.
     fn health(&self) -> Option<Health> {
         None
+    }
+
+    /// Gives back what this instance holds in the shared store beyond its requests in flight
+    /// (the unused part of leased blocks). Call it when the process stops.
+    fn close(&self) -> LedgerFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// Whether each call is a network round trip (Redis): drivers then settle off the caller's

@@ -66,7 +66,10 @@ static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
 static HEARTBEAT: LazyLock<Script> = script!("heartbeat");
 static RESTORE: LazyLock<Script> = script!("restore");
+static LEASE: LazyLock<Script> = script!("lease");
+static UNLEASE: LazyLock<Script> = script!("unlease");
 
+pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;
 #[cfg(test)]

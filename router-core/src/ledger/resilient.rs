@@ -33,13 +33,14 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
+use super::leases::Leases;
 use super::redis::recovery::{Beat, Replayed, Restore, Restored, WindowOf};
 use super::scopes::ScopeTable;
 use super::types::*;
 use super::window::{Counts, Slot, Window, bucket_of};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::clock::Clock;
-use crate::config::{DeploymentId, LedgerSettings, OnError};
+use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
 /// How long a tenant stays on the heartbeat's list after its last request.
 const TENANT_MEMORY_MS: u64 = 120_000;
@@ -141,19 +142,18 @@ struct Own {
 }
 
 impl Own {
-    fn add(&mut self, table: &ScopeTable, r: &Reservation) {
-        let counts = [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens];
+    fn add(&mut self, table: &ScopeTable, admitted: &Admitted<'_>) {
         let plus = |to: &mut Counts| {
-            for (t, c) in to.iter_mut().zip(counts) {
+            for (t, c) in to.iter_mut().zip(admitted.counts) {
                 *t += c;
             }
         };
-        for &s in table.of(r.deployment).unwrap_or_default() {
+        for &s in table.of(admitted.deployment).unwrap_or_default() {
             if let Some(to) = self.scopes.get_mut(s) {
                 plus(to);
             }
         }
-        if let Some(t) = &r.tenant {
+        if let Some(t) = admitted.tenant {
             let (to, cost) = self.tenants.entry(t.name.clone()).or_default();
             plus(to);
             *cost += t.cost_micros;
@@ -191,6 +191,26 @@ impl Own {
                 })
                 .collect(),
             ..Beat::default()
+        }
+    }
+}
+
+/// What one admission through the shared store counted: a request, or a leased block.
+#[derive(Debug, Clone, Copy)]
+struct Admitted<'a> {
+    deployment: DeploymentId,
+    bucket: u64,
+    counts: Counts,
+    tenant: Option<&'a TenantHold>,
+}
+
+impl<'a> Admitted<'a> {
+    fn request(r: &'a Reservation) -> Self {
+        Self {
+            deployment: r.deployment,
+            bucket: r.bucket,
+            counts: [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens],
+            tenant: r.tenant.as_ref(),
         }
     }
 }
@@ -233,6 +253,8 @@ struct State {
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
     /// it late, so it is sent again under the same number (applied at most once).
     pending: Option<(u64, Vec<Entry>)>,
+    /// The blocks of limits this instance leases.
+    leases: Leases,
     /// After the store lost its keys: until this many instances have written their own back
     /// (those seen before), or this time (ms) has passed, admissions stay local.
     awaiting: Option<(u64, u64)>,
@@ -243,6 +265,10 @@ struct State {
 struct Inner {
     shared: RedisStore,
     settings: LedgerSettings,
+    /// Each deployment's `lease:`, by deployment index.
+    lease: Vec<Option<Lease>>,
+    /// One lease request at a time per deployment.
+    leasing: Vec<tokio::sync::Mutex<()>>,
     clock: Arc<dyn Clock>,
     instance: String,
     state: Mutex<State>,
@@ -282,12 +308,17 @@ impl ResilientStore {
     /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](super::RedisStoreOptions) so
     /// that an instance can start while Redis is away). Sends a first heartbeat, then one every
     /// `settings.heartbeat` on a task of the current Tokio runtime (none outside a runtime).
-    pub async fn new(shared: RedisStore, settings: LedgerSettings, clock: Arc<dyn Clock>) -> Self {
+    pub async fn new(shared: RedisStore, registry: &Registry, clock: Arc<dyn Clock>) -> Self {
+        let settings = registry.ledger;
+        let lease: Vec<Option<Lease>> = registry.deployments.iter().map(|d| d.lease).collect();
+        let leasing = lease.iter().map(|_| tokio::sync::Mutex::new(())).collect();
         let now = clock.now_ms();
         let own_scopes = shared.scope_count();
         let inner = Arc::new(Inner {
             shared,
             settings,
+            lease,
+            leasing,
             clock,
             instance: format!("{:016x}", fastrand::u64(..)),
             state: Mutex::new(State {
@@ -306,6 +337,7 @@ impl ResilientStore {
                 tenants: HashMap::new(),
                 uncertain: Vec::new(),
                 pending: None,
+                leases: Leases::default(),
                 awaiting: None,
                 changes: 0,
                 local_admissions: 0,
@@ -410,7 +442,10 @@ impl Inner {
             };
             let current = {
                 let mut st = self.lock();
-                let current = st.mode() != Mode::Local && beat.epoch != 0 && beat.epoch == st.epoch;
+                let current = st.mode() != Mode::Local
+                    && st.awaiting.is_none()
+                    && beat.epoch != 0
+                    && beat.epoch == st.epoch;
                 if current {
                     st.seen = Some(beat);
                     st.own_at_beat = base;
@@ -419,6 +454,7 @@ impl Inner {
             };
             if current {
                 self.set_mode_shared("the shared ledger answers again");
+                self.settle_leases(false).await;
                 return;
             }
             if let Err(e) = self.restore().await {
@@ -531,12 +567,13 @@ impl Inner {
     fn await_others(&self, restored: &Restored) {
         let mut st = self.lock();
         let now = self.now();
-        if restored.stale {
+        // `open` admits uncounted anyway: nothing to wait for.
+        if restored.stale && self.settings.on_error != OnError::Open {
             let expected = st.seen.as_ref().map_or(1, |b| b.instances);
             if restored.restored < expected {
                 let grace = 5 * self.settings.heartbeat.as_millis() as u64;
                 st.awaiting = Some((expected, now + grace));
-                if st.mode() == Mode::Shared {
+                if st.mode() == Mode::Shared && self.settings.on_error == OnError::Local {
                     let n = st.enter_local(self);
                     tracing::warn!(
                         instances = n,
@@ -594,7 +631,7 @@ impl Inner {
         };
         let now = self.now();
         for h in moved {
-            st.remember(self.shared.table(), &h.reservation, now);
+            st.remember(self.shared.table(), &Admitted::request(&h.reservation), now);
             st.in_flight.insert(h.reservation.id, h);
         }
         drop(st);
@@ -654,8 +691,17 @@ impl Inner {
             if st.mode() != Mode::Shared {
                 return st.admit_elsewhere(self, need, candidates);
             }
+            if st.awaiting.is_some() {
+                // `closed`, while the other instances write back what a restarted Redis lost.
+                return Err(LedgerError::Lost {
+                    url: self.shared.url().to_owned(),
+                });
+            }
         }
-        let mut result = self.timed(self.shared.admit(need, candidates)).await;
+        let mut result = match self.admit_leased(need, candidates).await {
+            Some(result) => result,
+            None => self.timed(self.shared.admit(need, candidates)).await,
+        };
         if let Err(LedgerError::Lost { .. }) = result {
             result = match self.restore().await {
                 Ok(()) => self.timed(self.shared.admit(need, candidates)).await,
@@ -670,8 +716,7 @@ impl Inner {
                     expiry,
                 };
                 let mut st = self.lock();
-                st.own.add(self.shared.table(), &r);
-                st.remember(self.shared.table(), &r, self.now());
+                st.remember(self.shared.table(), &Admitted::request(&r), self.now());
                 st.in_flight.insert(r.id, held);
                 Ok(Admission::Granted(r))
             }
@@ -688,6 +733,143 @@ impl Inner {
         }
     }
 
+    /// Admits `need` from a leased block, walking the candidates in order while each leases:
+    /// from its open block, or from a new one (one call). `None`: a candidate that does not
+    /// lease was reached, or none had room for a block: the shared store decides.
+    async fn admit_leased(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Option<Result<Admission, LedgerError>> {
+        // A tenant's limits and budgets are checked in the shared store, request by request.
+        if need.tenant.is_some() {
+            return None;
+        }
+        for (rank, &d) in candidates.iter().enumerate() {
+            let spec = self.lease.get(d.0).copied().flatten()?;
+            let taken = |this: &Self| this.lock().leases.take(d, need, rank, this.now());
+            if let Some(r) = taken(self) {
+                return Some(Ok(Admission::Granted(r)));
+            }
+            let _one = self.leasing[d.0].lock().await;
+            if let Some(r) = taken(self) {
+                return Some(Ok(Admission::Granted(r)));
+            }
+            let (want, least, secs) = self.lease_size(d, spec, need, rank);
+            match self.timed(self.shared.lease(d, want, least).boxed()).await {
+                Ok(Some(grant)) => {
+                    let now = self.now();
+                    let mut st = self.lock();
+                    let tokens = if want.1 == 0 { 0 } else { grant.tokens };
+                    st.leases.open(
+                        d,
+                        (grant.requests, tokens, grant.bucket),
+                        now + secs * 1000,
+                        now,
+                    );
+                    let admitted = Admitted {
+                        deployment: d,
+                        bucket: grant.bucket,
+                        counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
+                        tenant: None,
+                    };
+                    st.remember(self.shared.table(), &admitted, now);
+                    if let Some(r) = st.leases.take(d, need, rank, now) {
+                        return Some(Ok(Admission::Granted(r)));
+                    }
+                }
+                Ok(None) => {
+                    let now = self.now();
+                    self.lock().leases.end(d, now);
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        None
+    }
+
+    /// How much of `d` to lease for `need` on it: (requests, tokens) wanted, the least worth
+    /// taking, and for how long (s). Tokens are leased only where a token limit applies.
+    /// `auto` asks for this instance's last ten seconds' rate over [`Lease::AUTO_SECS`] (plus
+    /// this request), at most half of its share of each limit.
+    fn lease_size(
+        &self,
+        d: DeploymentId,
+        spec: Lease,
+        need: &Need,
+        rank: usize,
+    ) -> ((u64, u64), (u64, u64), u64) {
+        let tokens = need.tokens_on(rank);
+        let table = self.shared.table();
+        let scopes = table.of(d).unwrap_or_default();
+        let limits: Vec<_> = scopes.iter().map(|&s| table.limits(s)).collect();
+        let token_limit = limits
+            .iter()
+            .flat_map(|l| [l.tpm, l.itpm, l.otpm])
+            .flatten()
+            .map(|v| v.get())
+            .min();
+        let request_limit = limits.iter().filter_map(|l| l.rpm).map(|v| v.get()).min();
+        let mut st = self.lock();
+        let instances = st.seen.as_ref().map_or(1, |b| b.instances).max(1);
+        let (want, secs) = match spec {
+            Lease::Block {
+                requests,
+                tokens: block_tokens,
+                secs,
+            } => {
+                let block_tokens = if block_tokens == u64::MAX {
+                    requests.saturating_mul(tokens)
+                } else {
+                    block_tokens
+                };
+                ((requests, block_tokens), secs)
+            }
+            Lease::Auto => {
+                let (recent, mean) = st.leases.rate(d, self.now());
+                let requests = (recent * Lease::AUTO_SECS).div_ceil(10) + 1;
+                let requests =
+                    request_limit.map_or(requests, |l| requests.min((l / (2 * instances)).max(1)));
+                let per = mean.max(tokens);
+                let block_tokens = requests.saturating_mul(per);
+                let block_tokens = token_limit.map_or(block_tokens, |l| {
+                    block_tokens.min((l / (2 * instances)).max(tokens))
+                });
+                ((requests, block_tokens), Lease::AUTO_SECS)
+            }
+        };
+        drop(st);
+        match token_limit {
+            Some(_) => (want, (1, tokens), secs),
+            None => ((want.0, 0), (1, 0), secs),
+        }
+    }
+
+    /// Sends what the leased blocks owe the shared windows (one call per block and bucket).
+    async fn settle_leases(&self, everything: bool) {
+        let owed = {
+            let mut st = self.lock();
+            let now = self.now();
+            if everything {
+                st.leases.end_all(now);
+            }
+            st.leases.drain(now)
+        };
+        for o in owed {
+            let sent = self
+                .timed(
+                    self.shared
+                        .unlease(o.deployment, o.bucket, o.deltas, o.observed.as_ref())
+                        .boxed(),
+                )
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
+                self.lock().leases.owe_again(o);
+            }
+        }
+    }
+
     /// Settles (`actual`) or releases (`None`) `r` where it was admitted. `Ok(None)`: it was
     /// admitted by the shared store, which must settle it.
     fn finish_here(
@@ -696,6 +878,9 @@ impl Inner {
         actual: Option<ActualUsage>,
     ) -> Result<Option<bool>, LedgerError> {
         let mut st = self.lock();
+        if let Some(done) = st.leases.finish(r.id, actual) {
+            return Ok(Some(done));
+        }
         st.in_flight.remove(&r.id);
         let now = self.now();
         match &mut st.admitting {
@@ -785,21 +970,22 @@ fn share_up(v: u64, n: u64) -> u64 {
 
 impl State {
     /// Adds `r` to this instance's own windows (in its bucket, if still in the window).
-    fn remember(&mut self, table: &ScopeTable, r: &Reservation, now: u64) {
-        let counts = [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens];
-        let nb = bucket_of(now).max(r.bucket);
+    fn remember(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
+        self.own.add(table, admitted);
+        let (bucket, counts) = (admitted.bucket, admitted.counts);
+        let nb = bucket_of(now).max(bucket);
         let add = |w: &mut Window| {
             w.expire(nb);
-            if w.is_live(r.bucket) {
-                w.add(r.bucket, counts);
+            if w.is_live(bucket) {
+                w.add(bucket, counts);
             }
         };
-        for &s in table.of(r.deployment).unwrap_or_default() {
+        for &s in table.of(admitted.deployment).unwrap_or_default() {
             if let Some(w) = self.own_windows.get_mut(s) {
                 add(w);
             }
         }
-        if let Some(t) = &r.tenant {
+        if let Some(t) = admitted.tenant {
             add(self.own_tenant_windows.entry(t.name.clone()).or_default());
         }
     }
@@ -1067,6 +1253,9 @@ impl Ledger for ResilientStore {
             let local = {
                 let mut st = self.inner.lock();
                 let now = self.inner.now();
+                if st.leases.holds(r.id) {
+                    return Ok(true);
+                }
                 match &mut st.admitting {
                     Admitting::Local(l) if l.log.contains_key(&r.id) => {
                         let engine = Engine {
@@ -1103,6 +1292,8 @@ impl Ledger for ResilientStore {
             {
                 let mut st = self.inner.lock();
                 let now = self.inner.now();
+                // The provider is full: this instance's block there ends too.
+                st.leases.end(d, now);
                 if let Admitting::Local(l) = &mut st.admitting {
                     let engine = Engine {
                         table: &l.table,
@@ -1193,6 +1384,22 @@ impl Ledger for ResilientStore {
             let mut out: Vec<Option<Result<bool, LedgerError>>> = Vec::with_capacity(batch.len());
             let mut shared = Vec::new();
             for s in batch {
+                let leased = {
+                    let mut st = self.inner.lock();
+                    let leased = st.leases.holds(s.reservation.id);
+                    if let (true, Some(obs)) = (leased, s.observed) {
+                        st.leases.report(s.reservation.deployment, obs);
+                    }
+                    leased
+                };
+                if leased {
+                    out.push(Some(
+                        self.inner
+                            .finish_here(&s.reservation, s.actual)
+                            .map(|d| d.unwrap_or(false)),
+                    ));
+                    continue;
+                }
                 match self.inner.finish_here(&s.reservation, s.actual) {
                     Ok(Some(done)) => {
                         if let Some(obs) = s.observed {
@@ -1253,5 +1460,13 @@ impl Ledger for ResilientStore {
 
     fn health(&self) -> Option<Health> {
         Some(self.inner.health())
+    }
+
+    fn close(&self) -> LedgerFuture<'_, ()> {
+        async move {
+            self.inner.settle_leases(true).await;
+            Ok(())
+        }
+        .boxed()
     }
 }

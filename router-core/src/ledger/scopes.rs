@@ -104,6 +104,11 @@ impl ScopeTable {
         self.by_deployment.get(d.0).map(Vec::as_slice)
     }
 
+    /// The limits of scope `scope`.
+    pub(crate) fn limits(&self, scope: usize) -> Limits {
+        self.scopes[scope].limits
+    }
+
     pub(crate) fn def(&self, scope: usize) -> &ScopeDef {
         &self.scopes[scope]
     }

@@ -118,8 +118,7 @@ impl Scene {
         let shared = RedisStore::connect(&self.redis.url, &registry, options)
             .await
             .unwrap();
-        let ledger =
-            Arc::new(ResilientStore::new(shared, registry.ledger, Arc::new(SystemClock)).await);
+        let ledger = Arc::new(ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await);
         let keys = StaticKeys::new().with(key_var("oa"), planted_key("oa"));
         let router = Router::builder(registry)
             .ledger(ledger.clone())

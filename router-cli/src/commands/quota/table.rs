@@ -76,6 +76,20 @@ fn split_limits(itpm: Option<&Used>, otpm: Option<&Used>) -> String {
 /// The whole report as text.
 pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "state: {}", q.state)?;
+    if let Some(l) = &q.ledger {
+        let share = match (l.mode, l.instances) {
+            ("local", n) if n > 1 => format!(", admitting within 1/{n} of each limit"),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "ledger: {} for {:.0}s, {} instance{} at the last heartbeat{share}",
+            l.mode,
+            l.since_secs,
+            l.instances,
+            if l.instances == 1 { "" } else { "s" }
+        )?;
+    }
     if let Some(t) = &q.tenant {
         tenant_table(t, out)?;
     }

@@ -3,7 +3,7 @@
 
 use super::lua_constants;
 
-const SCRIPTS: [(&str, &str); 8] = [
+const SCRIPTS: [(&str, &str); 12] = [
     ("common.lua", include_str!("../../../../lua/common.lua")),
     ("admit.lua", include_str!("../../../../lua/admit.lua")),
     ("settle.lua", include_str!("../../../../lua/settle.lua")),
@@ -15,6 +15,13 @@ const SCRIPTS: [(&str, &str); 8] = [
         "tenant_snapshot.lua",
         include_str!("../../../../lua/tenant_snapshot.lua"),
     ),
+    (
+        "heartbeat.lua",
+        include_str!("../../../../lua/heartbeat.lua"),
+    ),
+    ("restore.lua", include_str!("../../../../lua/restore.lua")),
+    ("lease.lua", include_str!("../../../../lua/lease.lua")),
+    ("unlease.lua", include_str!("../../../../lua/unlease.lua")),
 ];
 
 /// The names the Rust prelude defines.

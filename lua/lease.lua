@@ -1,0 +1,58 @@
+-- lease (contract v3): grant an instance a block of a deployment's limits (n requests and t
+-- tokens), counted in the shared windows at once, so that it admits from the block without
+-- calling Redis until the block is used up or expires; what it does not use goes back through
+-- unlease.lua. Leased and shared admissions together stay within every limit in every window.
+--
+-- KEYS: the deployment's window hash, then, when its provider has provider-wide limits, the
+--   provider's window hash.
+-- ARGV: [1] now ms or '', [2] requests wanted, [3] tokens wanted, [4] the fewest requests and
+--   [5] the fewest tokens worth a lease (less room than that: nothing is granted), [6] number of
+--   scopes s (1 or 2), then per scope its rpm, tpm, itpm and otpm (0 = unlimited).
+-- The block's tokens count against tpm, itpm and otpm alike (the instance does not know yet
+--   how its requests split into input and output), so an unused part is returned in full.
+-- A deployment in cooldown grants nothing.
+-- Last of all: KEYS ends with the epoch key and ARGV with the epoch the instance knows ('' to
+--   skip the check), as in admit.lua.
+-- Reply: granted {1, now, requests, tokens, bucket}; refused {0, now, cooldown end (0: none)};
+--   {2, now} when the stored epoch is not the instance's (see admit.lua).
+
+local now = now_ms()
+if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return {2, now}
+end
+local want_r, want_t = tonumber(ARGV[2]), tonumber(ARGV[3])
+local min_r, min_t = tonumber(ARGV[4]), tonumber(ARGV[5])
+local s = tonumber(ARGV[6])
+local ws = {}
+for i = 1, s do
+  local w = expire(KEYS[i], now)
+  ws[i] = w
+  local a = 6 + 4 * (i - 1)
+  local rpm, tpm, itpm, otpm = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  if rpm > 0 then
+    want_r = math.min(want_r, rpm - w.R)
+  end
+  if tpm > 0 then
+    want_t = math.min(want_t, tpm - w.T)
+  end
+  if itpm > 0 then
+    want_t = math.min(want_t, itpm - w.I)
+  end
+  if otpm > 0 then
+    want_t = math.min(want_t, otpm - w.X)
+  end
+end
+if ws[1].cd > now then
+  return {0, now, ws[1].cd}
+end
+if want_r < min_r or want_t < min_t then
+  return {0, now, 0}
+end
+for i = 1, s do
+  local w = ws[i]
+  adjust(KEYS[i], w, w.b, want_r, want_t, want_t, want_t)
+  redis.call('HSET', KEYS[i], 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
+  keep_window(KEYS[i], w, now)
+end
+return {1, now, want_r, want_t, ws[1].b}

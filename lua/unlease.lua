@@ -1,0 +1,27 @@
+-- unlease (contract v3): correct what a lease (lease.lua) counted by what its requests really
+-- used: the unused part of the block goes back (negative corrections), usage beyond it is
+-- added. The correction goes to the bucket the lease was counted in, if still in the window;
+-- counters never go below zero. Optionally followed by the provider's latest rate-limit report
+-- on the deployment (as observe.lua).
+--
+-- KEYS: the deployment's window hash, then, when its provider has provider-wide limits, the
+--   provider's window hash.
+-- ARGV: [1] now ms or '', [2] the lease's bucket, [3..6] request, token, input and output token
+--   corrections, [7] 1 when a report follows, else 0; with one, [8 ..] is what observe.lua takes
+--   from its ARGV[2] on.
+-- Reply: {1}.
+
+local now = now_ms()
+local bucket = tonumber(ARGV[2])
+local dr, dt, di, dx = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+  tonumber(ARGV[6])
+for i = 1, #KEYS do
+  local w = expire(KEYS[i], now)
+  if is_live(w, bucket) then
+    adjust(KEYS[i], w, bucket, dr, dt, di, dx)
+  end
+end
+if ARGV[7] == '1' then
+  observe_at(KEYS[1], now, 8)
+end
+return {1}

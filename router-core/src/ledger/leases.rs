@@ -1,0 +1,363 @@
+//! The blocks of limits one instance holds (see `lease:` and lua/lease.lua): admitting from them
+//! and settling what they admitted is local; what the blocks counted in the shared windows is
+//! corrected by what their requests really used once each block has ended and its requests are
+//! all settled (lua/unlease.lua), a call per block rather than per request.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::types::{ActualUsage, Need, Observation, Reservation};
+use super::window::Counts;
+use crate::config::DeploymentId;
+
+/// How long a block whose requests are still in flight waits for them before its correction is
+/// sent anyway (later settlements are then sent on their own), ms.
+const RETIRE_WAIT_MS: u64 = 60_000;
+/// The span over which `auto` measures this instance's rate, ms.
+const RATE_SPAN_MS: u64 = 10_000;
+
+/// One block: what it was granted, what its requests count now.
+#[derive(Debug, Clone)]
+struct Block {
+    /// Unique among this instance's blocks (two may share a deployment and a bucket).
+    id: u64,
+    bucket: u64,
+    requests: u64,
+    /// 0 when the deployment has no token limit (tokens are not leased then).
+    tokens: u64,
+    /// Requests, tokens, input and output tokens its requests count now.
+    used: Counts,
+    in_flight: u64,
+    /// When it stops admitting (ms).
+    ends: u64,
+    /// When it ended, once it has (ms).
+    ended: Option<u64>,
+}
+
+impl Block {
+    /// What to add to the shared windows for this block: used less granted (the grant counted
+    /// its tokens against tokens, input and output alike).
+    fn correction(&self) -> [i64; 4] {
+        let d = |used: u64, granted: u64| used as i64 - granted as i64;
+        [
+            d(self.used[0], self.requests),
+            d(self.used[1], self.tokens),
+            d(self.used[2], self.tokens),
+            d(self.used[3], self.tokens),
+        ]
+    }
+}
+
+/// A correction owed to the shared windows of a deployment, in a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owed {
+    pub(crate) deployment: DeploymentId,
+    pub(crate) bucket: u64,
+    pub(crate) deltas: [i64; 4],
+    pub(crate) observed: Option<Observation>,
+}
+
+/// Every block this instance holds or has not yet corrected.
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    /// The block admitting now, per deployment.
+    open: HashMap<DeploymentId, Block>,
+    /// Ended blocks waiting for their requests, by block id, with their deployment.
+    ended: HashMap<u64, (DeploymentId, Block)>,
+    /// Each reservation admitted from a block: its deployment, block id, bucket and counts.
+    admitted: HashMap<u64, (DeploymentId, u64, u64, Counts)>,
+    /// The last block id given.
+    blocks: u64,
+    /// Corrections to send, by deployment and bucket (settlements after their block's was sent).
+    owed: HashMap<(DeploymentId, u64), [i64; 4]>,
+    /// The provider's latest report per leased deployment, sent with the next correction.
+    reports: HashMap<DeploymentId, Observation>,
+    /// Recent admissions per deployment: when (ms) and tokens.
+    recent: HashMap<DeploymentId, VecDeque<(u64, u64)>>,
+}
+
+fn counts(r: &Reservation) -> Counts {
+    [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens]
+}
+
+impl Leases {
+    /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room.
+    pub(crate) fn take(
+        &mut self,
+        d: DeploymentId,
+        need: &Need,
+        rank: usize,
+        now: u64,
+    ) -> Option<Reservation> {
+        self.end_expired(now);
+        let block = self.open.get_mut(&d)?;
+        let tokens = need.tokens_on(rank);
+        let fits = block.used[0] < block.requests
+            && (block.tokens == 0 || block.used[1] + tokens <= block.tokens);
+        if !fits {
+            return None;
+        }
+        let r = Reservation {
+            id: need.id,
+            deployment: d,
+            bucket: block.bucket,
+            tokens,
+            input_tokens: need.input_on(rank),
+            rank,
+            tenant: None,
+        };
+        let c = counts(&r);
+        for (u, v) in block.used.iter_mut().zip(c) {
+            *u += v;
+        }
+        block.in_flight += 1;
+        self.admitted.insert(r.id, (d, block.id, r.bucket, c));
+        self.recent.entry(d).or_default().push_back((now, tokens));
+        Some(r)
+    }
+
+    /// Opens a block of `requests` and `tokens` (0: tokens not leased) granted in `bucket`, until
+    /// `ends`; the deployment's previous block ends.
+    pub(crate) fn open(
+        &mut self,
+        d: DeploymentId,
+        (requests, tokens, bucket): (u64, u64, u64),
+        ends: u64,
+        now: u64,
+    ) {
+        self.end(d, now);
+        self.blocks += 1;
+        let block = Block {
+            id: self.blocks,
+            bucket,
+            requests,
+            tokens,
+            used: [0; 4],
+            in_flight: 0,
+            ends,
+            ended: None,
+        };
+        self.open.insert(d, block);
+    }
+
+    /// Ends `d`'s open block (it is full, `d` cooled down, or a new one replaces it).
+    pub(crate) fn end(&mut self, d: DeploymentId, now: u64) {
+        if let Some(mut block) = self.open.remove(&d) {
+            block.ended = Some(now);
+            self.retire(d, block);
+        }
+    }
+
+    /// A block that stopped admitting: owed now if nothing is in flight, else when it is.
+    fn retire(&mut self, d: DeploymentId, block: Block) {
+        if block.in_flight == 0 {
+            self.owe(d, block.bucket, block.correction());
+        } else {
+            self.ended.insert(block.id, (d, block));
+        }
+    }
+
+    fn owe(&mut self, d: DeploymentId, bucket: u64, deltas: [i64; 4]) {
+        let owed = self.owed.entry((d, bucket)).or_default();
+        for (o, v) in owed.iter_mut().zip(deltas) {
+            *o += v;
+        }
+    }
+
+    fn end_expired(&mut self, now: u64) {
+        let expired: Vec<DeploymentId> = self
+            .open
+            .iter()
+            .filter(|(_, b)| b.ends <= now)
+            .map(|(d, _)| *d)
+            .collect();
+        for d in expired {
+            self.end(d, now);
+        }
+        let stale: Vec<u64> = self
+            .ended
+            .iter()
+            .filter(|(_, (_, b))| b.ended.is_some_and(|t| t + RETIRE_WAIT_MS <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            if let Some((d, block)) = self.ended.remove(&id) {
+                self.owe(d, block.bucket, block.correction());
+            }
+        }
+    }
+
+    /// Settles (`Some`) or releases (`None`) a reservation admitted from a block: `None` if it
+    /// was not. A settled request counts its actual tokens; a released one counts nothing.
+    pub(crate) fn finish(&mut self, id: u64, actual: Option<ActualUsage>) -> Option<bool> {
+        let (d, block_id, bucket, before) = self.admitted.remove(&id)?;
+        let after = match actual {
+            Some(a) => [1, a.tokens, a.input_tokens, a.output_tokens()],
+            None => [0; 4],
+        };
+        let delta = [0, 1, 2, 3].map(|i| after[i] as i64 - before[i] as i64);
+        let apply = |block: &mut Block| {
+            for (u, v) in block.used.iter_mut().zip(delta) {
+                *u = u.saturating_add_signed(v);
+            }
+            block.in_flight -= 1;
+        };
+        match self.open.get_mut(&d) {
+            Some(block) if block.id == block_id => apply(block),
+            _ => match self.ended.get_mut(&block_id) {
+                Some((_, block)) => {
+                    apply(block);
+                    if block.in_flight == 0
+                        && let Some((_, block)) = self.ended.remove(&block_id)
+                    {
+                        self.owe(d, bucket, block.correction());
+                    }
+                }
+                None => self.owe(d, bucket, delta),
+            },
+        }
+        Some(true)
+    }
+
+    /// Whether `id` was admitted from a block and is still in flight.
+    pub(crate) fn holds(&self, id: u64) -> bool {
+        self.admitted.contains_key(&id)
+    }
+
+    /// Keeps the provider's latest report on a leased deployment for the next correction.
+    pub(crate) fn report(&mut self, d: DeploymentId, observed: Observation) {
+        self.reports.insert(d, observed);
+    }
+
+    /// The corrections to send now (blocks expired by `now` included), each deployment's
+    /// latest report with one of them (a report alone goes with bucket 0, which no window
+    /// holds).
+    pub(crate) fn drain(&mut self, now: u64) -> Vec<Owed> {
+        self.end_expired(now);
+        let mut out: Vec<Owed> = self
+            .owed
+            .drain()
+            .filter(|(_, deltas)| deltas.iter().any(|&v| v != 0))
+            .map(|((deployment, bucket), deltas)| Owed {
+                deployment,
+                bucket,
+                deltas,
+                observed: None,
+            })
+            .collect();
+        for (d, obs) in self.reports.drain() {
+            match out.iter_mut().find(|o| o.deployment == d) {
+                Some(o) => o.observed = Some(obs),
+                None => out.push(Owed {
+                    deployment: d,
+                    bucket: 0,
+                    deltas: [0; 4],
+                    observed: Some(obs),
+                }),
+            }
+        }
+        out
+    }
+
+    /// Puts back a correction that could not be sent.
+    pub(crate) fn owe_again(&mut self, o: Owed) {
+        self.owe(o.deployment, o.bucket, o.deltas);
+        if let Some(obs) = o.observed {
+            self.reports.entry(o.deployment).or_insert(obs);
+        }
+    }
+
+    /// Ends every block (shutdown): what they did not use is owed at once, whatever is in
+    /// flight (its settlement is corrected on its own later).
+    pub(crate) fn end_all(&mut self, now: u64) {
+        let open: Vec<DeploymentId> = self.open.keys().copied().collect();
+        for d in open {
+            self.end(d, now);
+        }
+        for (_, (d, block)) in std::mem::take(&mut self.ended) {
+            self.owe(d, block.bucket, block.correction());
+        }
+    }
+
+    /// Admissions on `d` in the last ten seconds, and their mean tokens (`auto` sizing).
+    pub(crate) fn rate(&mut self, d: DeploymentId, now: u64) -> (u64, u64) {
+        let recent = self.recent.entry(d).or_default();
+        while recent.front().is_some_and(|(t, _)| t + RATE_SPAN_MS <= now) {
+            recent.pop_front();
+        }
+        let n = recent.len() as u64;
+        let tokens: u64 = recent.iter().map(|(_, t)| t).sum();
+        (n, tokens.checked_div(n).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const D: DeploymentId = DeploymentId(0);
+
+    fn need(tokens: u64) -> Need {
+        Need::new(tokens, Duration::from_secs(60)).with_input_tokens(tokens / 2)
+    }
+
+    #[test]
+    fn a_block_admits_up_to_its_size_then_owes_what_was_unused() {
+        let mut l = Leases::default();
+        l.open(D, (3, 100, 7), 5_000, 0);
+        let a = l.take(D, &need(40), 0, 1).unwrap();
+        let b = l.take(D, &need(40), 0, 1).unwrap();
+        assert_eq!(a.bucket, 7);
+        assert!(
+            l.take(D, &need(40), 0, 1).is_none(),
+            "tokens: 80 + 40 > 100"
+        );
+        assert!(l.take(D, &need(20), 0, 1).is_some());
+        assert!(l.take(D, &need(1), 0, 1).is_none(), "requests: 3 taken");
+        // Nothing owed while the block is open.
+        assert_eq!(l.drain(2), vec![]);
+        assert_eq!(l.finish(a.id, Some(ActualUsage::split(10, 5))), Some(true));
+        assert_eq!(l.finish(b.id, None), Some(true));
+        assert_eq!(l.finish(b.id, None), None, "finished once");
+        l.end(D, 3);
+        // One request in flight (the third): nothing owed until it settles.
+        assert_eq!(l.drain(3), vec![]);
+        let third = *l.admitted.keys().next().unwrap();
+        l.finish(third, Some(ActualUsage::split(10, 10)));
+        let owed = l.drain(4);
+        // Used: 2 requests, 15 + 20 tokens, 10 + 10 input, 5 + 10 output; granted 3 and 100.
+        assert_eq!(
+            owed,
+            vec![Owed {
+                deployment: D,
+                bucket: 7,
+                deltas: [-1, -65, -80, -85],
+                observed: None
+            }]
+        );
+    }
+
+    #[test]
+    fn a_block_ends_when_it_expires_and_late_settlements_are_owed_alone() {
+        let mut l = Leases::default();
+        l.open(D, (10, 0, 7), 5_000, 0);
+        let a = l.take(D, &need(40), 0, 1).unwrap();
+        assert!(l.take(D, &need(40), 0, 5_000).is_none(), "expired");
+        l.end_all(5_001);
+        // No token limit: tokens were not leased, so all the request's count is added.
+        assert_eq!(l.drain(5_001)[0].deltas, [-9, 40, 20, 20]);
+        l.finish(a.id, Some(ActualUsage::split(30, 30)));
+        assert_eq!(l.drain(5_002)[0].deltas, [0, 20, 10, 10]);
+    }
+
+    #[test]
+    fn the_rate_counts_the_last_ten_seconds() {
+        let mut l = Leases::default();
+        l.open(D, (100, 0, 1), 60_000, 0);
+        for t in [0, 1_000, 9_000, 12_000] {
+            assert!(l.take(D, &need(30), 0, t).is_some());
+        }
+        assert_eq!(l.rate(D, 12_000), (2, 30));
+    }
+}

@@ -1,0 +1,100 @@
+//! Leases (lua/lease.lua, lua/unlease.lua): a block of a deployment's limits granted to one
+//! instance in one call, and what its requests did not use given back.
+
+use super::{LEASE, RedisStore, UNLEASE, push_observation};
+use crate::config::DeploymentId;
+use crate::ledger::LedgerError;
+use crate::ledger::types::Observation;
+
+/// A block granted: its requests and tokens, counted in `bucket` of the deployment's (and its
+/// provider's) window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) requests: u64,
+    pub(crate) tokens: u64,
+    pub(crate) bucket: u64,
+}
+
+impl RedisStore {
+    /// Asks for a block of `want` (requests, tokens) of `d`'s limits; less is granted when less
+    /// is left, nothing when less than `least` is (or `d` is in cooldown).
+    pub(crate) async fn lease(
+        &self,
+        d: DeploymentId,
+        want: (u64, u64),
+        least: (u64, u64),
+    ) -> Result<Option<Grant>, LedgerError> {
+        let scopes = self.scopes(d)?;
+        let mut inv = LEASE.prepare_invoke();
+        for &s in scopes {
+            inv.key(&self.scope_keys[s].window);
+        }
+        inv.arg(self.now_arg())
+            .arg(want.0)
+            .arg(want.1)
+            .arg(least.0)
+            .arg(least.1)
+            .arg(scopes.len());
+        for &s in scopes {
+            let l = self.table.def(s).limits;
+            for v in [l.rpm, l.tpm, l.itpm, l.otpm] {
+                inv.arg(v.map_or(0, |v| v.get()));
+            }
+        }
+        inv.key(self.epoch_key());
+        match self.epoch.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => inv.arg(""),
+            epoch => inv.arg(epoch),
+        };
+        let reply = self.run(&inv).await?;
+        if let [2, _] = reply.as_slice() {
+            return Err(LedgerError::Lost {
+                url: self.url.clone(),
+            });
+        }
+        let count = |v: i64| u64::try_from(v).map_err(|_| self.protocol("lease.lua", &reply));
+        match reply.as_slice() {
+            [1, _now, requests, tokens, bucket] => Ok(Some(Grant {
+                requests: count(*requests)?,
+                tokens: count(*tokens)?,
+                bucket: count(*bucket)?,
+            })),
+            [0, _now, _cooldown] => Ok(None),
+            _ => Err(self.protocol("lease.lua", &reply)),
+        }
+    }
+
+    /// Corrects what a lease counted in `bucket` of `d`'s windows by `deltas` (requests, tokens,
+    /// input, output; negative gives back), then follows the provider's report if one comes.
+    pub(crate) async fn unlease(
+        &self,
+        d: DeploymentId,
+        bucket: u64,
+        deltas: [i64; 4],
+        observed: Option<&Observation>,
+    ) -> Result<(), LedgerError> {
+        let scopes = self.scopes(d)?;
+        let mut inv = UNLEASE.prepare_invoke();
+        for &s in scopes {
+            inv.key(&self.scope_keys[s].window);
+        }
+        inv.arg(self.now_arg()).arg(bucket);
+        for delta in deltas {
+            inv.arg(delta);
+        }
+        match observed {
+            Some(obs) => {
+                inv.arg(1);
+                push_observation(&mut inv, self.table.def(scopes[0]).limits, obs);
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
+        let reply = self.run(&inv).await?;
+        match reply.as_slice() {
+            [1] => Ok(()),
+            _ => Err(self.protocol("unlease.lua", &reply)),
+        }
+    }
+}

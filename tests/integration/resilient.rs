@@ -1,0 +1,319 @@
+//! The shared ledger's failure modes (`ledger.on_error`), against a real Redis the tests kill,
+//! restart empty and freeze: each instance keeps within its share while Redis is away, and what
+//! it admitted meanwhile (or, after a restart, before) is in the shared windows once it is back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmroute_tests::{TestRedis, redis_server};
+use router_core::clock::SystemClock;
+use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
+use router_core::ledger::{
+    ActualUsage, Admission, Ledger, LedgerError, Mode, Need, RedisStore, RedisStoreOptions,
+    Reservation, ResilientStore,
+};
+
+use crate::support::one_model;
+
+const M: DeploymentId = DeploymentId(0);
+
+fn registry() -> Registry {
+    Registry::from_yaml_str(&one_model("rpm: 10"), "test.yaml").unwrap()
+}
+
+/// One instance: a Redis store connected lazily, with `on_error`. Its background heartbeat is an
+/// hour apart: the tests beat by hand. The timeout leaves a debug build on a busy machine room to
+/// reconnect and load the scripts into a restarted Redis within one call.
+async fn instance(redis: &TestRedis, on_error: OnError) -> ResilientStore {
+    let mut registry = registry();
+    let settings = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error,
+        heartbeat: Duration::from_secs(3600),
+    };
+    registry.ledger = settings;
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        response_timeout: settings.timeout,
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+}
+
+/// A plain store on the same Redis, to read what is shared.
+async fn reader(redis: &TestRedis) -> RedisStore {
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        ..RedisStoreOptions::default()
+    };
+    RedisStore::connect(&redis.url, &registry(), options)
+        .await
+        .unwrap()
+}
+
+async fn admit(ledger: &dyn Ledger) -> Result<Option<Reservation>, LedgerError> {
+    let need = Need::new(10, Duration::from_secs(60));
+    Ok(match ledger.admit(&need, &[M]).await? {
+        Admission::Granted(r) => Some(r),
+        Admission::Denied(_) => None,
+    })
+}
+
+/// Admits until refused; returns the reservations.
+async fn fill(ledger: &dyn Ledger) -> Vec<Reservation> {
+    let mut held = Vec::new();
+    while let Some(r) = admit(ledger).await.unwrap() {
+        held.push(r);
+        assert!(held.len() <= 10, "admitted over the limit");
+    }
+    held
+}
+
+async fn shared_requests(redis: &TestRedis) -> (u64, u64) {
+    let s = reader(redis).await.snapshot(&[M]).await.unwrap();
+    (s[0].usage.requests, s[0].usage.in_flight)
+}
+
+#[tokio::test]
+async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
+    let mut redis = redis_server();
+    let (a, b) = (
+        instance(&redis, OnError::Local).await,
+        instance(&redis, OnError::Local).await,
+    );
+    for _ in 0..4 {
+        let r = admit(&a).await.unwrap().unwrap();
+        assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    // Both learn the windows (4 of 10 used) and that they are two.
+    a.heartbeat_now().await;
+    b.heartbeat_now().await;
+    assert_eq!((a.status().instances, b.status().instances), (2, 2));
+
+    redis.kill();
+    // Each holds half of every limit, less half of what was used: 5 - 2.
+    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    assert_eq!((ra.len(), rb.len()), (3, 3));
+    assert_eq!(
+        (a.status().mode, b.status().mode),
+        (Mode::Local, Mode::Local)
+    );
+    for r in &ra {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+
+    redis.restart();
+    // A finds the keys lost and writes its own back, but B has not yet: A stays local.
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Local);
+    b.heartbeat_now().await;
+    a.heartbeat_now().await;
+    assert_eq!(
+        (a.status().mode, b.status().mode),
+        (Mode::Shared, Mode::Shared)
+    );
+    // The emptied windows hold what both admitted: A's 4 before the restart, and the 6 made
+    // locally (B's 3 still in flight).
+    assert_eq!(shared_requests(&redis).await, (10, 3));
+    assert_eq!(admit(&a).await.unwrap(), None, "the window is full");
+    for r in &rb {
+        assert!(b.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    assert_eq!(shared_requests(&redis).await, (10, 0));
+}
+
+#[tokio::test]
+async fn a_frozen_redis_sends_admissions_local_and_late_replies_are_voided() {
+    let redis = redis_server();
+    let a = instance(&redis, OnError::Local).await;
+    for _ in 0..2 {
+        let r = admit(&a).await.unwrap().unwrap();
+        assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    a.heartbeat_now().await;
+    redis.pause();
+    // The first admission times out (Redis may still count it when it wakes): it is admitted
+    // locally instead, as are the rest of this instance's share (it is alone: all 8 left).
+    let held = fill(&a).await;
+    assert_eq!(held.len(), 8);
+    assert_eq!(a.status().mode, Mode::Local);
+    redis.resume();
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
+    // Redis ran the timed-out admission when it woke; it was handed back before the 8 local
+    // ones were written: 10 in the window, not 11.
+    assert_eq!(shared_requests(&redis).await, (10, 8));
+    for r in &held {
+        assert!(a.release(r).await.unwrap());
+    }
+    assert_eq!(shared_requests(&redis).await, (2, 0));
+}
+
+#[tokio::test]
+async fn closed_fails_open_admits_uncounted_and_local_needs_one_heartbeat() {
+    let mut redis = redis_server();
+    let closed = instance(&redis, OnError::Closed).await;
+    let open = instance(&redis, OnError::Open).await;
+    redis.kill();
+    let err = admit(&closed).await.unwrap_err();
+    assert!(
+        matches!(err, LedgerError::Redis { .. } | LedgerError::Timeout { .. }),
+        "{err}"
+    );
+    assert_eq!(closed.status().mode, Mode::Shared);
+    let uncounted: Vec<_> = futures_util::future::join_all((0..20).map(|_| admit(&open)))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().expect("open admits"))
+        .collect();
+    assert_eq!(open.status().mode, Mode::Open);
+    // An instance that never had a heartbeat answered does not know its share.
+    let fresh = instance(&redis, OnError::Local).await;
+    let err = admit(&fresh).await.unwrap_err();
+    assert!(
+        matches!(err, LedgerError::Redis { .. } | LedgerError::Timeout { .. }),
+        "{err}"
+    );
+
+    redis.restart();
+    for r in &uncounted {
+        assert!(open.settle(r, ActualUsage::tokens(1)).await.unwrap());
+    }
+    open.heartbeat_now().await;
+    assert_eq!(open.status().mode, Mode::Shared);
+    assert_eq!(shared_requests(&redis).await, (0, 0), "open counts nothing");
+}
+
+/// Redis script calls since the server started (EVALSHA and EVAL).
+async fn script_calls(redis: &TestRedis) -> u64 {
+    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+async fn leasing(redis: &TestRedis, lease: &str) -> Arc<ResilientStore> {
+    let yaml = one_model("rpm: 100, tpm: 100000").replace(
+        "        limits:",
+        &format!("        lease: {lease}\n        limits:"),
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    Arc::new(ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leased_blocks_never_admit_over_the_limit_and_cost_a_call_per_block() {
+    let redis = redis_server();
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(leasing(&redis, "{ requests: 30, tokens: 30000, secs: 60 }").await);
+    }
+    let before = script_calls(&redis).await;
+    // 3 instances x 2 tasks, each admitting until refused.
+    let tasks: Vec<_> = instances
+        .iter()
+        .flat_map(|i| (0..2).map(move |_| i.clone()))
+        .map(|ledger| {
+            tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Some(r) = admit(&*ledger).await.unwrap() {
+                    held.push(r);
+                }
+                (ledger, held)
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        let (ledger, held) = t.await.unwrap();
+        for r in &held {
+            assert!(ledger.settle(r, ActualUsage::tokens(5)).await.unwrap());
+        }
+        admitted += held.len();
+    }
+    // Every request the limit allows, and not one more.
+    assert_eq!(admitted, 100);
+    // One call per block (30, 30, 30 and the last 10, give or take a split), two for each
+    // task's last, refused attempt (a lease that finds no room, and the shared admission that
+    // says why), and a heartbeat (with its lease corrections) per instance should a second
+    // boundary pass: far from one per request.
+    let calls = script_calls(&redis).await - before;
+    assert!(
+        calls <= 8 + 2 * 6 + 2 * 3,
+        "{calls} script calls for 100 requests"
+    );
+    for i in &instances {
+        i.close().await.unwrap();
+    }
+    // The blocks' counts were corrected to what their requests used: 100 requests of 5 tokens.
+    let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
+    assert_eq!(
+        (s[0].usage.requests, s[0].usage.tokens, s[0].usage.in_flight),
+        (100, 500, 0)
+    );
+}
+
+#[tokio::test]
+async fn what_a_block_did_not_use_goes_back_on_close() {
+    let redis = redis_server();
+    let a = leasing(&redis, "{ requests: 30, secs: 60 }").await;
+    let held = [
+        admit(&*a).await.unwrap().unwrap(),
+        admit(&*a).await.unwrap().unwrap(),
+    ];
+    // The whole block is counted in the shared window while it is held.
+    assert_eq!(shared_requests(&redis).await, (30, 0));
+    a.release(&held[0]).await.unwrap();
+    a.settle(&held[1], ActualUsage::tokens(7)).await.unwrap();
+    a.close().await.unwrap();
+    let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
+    assert_eq!((s[0].usage.requests, s[0].usage.tokens), (1, 7));
+}
+
+#[test]
+fn a_lease_needs_a_deployment_without_a_concurrency_limit() {
+    let yaml = one_model("rpm: 100, concurrency: 5")
+        .replace("        limits:", "        lease: auto\n        limits:");
+    let err = Registry::from_yaml_str(&yaml, "test.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lease") && err.contains("concurrency"),
+        "{err}"
+    );
+    let yaml =
+        one_model("rpm: 100").replace("        limits:", "        lease: always\n        limits:");
+    let err = Registry::from_yaml_str(&yaml, "test.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`always` is not a lease") && err.contains("auto"),
+        "{err}"
+    );
+}
