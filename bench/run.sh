@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only | --chaos] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,13 +10,16 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only | --chaos] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
   --chaos                only the floor and llmroute K=4 (enforce mock) while Redis is killed 10 s
                          into the run and restarted empty 10 s later: once with ledger.on_error
                          closed, once with local (both with ledger.timeout_ms 15)
+  --leases               20 requests/s per instance for 60 s on providers with 20x the harness's
+                         limits (bench/providers-x20.json), observe mock: K=4 without leases, then
+                         K=4 and K=8 with `lease: auto` on every deployment
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
@@ -29,6 +32,7 @@ EOF
 QUICK=0
 GATEWAY_ONLY=0
 CHAOS=0
+LEASES=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
@@ -36,6 +40,7 @@ while (($#)); do
         --quick) QUICK=1 ;;
         --gateway-only) GATEWAY_ONLY=1 QUICK=1 ;;
         --chaos) CHAOS=1 QUICK=1 ;;
+        --leases) LEASES=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -60,6 +65,7 @@ for f in drive_cmd.py mock_upstream.py report.py providers.json; do
 done
 HARNESS=$(cd "$HARNESS" && pwd)
 PROVIDERS=$HARNESS/providers.json
+((LEASES)) && PROVIDERS=$REPO/bench/providers-x20.json
 command -v redis-server >/dev/null || { echo "run.sh: redis-server is not installed" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "run.sh: python3 is not installed" >&2; exit 1; }
 if [[ -n $LITELLM_PY ]]; then
@@ -230,9 +236,9 @@ bench() { # bench DIR LABEL MOCK_URL N ALIGN K WORKER_ARGS...; WORKER_CMD, if se
         printf -v cmd '%q ' "$WORKER" "$@"
     fi
     echo
-    echo "== $label: $n requests / 30 s, K=$k, $mode mock, align $align  (from $(date -u +%T) UTC)"
+    echo "== $label: $n requests / ${DURATION:-30} s, K=$k, $mode mock, align $align  (from $(date -u +%T) UTC)"
     setsid python3 "$HARNESS/drive_cmd.py" --mock-url "$mock" --redis "$REDIS" --providers "$PROVIDERS" \
-        -k "$k" -n "$n" --duration 30 --align "$align" --label "$label" --out "$OUT/$dir" \
+        -k "$k" -n "$n" --duration "${DURATION:-30}" --align "$align" --label "$label" --out "$OUT/$dir" \
         --worker-cmd "${cmd}--spec {spec} --out {out}" >"$OUT/$dir.log" 2>&1 &
     DRIVER=$!
     wait "$DRIVER" || rc=$?
@@ -305,7 +311,13 @@ T0=$(date +%s)
 # Inside- and cross-aligned runs alternate where possible: a cross run starts 15 s before a
 # minute boundary, just after an inside run, so fewer minutes are spent waiting.
 bench floor-k4 "floor (no router) K=4" "$ENFORCE" 600 inside 4 --floor
-if ((CHAOS)); then
+if ((LEASES)); then
+    DURATION=60
+    bench leases-k4-off "llmroute K=4, 20 req/s each, no leases" "$OBSERVE" 4800 none 4
+    bench leases-k4-auto "llmroute K=4, 20 req/s each, lease: auto" "$OBSERVE" 4800 none 4 --lease auto
+    bench leases-k8-auto "llmroute K=8, 20 req/s each, lease: auto" "$OBSERVE" 9600 none 8 --lease auto
+    ORDER=(floor-k4 leases-k4-off leases-k4-auto leases-k8-auto)
+elif ((CHAOS)); then
     chaos_runs
     ORDER=(floor-k4 chaos-closed chaos-local)
 elif ((GATEWAY_ONLY)); then

@@ -134,7 +134,7 @@ fn deployment(
 
 /// `providers.yaml` for the spec: one deployment per provider, all aliased to the model group,
 /// plus the unlimited `warmup` deployment (model `warmup`, no alias) when the mock has one.
-fn config(spec: &Spec) -> String {
+fn config(spec: &Spec, lease: Option<&str>) -> String {
     let mut yaml = format!("state: {}\nproviders:\n", spec.redis_url);
     for (name, p) in &spec.providers {
         let mut limits = Vec::new();
@@ -151,6 +151,9 @@ fn config(spec: &Spec) -> String {
             (p.price_in, p.price_out),
             &limits.join(", "),
         ));
+        if let Some(lease) = lease {
+            yaml.push_str(&format!("        lease: {lease}\n"));
+        }
     }
     if let Some(base) = &spec.warmup_api_base
         && !spec.providers.contains_key(WARMUP)
@@ -416,12 +419,15 @@ struct Args {
     floor: Option<String>,
     /// The router's `ledger:` settings, as inline YAML (e.g. `{ timeout_ms: 15 }`).
     ledger: Option<String>,
+    /// Every scored deployment's `lease:` (e.g. `auto`).
+    lease: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    const USAGE: &str = "usage: bench_worker --spec FILE --out FILE [--ledger YAML] [--floor [--floor-provider NAME]]";
+    const USAGE: &str = "usage: bench_worker --spec FILE --out FILE [--ledger YAML] [--lease YAML] \
+        [--floor [--floor-provider NAME]]";
     let (mut spec, mut out, mut floor, mut floor_provider) = (None, None, false, None);
-    let mut ledger = None;
+    let (mut ledger, mut lease) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -429,6 +435,7 @@ fn parse_args() -> Result<Args, String> {
             "--out" => out = args.next(),
             "--floor" => floor = true,
             "--ledger" => ledger = Some(args.next().ok_or(format!("{USAGE} (--ledger YAML)"))?),
+            "--lease" => lease = Some(args.next().ok_or(format!("{USAGE} (--lease YAML)"))?),
             "--floor-provider" => {
                 floor_provider = Some(
                     args.next()
@@ -447,12 +454,13 @@ fn parse_args() -> Result<Args, String> {
         out: out.ok_or(format!("{USAGE} (missing --out)"))?,
         floor: floor.then(|| floor_provider.unwrap_or_else(|| "premium".into())),
         ledger,
+        lease,
     })
 }
 
 async fn sender(spec: &Spec, args: &Args) -> Result<Sender, Failure> {
     let Some(name) = args.floor.as_deref() else {
-        let mut yaml = config(spec);
+        let mut yaml = config(spec, args.lease.as_deref());
         if let Some(ledger) = &args.ledger {
             yaml.push_str(&format!("ledger: {ledger}\n"));
         }

@@ -2,6 +2,7 @@
 //! that no secret is ever printed.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
+mod chaos;
 mod chat;
 mod errors;
 mod logging;

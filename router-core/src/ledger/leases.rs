@@ -73,6 +73,8 @@ pub(crate) struct Leases {
     reports: HashMap<DeploymentId, Observation>,
     /// Recent admissions per deployment: when (ms) and tokens.
     recent: HashMap<DeploymentId, VecDeque<(u64, u64)>>,
+    /// Deployments that had no room for a block, until when (ms): not asked again before.
+    full_until: HashMap<DeploymentId, u64>,
 }
 
 fn counts(r: &Reservation) -> Counts {
@@ -276,6 +278,17 @@ impl Leases {
         for (_, (d, block)) in std::mem::take(&mut self.ended) {
             self.owe(d, block.bucket, block.correction());
         }
+    }
+
+    /// `d` had no room even for one request: do not ask it for a block before `until` (ms).
+    pub(crate) fn full(&mut self, d: DeploymentId, now: u64, until: u64) {
+        self.end(d, now);
+        self.full_until.insert(d, until);
+    }
+
+    /// Whether `d` was found full lately (see [`Leases::full`]).
+    pub(crate) fn is_full(&self, d: DeploymentId, now: u64) -> bool {
+        self.full_until.get(&d).is_some_and(|&t| t > now)
     }
 
     /// Admissions on `d` in the last ten seconds, and their mean tokens (`auto` sizing).

@@ -42,6 +42,8 @@ use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
+/// How long a deployment that had no room for a block is not asked for one again, ms.
+const LEASE_RETRY_MS: u64 = 1_000;
 /// How long a tenant stays on the heartbeat's list after its last request.
 const TENANT_MEMORY_MS: u64 = 120_000;
 /// At most this many tenants are read per heartbeat (the most recently served).
@@ -751,6 +753,9 @@ impl Inner {
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
             }
+            if self.lock().leases.is_full(d, self.now()) {
+                continue;
+            }
             let _one = self.leasing[d.0].lock().await;
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
@@ -779,8 +784,10 @@ impl Inner {
                     }
                 }
                 Ok(None) => {
+                    // Not even this request fits: leave `d` alone for a second (capacity frees
+                    // as the window slides) rather than ask again for every request.
                     let now = self.now();
-                    self.lock().leases.end(d, now);
+                    self.lock().leases.full(d, now, now + LEASE_RETRY_MS);
                 }
                 Err(e) => return Some(Err(e)),
             }

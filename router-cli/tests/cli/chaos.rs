@@ -1,0 +1,196 @@
+//! Chaos with separate processes: two `llmroute serve` gateways share one Redis, which the test
+//! kills and restarts empty while they serve traffic through an upstream that enforces its RPM
+//! exactly. No request fails for a ledger reason, the upstream never refuses, and afterwards
+//! nothing is left in flight.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llmroute_tests::redis_server;
+use serde_json::json;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::*;
+
+const RPM: usize = 60;
+
+/// At most [`RPM`] requests in any 60 s, by arrival; 429 beyond.
+#[derive(Default)]
+struct Enforcer {
+    arrivals: Mutex<VecDeque<Instant>>,
+    served: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+struct Enforcing(Arc<Enforcer>);
+
+impl Respond for Enforcing {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let this = &self.0;
+        let now = Instant::now();
+        let mut arrivals = this.arrivals.lock().unwrap();
+        while arrivals
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
+        {
+            arrivals.pop_front();
+        }
+        if arrivals.len() >= RPM {
+            this.refused.fetch_add(1, Ordering::SeqCst);
+            return ResponseTemplate::new(429).insert_header("retry-after", "30");
+        }
+        arrivals.push_back(now);
+        this.served.fetch_add(1, Ordering::SeqCst);
+        ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json")
+    }
+}
+
+/// A gateway process and its address; killed on drop.
+struct Gateway {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway(s: &Scene) -> Gateway {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL"] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(&s.config)
+        .env("OA_KEY", "sk-planted-oa-S3CRET")
+        .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let base = first
+        .trim()
+        .strip_prefix("llmroute gateway listening on ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    Gateway { child, base }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gateway_processes_ride_out_a_redis_restart() {
+    let mut redis = redis_server();
+    let upstream = MockServer::start().await;
+    let enforcer = Arc::new(Enforcer::default());
+    Mock::given(method("POST"))
+        .respond_with(Enforcing(enforcer.clone()))
+        .mount(&upstream)
+        .await;
+    let extra = format!(
+        "state: {}\nledger: {{ timeout_ms: 15, heartbeat_ms: 100 }}\n",
+        redis.url
+    );
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            format!("{}/v1", upstream.uri()),
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 60",
+        )],
+        &extra,
+    );
+    let gateways = [gateway(&s), gateway(&s)];
+    let http = reqwest::Client::new();
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hello"}]});
+    let (ok, full, failed) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let start = Instant::now();
+    let mut sends = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(25));
+    let (mut killed, mut restarted) = (false, false);
+    let mut i = 0;
+    while start.elapsed() < Duration::from_secs(4) {
+        tick.tick().await;
+        if !killed && start.elapsed() >= Duration::from_millis(1_000) {
+            redis.kill();
+            killed = true;
+        }
+        if !restarted && start.elapsed() >= Duration::from_millis(2_500) {
+            redis.restart();
+            restarted = true;
+        }
+        let url = format!("{}/v1/chat/completions", gateways[i % 2].base);
+        i += 1;
+        let (http, body) = (http.clone(), body.clone());
+        let (ok, full, failed) = (ok.clone(), full.clone(), failed.clone());
+        sends.push(tokio::spawn(async move {
+            let status = http
+                .post(url)
+                .header("x-llmroute-timeout", "1")
+                .json(&body)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .map(|r| r.status().as_u16());
+            let counter = match status {
+                Ok(200) => &ok,
+                Ok(429) => &full,
+                other => {
+                    eprintln!("failed: {other:?}");
+                    &failed
+                }
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    for t in sends {
+        t.await.unwrap();
+    }
+    let outcome = (
+        ok.load(Ordering::SeqCst),
+        full.load(Ordering::SeqCst),
+        failed.load(Ordering::SeqCst),
+    );
+    assert_eq!(outcome.2, 0, "ok, refused for capacity, failed: {outcome:?}");
+    assert_eq!(enforcer.refused.load(Ordering::SeqCst), 0, "{outcome:?}");
+    let served = enforcer.served.load(Ordering::SeqCst);
+    assert!(
+        (RPM - 6..=RPM).contains(&served),
+        "{served} served: {outcome:?}"
+    );
+    assert!(outcome.1 > 0, "the limit was reached: {outcome:?}");
+    // Stopped gracefully, each gateway lands its settlements first; then `llmroute quota` (a
+    // third process) finds nothing in flight in the restarted Redis.
+    for mut g in gateways {
+        let term = Command::new("kill")
+            .args(["-TERM", &g.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        let status = tokio::task::spawn_blocking(move || g.child.wait().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+    }
+    let quota = s.llmroute(&[]).args(["quota", "--json"]).output().unwrap();
+    let quota: serde_json::Value = serde_json::from_slice(&quota.stdout).unwrap();
+    let row = &quota["deployments"][0];
+    assert_eq!(row["usage"]["concurrency"]["in_flight"], 0, "{quota}");
+    assert_eq!(quota["ledger"]["mode"], "shared", "{quota}");
+}
