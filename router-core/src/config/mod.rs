@@ -74,3 +74,4 @@ pub use registry::{
 };
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;
+pub(crate) use state::{RedisTarget, parse_redis_url};

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
 use super::engine::{CONCURRENCY_POLL_MS, signed_diff};
@@ -63,6 +62,7 @@ static OBSERVE: LazyLock<Script> = script!("observe");
 static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
 
+mod conn;
 mod reply;
 #[cfg(test)]
 mod twins;
@@ -102,7 +102,7 @@ struct ScopeKeys {
 /// The Redis-backed ledger.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: conn::Conn,
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
@@ -131,14 +131,7 @@ impl RedisStore {
             url: shown.clone(),
             source,
         };
-        let client = redis::Client::open(url).map_err(err)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(options.response_timeout))
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(err)?;
+        let conn = conn::Conn::open(url, &options).await.map_err(err)?;
         let table = ScopeTable::new(registry);
         let prefix = format!("llmroute:{{{}}}:v3", options.namespace);
         let scope_keys = (0..table.len())
@@ -171,12 +164,9 @@ impl RedisStore {
     /// Runs a prepared script call; retries once when the connection had dropped (the first
     /// command after a drop fails while the manager reconnects).
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
-        let mut conn = self.conn.clone();
-        let first = inv.invoke_async(&mut conn).await;
+        let first = self.conn.invoke(inv).await;
         let result = match first {
-            Err(e) if e.is_connection_dropped() || e.is_io_error() => {
-                inv.invoke_async(&mut conn).await
-            }
+            Err(e) if e.is_connection_dropped() || e.is_io_error() => self.conn.invoke(inv).await,
             other => other,
         };
         result.map_err(|source| LedgerError::Redis {
