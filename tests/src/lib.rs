@@ -1,13 +1,23 @@
-//! Test support for llmroute: a throwaway Redis server per test.
+//! Test support for llmroute: a throwaway Redis server, or Redis Cluster, per test.
 //!
 //! [`redis_server`] starts `redis-server` on a free port, persisting nothing, and stops it when
 //! the guard drops. Without `redis-server` on `PATH` it falls back to `REDIS_URL`; with neither it
 //! fails the test with instructions. It never skips silently.
+//!
+//! [`redis_cluster_own`] starts three `redis-server --cluster-enabled yes` on free ports, joins
+//! them with `redis-cli --cluster create` (three primaries, no replicas), waits until every node
+//! says `cluster_state:ok`, and stops them all when the guard drops. [`redis_cluster`] shares one
+//! such cluster among the tests of a process that run at the same time (`redis-cli` takes about
+//! two seconds to form one); it stops when the last of them ends. Without `redis-server` and
+//! `redis-cli` both fail with instructions.
 #![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 /// A Redis to test against, and a key namespace of this test's own.
 #[derive(Debug)]
@@ -18,14 +28,28 @@ pub struct TestRedis {
     pub namespace: String,
     /// True when this guard started the server (and so owns all of its state and statistics).
     pub owned: bool,
-    child: Option<Child>,
+    /// Each server's own URL (`redis://127.0.0.1:port/0`): the one server, or every node of a
+    /// cluster (for `CLUSTER` and `INFO` commands on each). Empty for `REDIS_URL`.
+    pub nodes: Vec<String>,
+    /// The servers, stopped when the last guard holding them drops.
+    _servers: Option<Arc<Servers>>,
 }
 
-impl Drop for TestRedis {
+/// Server processes and a directory of their own, stopped and removed on drop.
+#[derive(Debug)]
+struct Servers {
+    children: Vec<Child>,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Servers {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
+        for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -45,10 +69,14 @@ pub fn redis_server() -> TestRedis {
         match spawn() {
             Ok(Some((child, url))) => {
                 return TestRedis {
+                    nodes: vec![url.clone()],
                     url,
                     namespace,
                     owned: true,
-                    child: Some(child),
+                    _servers: Some(Arc::new(Servers {
+                        children: vec![child],
+                        dir: None,
+                    })),
                 };
             }
             Ok(None) => break,
@@ -61,7 +89,8 @@ pub fn redis_server() -> TestRedis {
             url,
             namespace,
             owned: false,
-            child: None,
+            nodes: Vec::new(),
+            _servers: None,
         },
         _ => panic!("{HOW_TO_INSTALL}"),
     }
@@ -69,10 +98,24 @@ pub fn redis_server() -> TestRedis {
 
 /// `Ok(None)`: no `redis-server` binary. `Err`: it started but did not come up.
 fn spawn() -> Result<Option<(Child, String)>, String> {
-    let port = TcpListener::bind("127.0.0.1:0")
+    let port = free_port()?;
+    spawn_on(port, &[], &std::env::temp_dir())
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
+
+/// Starts `redis-server` on `port` with `extra` arguments, persisting nothing, in `dir`.
+fn spawn_on(
+    port: u16,
+    extra: &[&str],
+    dir: &std::path::Path,
+) -> Result<Option<(Child, String)>, String> {
     let spawned = Command::new("redis-server")
         .args([
             "--port",
@@ -83,8 +126,10 @@ fn spawn() -> Result<Option<(Child, String)>, String> {
             "",
             "--appendonly",
         ])
-        .args(["no", "--daemonize", "no", "--logfile", "", "--dir"])
-        .arg(std::env::temp_dir())
+        .args(["no", "--daemonize", "no", "--logfile", ""])
+        .args(extra)
+        .arg("--dir")
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn();
@@ -110,4 +155,164 @@ fn spawn() -> Result<Option<(Child, String)>, String> {
     // Keep draining the log so the server never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     Ok(Some((child, format!("redis://127.0.0.1:{port}/0"))))
+}
+
+const HOW_TO_INSTALL_CLUSTER: &str = "the Redis Cluster tests need `redis-server` and \
+    `redis-cli` (Redis 7) on PATH: install them (`apt-get install redis-server redis-tools`, or \
+    `brew install redis`); the tests start a three-node cluster on free ports themselves";
+
+/// Primaries of a test cluster.
+pub const CLUSTER_NODES: usize = 3;
+
+/// A Redis Cluster of [`CLUSTER_NODES`] primaries, shared by the tests of this process that run
+/// at the same time (each in a namespace of its own); `owned` is false. Tests that count
+/// commands or flush scripts take [`redis_cluster_own`].
+///
+/// # Panics
+///
+/// As [`redis_cluster_own`].
+pub fn redis_cluster() -> TestRedis {
+    /// The running shared cluster, if a test still holds it.
+    struct Shared {
+        servers: Weak<Servers>,
+        url: String,
+        nodes: Vec<String>,
+    }
+    static SHARED: Mutex<Option<Shared>> = Mutex::new(None);
+    let namespace = format!("test-{:016x}", fastrand::u64(..));
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(running) = shared.as_ref()
+        && let Some(servers) = running.servers.upgrade()
+    {
+        return TestRedis {
+            url: running.url.clone(),
+            namespace,
+            owned: false,
+            nodes: running.nodes.clone(),
+            _servers: Some(servers),
+        };
+    }
+    let mut cluster = redis_cluster_own();
+    cluster.owned = false;
+    if let Some(servers) = &cluster._servers {
+        *shared = Some(Shared {
+            servers: Arc::downgrade(servers),
+            url: cluster.url.clone(),
+            nodes: cluster.nodes.clone(),
+        });
+    }
+    cluster
+}
+
+/// Starts a throwaway Redis Cluster of [`CLUSTER_NODES`] primaries on free ports (no replicas,
+/// persisting nothing, node files in a directory of its own) and waits until every node says
+/// `cluster_state:ok`. `url` is `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`;
+/// `nodes` holds each node's own `redis://` URL.
+///
+/// # Panics
+///
+/// When `redis-server` or `redis-cli` is missing (with a message saying how to install them),
+/// or when the cluster does not form.
+pub fn redis_cluster_own() -> TestRedis {
+    let namespace = format!("test-{:016x}", fastrand::u64(..));
+    let mut last = String::new();
+    // A port taken between choosing and binding it: start again on others.
+    for _ in 0..3 {
+        match start_cluster() {
+            Ok((url, nodes, servers)) => {
+                return TestRedis {
+                    url,
+                    namespace,
+                    owned: true,
+                    nodes,
+                    _servers: Some(Arc::new(servers)),
+                };
+            }
+            Err(e) => last = e,
+        }
+    }
+    panic!("could not start a test Redis Cluster: {last}")
+}
+
+/// The cluster's URL, its nodes' URLs and its processes.
+fn start_cluster() -> Result<(String, Vec<String>, Servers), String> {
+    let dir = std::env::temp_dir().join(format!("llmroute-cluster-{:016x}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // The guard owns the directory and the servers from here on: an early return stops them.
+    let mut servers = Servers {
+        children: Vec::new(),
+        dir: Some(dir.clone()),
+    };
+    let (mut addrs, mut nodes) = (Vec::new(), Vec::new());
+    for i in 0..CLUSTER_NODES {
+        let (port, bus) = (free_port()?, free_port()?);
+        let conf = dir.join(format!("nodes-{i}.conf"));
+        let conf = conf.to_string_lossy();
+        let bus = bus.to_string();
+        let extra = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            &conf,
+            "--cluster-port",
+            &bus,
+        ];
+        match spawn_on(port, &extra, &dir)? {
+            Some((child, url)) => {
+                servers.children.push(child);
+                nodes.push(url);
+            }
+            None => panic!("{HOW_TO_INSTALL_CLUSTER}"),
+        }
+        addrs.push(format!("127.0.0.1:{port}"));
+    }
+    let created = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output();
+    let out = match created {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{HOW_TO_INSTALL_CLUSTER}"),
+        Err(e) => return Err(format!("redis-cli: {e}")),
+    };
+    if !out.status.success() {
+        return Err(format!(
+            "redis-cli --cluster create {}: {}{}",
+            addrs.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    for node in &nodes {
+        wait_cluster_ok(node)?;
+    }
+    Ok((
+        format!("redis+cluster://{}", addrs.join(",")),
+        nodes,
+        servers,
+    ))
+}
+/// Polls `CLUSTER INFO` on `node` until it says `cluster_state:ok` (bounded: 10 s).
+fn wait_cluster_ok(node: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let client = redis::Client::open(node).map_err(|e| format!("{node}: {e}"))?;
+    let mut conn = client
+        .get_connection()
+        .map_err(|e| format!("{node}: {e}"))?;
+    loop {
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query(&mut conn)
+            .map_err(|e| format!("{node}: CLUSTER INFO: {e}"))?;
+        if info.lines().any(|l| l.trim() == "cluster_state:ok") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{node} not ready within 10 s: {info}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
