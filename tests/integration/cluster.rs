@@ -7,71 +7,11 @@
 
 use std::time::Duration;
 
-use llmroute_tests::{CLUSTER_NODES, TestRedis, redis_cluster_own};
+use llmroute_tests::{CLUSTER_NODES, on_node, redis_cluster_own};
 use router_core::config::Registry;
 use router_core::ledger::{Admission, Ledger, Need, RedisStore, RedisStoreOptions};
 
 use crate::support::{connect_to, one_model};
-
-/// A command on one node, answered as `T`.
-fn on_node<T: redis::FromRedisValue>(node: &str, cmd: &redis::Cmd) -> T {
-    let client = redis::Client::open(node).expect("node url");
-    let mut conn = client
-        .get_connection()
-        .unwrap_or_else(|e| panic!("{node}: {e}"));
-    cmd.query(&mut conn)
-        .unwrap_or_else(|e| panic!("{node}: {cmd:?}: {e}"))
-}
-
-/// The slot of `namespace`'s keys, as the cluster computes it.
-fn slot_of(cluster: &TestRedis, namespace: &str) -> u16 {
-    let key = format!("llmroute:{{{namespace}}}:v3:anything");
-    on_node(
-        &cluster.nodes[0],
-        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key),
-    )
-}
-
-/// The node (its index in `cluster.nodes`) serving `slot`, from `CLUSTER NODES`.
-fn owner_of(cluster: &TestRedis, slot: u16) -> usize {
-    let table: String = on_node(&cluster.nodes[0], redis::cmd("CLUSTER").arg("NODES"));
-    for line in table.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // <id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges...>
-        let (Some(addr), Some(ranges)) = (fields.get(1), fields.get(8..)) else {
-            continue;
-        };
-        let addr = addr.split('@').next().unwrap_or_default();
-        let serves = ranges.iter().any(|r| {
-            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-            matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
-        });
-        if serves {
-            return cluster
-                .nodes
-                .iter()
-                .position(|n| n.contains(&format!("//{addr}/")))
-                .unwrap_or_else(|| panic!("{addr} is not a node of {}", cluster.url));
-        }
-    }
-    panic!("no node serves slot {slot}: {table}")
-}
-
-/// Namespaces whose keys live on `n` different nodes: (namespace, its node).
-fn namespaces_on_distinct_nodes(cluster: &TestRedis, n: usize) -> Vec<(String, usize)> {
-    let mut chosen: Vec<(String, usize)> = Vec::new();
-    for i in 0..200 {
-        let ns = format!("{}-{i}", cluster.namespace);
-        let node = owner_of(cluster, slot_of(cluster, &ns));
-        if chosen.iter().all(|(_, taken)| *taken != node) {
-            chosen.push((ns, node));
-            if chosen.len() == n {
-                return chosen;
-            }
-        }
-    }
-    panic!("200 namespaces did not cover {n} nodes");
-}
 
 fn keys_on(node: &str, namespace: &str) -> Vec<String> {
     on_node(
@@ -106,7 +46,7 @@ async fn namespaces_spread_over_shards_and_each_stays_on_one() {
     let cluster = redis_cluster_own();
     let registry = Registry::from_yaml_str(&one_model("rpm: 5"), "t.yaml").expect("valid config");
     let d = registry.resolve("m")[0];
-    let spread = namespaces_on_distinct_nodes(&cluster, CLUSTER_NODES);
+    let spread = cluster.namespaces_on_distinct_nodes(CLUSTER_NODES);
     for (ns, _) in &spread {
         let store = connect_to(&cluster.url, ns, &registry, None).await;
         grant(&store, d).await;
@@ -148,7 +88,7 @@ async fn namespaces_spread_over_shards_and_each_stays_on_one() {
 async fn a_script_call_without_keys_goes_to_the_namespace_shard() {
     let cluster = redis_cluster_own();
     let registry = Registry::from_yaml_str(&one_model("rpm: 5"), "t.yaml").expect("valid");
-    let home = owner_of(&cluster, slot_of(&cluster, &cluster.namespace));
+    let home = cluster.node_of(&cluster.namespace);
     let store = connect_to(&cluster.url, &cluster.namespace, &registry, None).await;
     // Warm up: the first call loads the script.
     store.snapshot(&[]).await.expect("snapshot");
@@ -179,7 +119,7 @@ async fn scripts_are_loaded_again_after_the_cluster_forgets_them() {
     let cluster = redis_cluster_own();
     let registry = Registry::from_yaml_str(&one_model("rpm: 5"), "t.yaml").expect("valid");
     let d = registry.resolve("m")[0];
-    let home = owner_of(&cluster, slot_of(&cluster, &cluster.namespace));
+    let home = cluster.node_of(&cluster.namespace);
     let store = connect_to(&cluster.url, &cluster.namespace, &registry, None).await;
     grant(&store, d).await;
     for node in &cluster.nodes {

@@ -295,6 +295,77 @@ fn start_cluster() -> Result<(String, Vec<String>, Servers), String> {
         servers,
     ))
 }
+impl TestRedis {
+    /// The index in `nodes` of the cluster node serving `namespace`'s keys (all of them: they
+    /// share the hash tag `{namespace}`), from `CLUSTER KEYSLOT` and `CLUSTER NODES`.
+    ///
+    /// # Panics
+    ///
+    /// When the nodes do not answer or no node serves the slot.
+    pub fn node_of(&self, namespace: &str) -> usize {
+        let first = self.nodes.first().expect("a server this guard started");
+        let key = format!("llmroute:{{{namespace}}}:v3");
+        let slot: u16 = on_node(first, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key));
+        let table: String = on_node(first, redis::cmd("CLUSTER").arg("NODES"));
+        for line in table.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // <id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot ranges...>
+            let (Some(addr), Some(ranges)) = (fields.get(1), fields.get(8..)) else {
+                continue;
+            };
+            let addr = addr.split('@').next().unwrap_or_default();
+            let serves = ranges.iter().any(|r| {
+                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()),
+                    (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+            });
+            if serves {
+                return self
+                    .nodes
+                    .iter()
+                    .position(|n| n.contains(&format!("//{addr}/")))
+                    .unwrap_or_else(|| panic!("{addr} is not a node of {}", self.url));
+            }
+        }
+        panic!("no node serves slot {slot}: {table}")
+    }
+
+    /// `n` namespaces named after this guard's, whose keys live on `n` different nodes: each
+    /// with its node.
+    ///
+    /// # Panics
+    ///
+    /// When 1000 candidates do not cover `n` nodes.
+    pub fn namespaces_on_distinct_nodes(&self, n: usize) -> Vec<(String, usize)> {
+        let mut chosen: Vec<(String, usize)> = Vec::new();
+        for i in 0..1000 {
+            let ns = format!("{}-{i}", self.namespace);
+            let node = self.node_of(&ns);
+            if chosen.iter().all(|(_, taken)| *taken != node) {
+                chosen.push((ns, node));
+                if chosen.len() == n {
+                    return chosen;
+                }
+            }
+        }
+        panic!("1000 namespaces did not cover {n} nodes of {}", self.url);
+    }
+}
+
+/// `cmd` sent to one server, answered as `T`.
+///
+/// # Panics
+///
+/// When the server does not answer or answers an error.
+pub fn on_node<T: redis::FromRedisValue>(node: &str, cmd: &redis::Cmd) -> T {
+    let client = redis::Client::open(node).unwrap_or_else(|e| panic!("{node}: {e}"));
+    let mut conn = client
+        .get_connection()
+        .unwrap_or_else(|e| panic!("{node}: {e}"));
+    cmd.query(&mut conn)
+        .unwrap_or_else(|e| panic!("{node}: {cmd:?}: {e}"))
+}
+
 /// Polls `CLUSTER INFO` on `node` until it says `cluster_state:ok` (bounded: 10 s).
 fn wait_cluster_ok(node: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
