@@ -4,9 +4,109 @@
 //! A cluster is written `redis+cluster://[user:password@]host:port,host:port,...` (or
 //! `rediss+cluster://` for TLS): the nodes to discover the cluster from, the credentials once (on
 //! the first node; they apply to every node). A path or query after the last node (`/0`,
-//! `?protocol=resp3`) applies to every node.
+//! `?protocol=resp3`) applies to every node. In the file, `state` may also be a YAML list of the
+//! nodes ([`StateValue::Nodes`]), which becomes that URL.
+
+use std::fmt;
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
+/// `state` as written in the file: one URL, or a list of a Redis Cluster's nodes.
+pub(crate) enum StateValue {
+    /// `state: redis://...` (or `redis+cluster://a,b,c`).
+    Url(String),
+    /// `state: [redis://10.0.0.1:6379, 10.0.0.2:6379]`: a cluster's nodes.
+    Nodes(Vec<String>),
+}
+
+/// Shows the value redacted: it may hold a password.
+impl fmt::Debug for StateValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateValue::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
+            StateValue::Nodes(nodes) => f
+                .debug_tuple("Nodes")
+                .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StateValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StateVisitor;
+        impl<'de> Visitor<'de> for StateVisitor {
+            type Value = StateValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Redis URL, or a list of a Redis Cluster's nodes")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<StateValue, E> {
+                Ok(StateValue::Url(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StateValue, A::Error> {
+                let mut nodes = Vec::new();
+                while let Some(node) = seq.next_element::<String>()? {
+                    nodes.push(node);
+                }
+                Ok(StateValue::Nodes(nodes))
+            }
+        }
+        deserializer.deserialize_any(StateVisitor)
+    }
+}
+
+/// The `redis+cluster://` URL of a cluster given as a list of nodes, each `host:port` or
+/// `redis://[user:password@]host:port` (`rediss://` for TLS, the same for every node). The error
+/// names the entry (`state[1]` is the second) and never shows a password.
+pub(crate) fn nodes_to_url(nodes: &[String]) -> Result<String, String> {
+    const WRITE: &str = "list each node as host:port or redis://[user:password@]host:port \
+        (rediss:// for TLS), e.g. [redis://10.0.0.1:6379, redis://10.0.0.2:6379]";
+    if nodes.is_empty() {
+        return Err(format!("is an empty list; {WRITE}, or write one Redis URL"));
+    }
+    let mut scheme: Option<&str> = None;
+    let mut parts = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let bad = |why: &str| format!("state[{i}] `{}` {why}; {WRITE}", redact_url(node));
+        let (this, rest) = match node.find("://") {
+            Some(at) => (&node[..at + 3], &node[at + 3..]),
+            None => ("redis://", node.as_str()),
+        };
+        if !["redis://", "rediss://"]
+            .iter()
+            .any(|s| this.eq_ignore_ascii_case(s))
+        {
+            return Err(bad("is not a node of a Redis Cluster"));
+        }
+        match scheme {
+            Some(first) if !first.eq_ignore_ascii_case(this) => {
+                return Err(bad("mixes TLS and plain nodes"));
+            }
+            _ => scheme = Some(this),
+        }
+        // A path or query after the host: a database (a cluster has only 0) or options.
+        let host_from = rest.rfind('@').map_or(0, |at| at + 1);
+        let (authority, tail) = match rest[host_from..].find(['/', '?', '#']) {
+            Some(end) => rest.split_at(host_from + end),
+            None => (rest, ""),
+        };
+        if !matches!(tail, "" | "/" | "/0") {
+            return Err(bad("has a database or options after the host"));
+        }
+        if authority.contains(',') || authority.trim().is_empty() {
+            return Err(bad("is not one host:port"));
+        }
+        parts.push(authority);
+    }
+    let scheme = scheme.unwrap_or("redis://");
+    let cluster = if scheme.eq_ignore_ascii_case("rediss://") {
+        "rediss+cluster://"
+    } else {
+        "redis+cluster://"
+    };
+    Ok(format!("{cluster}{}", parts.join(",")))
+}
 
 /// The cluster schemes and the node scheme each stands for.
 const CLUSTER_SCHEMES: [(&str, &str); 2] = [
@@ -253,7 +353,7 @@ fn scrub(text: &str, url: &str, shown: &str) -> String {
 }
 #[cfg(test)]
 mod tests {
-    use super::{RedisTarget, parse_redis_url, redact_url};
+    use super::{RedisTarget, nodes_to_url, parse_redis_url, redact_url};
 
     #[test]
     fn redacts_passwords_and_keeps_the_rest() {
@@ -410,5 +510,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_list_of_nodes_becomes_a_cluster_url() {
+        let list = |nodes: &[&str]| nodes.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let ok = [
+            (
+                list(&["redis://10.0.0.1:6379", "10.0.0.2:6379"]),
+                "redis+cluster://10.0.0.1:6379,10.0.0.2:6379",
+            ),
+            (
+                list(&["rediss://:pw@a:1/0", "rediss://b:2"]),
+                "rediss+cluster://:pw@a:1,b:2",
+            ),
+        ];
+        for (nodes, want) in ok {
+            assert_eq!(nodes_to_url(&nodes).as_deref(), Ok(want));
+            assert!(check(want), "{want}");
+        }
+        let bad = [
+            (list(&[]), "is an empty list"),
+            (list(&["redis://a:1", "rediss://b:2"]), "state[1]"),
+            (
+                list(&["redis://a:1", "redis://:s3cret@b:2/3"]),
+                "state[1] `redis://:***@b:2/3`",
+            ),
+            (list(&["redis+unix:///tmp/r.sock"]), "state[0]"),
+            (
+                list(&["a:1,b:2"]),
+                "state[0] `a:1,b:2` is not one host:port",
+            ),
+        ];
+        for (nodes, want) in bad {
+            let e = nodes_to_url(&nodes).expect_err("refused");
+            assert!(e.contains(want), "{nodes:?}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+    }
+
+    fn check(url: &str) -> bool {
+        parse_redis_url(url).is_ok()
     }
 }
