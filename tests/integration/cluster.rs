@@ -1,7 +1,8 @@
 //! The Redis store on a Redis Cluster of three primaries the tests start themselves: namespaces
 //! land on different shards and each keeps all its keys on its own; a script call without keys
 //! goes to the namespace's shard; scripts flushed from the cluster are loaded again; a dead
-//! seed node is skipped; no password reaches an error. The conformance, tenant, lifecycle and
+//! seed node is skipped; a paused shard fails calls within the timeout; no password reaches an
+//! error. The conformance, tenant, lifecycle and
 //! input/output suites run on the cluster too (`every_store!`), and so do the contention and
 //! differential suites.
 
@@ -193,5 +194,51 @@ async fn a_cluster_that_does_not_answer_fails_fast_without_showing_its_password(
             shown.contains("127.0.0.1"),
             "the error names the cluster: {shown}"
         );
+    }
+}
+
+/// A shard that stops answering (`CLIENT PAUSE`) fails a call within the response timeout
+/// instead of hanging it, and the store works again once the shard answers.
+#[tokio::test]
+async fn a_paused_shard_fails_a_call_within_the_response_timeout() {
+    let cluster = redis_cluster_own();
+    let registry = Registry::from_yaml_str(&one_model("rpm: 50"), "t.yaml").expect("valid");
+    let d = registry.resolve("m")[0];
+    let home = cluster.node_of(&cluster.namespace);
+    let timeout = Duration::from_millis(300);
+    let options = RedisStoreOptions {
+        namespace: cluster.namespace.clone(),
+        response_timeout: timeout,
+        ..RedisStoreOptions::default()
+    };
+    let store = RedisStore::connect(&cluster.url, &registry, options)
+        .await
+        .expect("connect");
+    grant(&store, d).await;
+    // Every client of the shard waits 1.5 s (CLIENT UNPAUSE would wait too).
+    let _: () = on_node(
+        &cluster.nodes[home],
+        redis::cmd("CLIENT").arg("PAUSE").arg(1500).arg("ALL"),
+    );
+    let started = std::time::Instant::now();
+    let need = Need::new(10, Duration::from_secs(60));
+    let answer = store.admit(&need, &[d]).await;
+    let took = started.elapsed();
+    assert!(answer.is_err(), "a paused shard answered: {answer:?}");
+    // One try and the store's one retry, each bounded by the timeout.
+    assert!(
+        took < 3 * timeout,
+        "took {took:?} with a {timeout:?} timeout"
+    );
+    // Once the pause lapses, the next call is answered (each try bounded as above).
+    let deadline = started + Duration::from_secs(10);
+    loop {
+        let need = Need::new(10, Duration::from_secs(60));
+        match store.admit(&need, &[d]).await {
+            Ok(Admission::Granted(_)) => break,
+            Ok(Admission::Denied(d)) => panic!("refused: {d:?}"),
+            Err(e) if std::time::Instant::now() < deadline => drop(e),
+            Err(e) => panic!("the shard never answered again: {e}"),
+        }
     }
 }

@@ -141,6 +141,24 @@ fn is_keyless_script(cmd: &Cmd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::is_keyless_script;
+    use crate::config::{RedisTarget, parse_redis_url};
+
+    /// The enabled features carry TLS to every node of a cluster (`rediss+cluster://`).
+    #[test]
+    fn a_tls_cluster_client_builds() {
+        let Ok(RedisTarget::Cluster(nodes)) =
+            parse_redis_url("rediss+cluster://app:pw@10.0.0.1:6379,10.0.0.2:6379")
+        else {
+            panic!("a TLS cluster URL");
+        };
+        assert!(
+            nodes
+                .iter()
+                .all(|n| matches!(n.addr(), redis::ConnectionAddr::TcpTls { .. }))
+        );
+        let built = redis::cluster::ClusterClientBuilder::new(nodes).build();
+        assert!(built.is_ok(), "{:?}", built.err());
+    }
 
     #[test]
     fn keyless_script_calls_are_recognised() {
