@@ -94,6 +94,11 @@ pub(crate) fn nodes_to_url(nodes: &[String]) -> Result<String, String> {
         if !matches!(tail, "" | "/" | "/0") {
             return Err(bad("has a database or options after the host"));
         }
+        if rest[..host_from].contains(',') {
+            return Err(bad(
+                "has a `,` in its user or password: percent-encode it as %2C",
+            ));
+        }
         if authority.contains(',') || authority.trim().is_empty() {
             return Err(bad("is not one host:port"));
         }
@@ -129,7 +134,8 @@ pub(crate) enum RedisTarget {
 /// becomes `***` too. Text that is not a URL but contains `@` keeps only what follows the last
 /// `@`. When in doubt this hides too much rather than too little.
 ///
-/// A cluster URL shows its nodes; see [`redact_nodes`] for the one with credentials.
+/// A cluster URL shows its nodes; the one with credentials shows `***` in their place, and when
+/// a password could itself hold a `,` or `@`, nothing before the last `@` is shown.
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
         Some(i) => (&url[..i + 3], &url[i + 3..]),
