@@ -7,7 +7,10 @@
 --   provider's window hash.
 -- ARGV: [1] now ms or '', [2] requests wanted, [3] tokens wanted, [4] the fewest requests and
 --   [5] the fewest tokens worth a lease (less room than that: nothing is granted), [6] number of
---   scopes s (1 or 2), then per scope its rpm, tpm, itpm and otpm (0 = unlimited).
+--   scopes s (1 or 2), then per scope its rpm, tpm, itpm and otpm (0 = unlimited), then the
+--   number of corrections c of the instance's earlier blocks on this deployment, and c times a
+--   bucket and its request, token, input and output token corrections (as unlease.lua takes
+--   them), applied first: the block that ended and the one that starts cost one call.
 -- The block's tokens count against tpm, itpm and otpm alike (the instance does not know yet
 --   how its requests split into input and output), so an unused part is returned in full.
 -- A deployment in cooldown grants nothing.
@@ -23,6 +26,18 @@ end
 local want_r, want_t = tonumber(ARGV[2]), tonumber(ARGV[3])
 local min_r, min_t = tonumber(ARGV[4]), tonumber(ARGV[5])
 local s = tonumber(ARGV[6])
+local c0 = 7 + 4 * s
+for c = 1, tonumber(ARGV[c0]) do
+  local a = c0 + 5 * (c - 1)
+  local bucket = tonumber(ARGV[a + 1])
+  for i = 1, s do
+    local w = expire(KEYS[i], now)
+    if is_live(w, bucket) then
+      adjust(KEYS[i], w, bucket, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+        tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]))
+    end
+  end
+end
 local ws = {}
 for i = 1, s do
   local w = expire(KEYS[i], now)

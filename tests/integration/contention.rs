@@ -1,12 +1,13 @@
 //! Contention: many instances and tasks hammer one deployment; exactly the limit is admitted
-//! (DESIGN.md invariant I1), and admission is one script call whatever the candidates (I4).
+//! (DESIGN.md invariant I1), on one Redis server and on a Redis Cluster, and admission is one
+//! script call whatever the candidates (I4).
 //! Separate OS processes sharing one SQLite file are in `sqlite.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use llmroute_tests::redis_server;
+use llmroute_tests::{TestRedis, redis_cluster, redis_server};
 use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{Admission, Ledger, MemoryStore, Need};
@@ -48,15 +49,21 @@ async fn hammer_with(instances: Vec<Arc<dyn Ledger>>, d: DeploymentId, need: Nee
         .sum()
 }
 
-async fn redis_instances(
+/// Eight instances on one Redis server.
+async fn redis_instances(yaml: &str) -> (Vec<Arc<dyn Ledger>>, DeploymentId, TestRedis) {
+    instances_on(redis_server(), yaml).await
+}
+
+/// Eight instances on a Redis Cluster of three primaries.
+async fn cluster_instances(yaml: &str) -> (Vec<Arc<dyn Ledger>>, DeploymentId, TestRedis) {
+    instances_on(redis_cluster(), yaml).await
+}
+
+async fn instances_on(
+    server: TestRedis,
     yaml: &str,
-) -> (
-    Vec<Arc<dyn Ledger>>,
-    DeploymentId,
-    llmroute_tests::TestRedis,
-) {
+) -> (Vec<Arc<dyn Ledger>>, DeploymentId, TestRedis) {
     let registry = Registry::from_yaml_str(yaml, "test.yaml").expect("valid");
-    let server = redis_server();
     let clock = ManualClock::new(T0);
     let mut instances: Vec<Arc<dyn Ledger>> = Vec::new();
     for _ in 0..INSTANCES {
@@ -92,6 +99,24 @@ async fn redis_tpm_admits_exactly_the_limit_under_contention() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_concurrency_admits_exactly_the_limit_under_contention() {
     let (instances, d, _server) = redis_instances(&one_model("concurrency: 61")).await;
+    assert_eq!(hammer(instances, d, 1).await, 61);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_rpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _cluster) = cluster_instances(&one_model("rpm: 237")).await;
+    assert_eq!(hammer(instances, d, 1).await, 237);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_tpm_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _cluster) = cluster_instances(&one_model("tpm: 10000")).await;
+    assert_eq!(hammer(instances, d, 37).await, 10_000 / 37);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_concurrency_admits_exactly_the_limit_under_contention() {
+    let (instances, d, _cluster) = cluster_instances(&one_model("concurrency: 61")).await;
     assert_eq!(hammer(instances, d, 1).await, 61);
 }
 
@@ -194,7 +219,8 @@ providers:
     assert_eq!((calls("evalsha"), calls("eval")), (5, 0), "{stats}");
 }
 
-/// Tenant limits and budgets hold under contention too: 8 instances x 50 tasks, every store.
+/// Tenant limits and budgets hold under contention too: 8 instances x 50 tasks, every store
+/// (a Redis Cluster included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
     use crate::tenants::{need, spec};
@@ -209,6 +235,12 @@ async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
             hammer_with(instances, d, need.clone()).await,
             want,
             "redis {need:?}"
+        );
+        let (instances, d, _cluster) = cluster_instances(&yaml).await;
+        assert_eq!(
+            hammer_with(instances, d, need.clone()).await,
+            want,
+            "cluster {need:?}"
         );
         let (instances, d, _dir) = sqlite_instances(&yaml);
         assert_eq!(
@@ -238,6 +270,9 @@ async fn itpm_and_otpm_admit_exactly_their_limits_under_contention_on_every_stor
         let (instances, d, _server) = redis_instances(&yaml).await;
         let got = hammer_with(instances, d, need.clone()).await;
         assert_eq!(got, want, "redis {need:?}");
+        let (instances, d, _cluster) = cluster_instances(&yaml).await;
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "cluster {need:?}");
         let (instances, d, _dir) = sqlite_instances(&yaml);
         let got = hammer_with(instances, d, need.clone()).await;
         assert_eq!(got, want, "sqlite {need:?}");

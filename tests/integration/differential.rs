@@ -1,9 +1,10 @@
 //! Differential test of the ledger's stores: random sequences of admit / settle / release /
 //! renew / cooldown / observe, with tenants (limits, daily and monthly budgets), batch share and
 //! a clock that crosses bucket, window, UTC-day and UTC-month boundaries, run on the memory,
-//! SQLite and Redis stores at once. Every reply and, after every operation, every deployment's
-//! and tenant's snapshot must be the same on all three (DESIGN.md I6: the engine in Rust and the
-//! scripts in Lua are twins).
+//! SQLite and Redis stores at once, Redis both as one server and as a Redis Cluster of three
+//! primaries. Every reply and, after every operation, every deployment's and tenant's snapshot
+//! must be the same on all four (DESIGN.md I6: the engine in Rust and the scripts in Lua are
+//! twins).
 //!
 //! Each `cargo test` runs at least 10 000 operations; `LLMROUTE_DIFF_OPS=<n>` runs more.
 //! Failing cases are kept in `differential.proptest-regressions` beside this file and replayed
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use llmroute_tests::{TestRedis, redis_server};
+use llmroute_tests::{TestRedis, redis_cluster_own, redis_server};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use router_core::clock::ManualClock;
@@ -204,10 +205,10 @@ fn agree<T: std::fmt::Debug>(names: &[&str], what: &str, mut answers: Vec<T>) ->
     answers.swap_remove(0)
 }
 
-/// The three stores under test, on one clock, and what they hold.
+/// The four stores under test, on one clock, and what they hold.
 struct Stores {
-    names: [&'static str; 3],
-    ledgers: [Arc<dyn Ledger>; 3],
+    names: [&'static str; 4],
+    ledgers: [Arc<dyn Ledger>; 4],
     clock: ManualClock,
     ids: Vec<DeploymentId>,
     held: Vec<(Need, Vec<DeploymentId>, Reservation)>,
@@ -215,19 +216,20 @@ struct Stores {
 }
 
 impl Stores {
-    /// Fresh stores; the Redis one on `redis` in a namespace of its own.
-    async fn new(redis: &TestRedis, start: u64) -> Stores {
+    /// Fresh stores; the Redis ones on `redis` and `cluster`, in a namespace of their own.
+    async fn new(redis: &TestRedis, cluster: &TestRedis, start: u64) -> Stores {
         let registry = Registry::from_yaml_str(YAML, "differential.yaml").expect("valid");
         let clock = ManualClock::new(start);
         let dir = temp_dir();
         let namespace = format!("diff-{:016x}", fastrand::u64(..));
-        let ledgers: [Arc<dyn Ledger>; 3] = [
+        let ledgers: [Arc<dyn Ledger>; 4] = [
             Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
             Arc::new(open_sqlite(&dir.path().join("l.db"), &registry, &clock)),
             Arc::new(connect_to(&redis.url, &namespace, &registry, Some(clock.clone())).await),
+            Arc::new(connect_to(&cluster.url, &namespace, &registry, Some(clock.clone())).await),
         ];
         Stores {
-            names: ["memory", "sqlite", "redis"],
+            names: ["memory", "sqlite", "redis", "cluster"],
             ledgers,
             clock,
             ids: registry.deployment_ids().collect(),
@@ -402,9 +404,9 @@ fn config() -> Config {
 }
 
 /// Runs one sequence on fresh stores; panics on the first disagreement.
-fn run_case(redis: &TestRedis, start: u64, ops: &[Op]) {
+fn run_case(redis: &TestRedis, cluster: &TestRedis, start: u64, ops: &[Op]) {
     runtime().block_on(async {
-        let mut stores = Stores::new(redis, start).await;
+        let mut stores = Stores::new(redis, cluster, start).await;
         for op in ops {
             stores.apply(op).await;
             stores.compare_snapshots(op).await;
@@ -419,15 +421,17 @@ fn every_store_answers_alike() {
         proptest::collection::vec(op(), 1..=2 * OPS_PER_CASE),
     );
     let wanted = ops_wanted();
-    // One redis-server for the whole test, stopped when it ends; each case has its own namespace.
+    // One redis-server and one cluster for the whole test, stopped when it ends; each case has
+    // its own namespace.
     let redis = redis_server();
+    let cluster = redis_cluster_own();
     let done = AtomicUsize::new(0);
     let mut runner = TestRunner::new(config());
     // Rounds of 50 sequences (about 5 000 operations) until enough have run; failing seeds
     // saved in the regressions file are replayed first.
     while done.load(Ordering::Relaxed) < wanted {
         let result = runner.run(&strategy, |(start, ops)| {
-            run_case(&redis, start, &ops);
+            run_case(&redis, &cluster, start, &ops);
             done.fetch_add(ops.len(), Ordering::Relaxed);
             Ok(())
         });

@@ -1,7 +1,8 @@
 //! llmroute's cross-crate integration tests: one binary, one module per area.
 #![allow(unreachable_pub, missing_docs, clippy::unwrap_used)]
 
-/// Instantiates async test functions `fn(Store)` once per store: memory, Redis, SQLite.
+/// Instantiates async test functions `fn(Store)` once per store: memory, Redis, SQLite, and
+/// Redis on a three-primary Redis Cluster.
 macro_rules! every_store {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -13,9 +14,13 @@ macro_rules! every_store {
         mod sqlite {
             $( #[tokio::test] async fn $name() { super::$name(super::Store::Sqlite).await } )*
         }
+        mod cluster {
+            $( #[tokio::test] async fn $name() { super::$name(super::Store::Cluster).await } )*
+        }
     };
 }
 
+mod cluster;
 mod conformance;
 mod contention;
 mod differential;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use llmroute_tests::{TestRedis, redis_server};
+use llmroute_tests::{TestRedis, redis_cluster, redis_server};
 use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{
@@ -19,6 +19,8 @@ pub enum Store {
     Memory,
     Redis,
     Sqlite,
+    /// The Redis store on a Redis Cluster of three primaries.
+    Cluster,
 }
 
 pub struct World {
@@ -37,8 +39,11 @@ impl World {
         let (mut redis, mut dir) = (None, None);
         let ledger: Arc<dyn Ledger> = match store {
             Store::Memory => Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone()))),
-            Store::Redis => {
-                let server = redis_server();
+            Store::Redis | Store::Cluster => {
+                let server = match store {
+                    Store::Cluster => redis_cluster(),
+                    _ => redis_server(),
+                };
                 let store = connect(&server, &registry, Some(clock.clone())).await;
                 redis = Some(server);
                 Arc::new(store)

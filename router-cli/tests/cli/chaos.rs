@@ -167,7 +167,10 @@ async fn two_gateway_processes_ride_out_a_redis_restart() {
         full.load(Ordering::SeqCst),
         failed.load(Ordering::SeqCst),
     );
-    assert_eq!(outcome.2, 0, "ok, refused for capacity, failed: {outcome:?}");
+    assert_eq!(
+        outcome.2, 0,
+        "ok, refused for capacity, failed: {outcome:?}"
+    );
     assert_eq!(enforcer.refused.load(Ordering::SeqCst), 0, "{outcome:?}");
     let served = enforcer.served.load(Ordering::SeqCst);
     assert!(
@@ -191,6 +194,7 @@ async fn two_gateway_processes_ride_out_a_redis_restart() {
     let quota = s.llmroute(&[]).args(["quota", "--json"]).output().unwrap();
     let quota: serde_json::Value = serde_json::from_slice(&quota.stdout).unwrap();
     let row = &quota["deployments"][0];
-    assert_eq!(row["usage"]["concurrency"]["in_flight"], 0, "{quota}");
+    assert_eq!(row["concurrency"]["in_flight"], 0, "{quota}");
+    assert_eq!(row["rpm"]["used"], served as u64, "{quota}");
     assert_eq!(quota["ledger"]["mode"], "shared", "{quota}");
 }

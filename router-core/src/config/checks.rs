@@ -7,7 +7,7 @@ use super::capabilities::{Capabilities, Capability};
 use super::error::ConfigError;
 use super::raw::{At, Number, RawLimits, RawPrice};
 use super::registry::{Api, Limits, Price};
-use super::state::{check_redis_url, redact_url};
+use super::state::{StateValue, check_redis_url, nodes_to_url, redact_url};
 use crate::flow::Priority;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
@@ -52,10 +52,14 @@ impl Ctx<'_> {
         Ok(text.to_owned())
     }
 
-    /// `state`: a Redis URL the client accepts. Messages show it redacted.
-    pub(crate) fn state(&self, value: &At<String>) -> Result<String, ConfigError> {
-        check_redis_url(&value.value)
-            .map(|()| value.value.clone())
+    /// `state`: a Redis URL the client accepts, or a list of a cluster's nodes (which becomes
+    /// its `redis+cluster://` URL). Messages show it redacted.
+    pub(crate) fn state(&self, value: &At<StateValue>) -> Result<String, ConfigError> {
+        let url = match &value.value {
+            StateValue::Url(url) => Ok(url.clone()),
+            StateValue::Nodes(nodes) => nodes_to_url(nodes),
+        };
+        url.and_then(|url| check_redis_url(&url).map(|()| url))
             .map_err(|why| {
                 let msg = format!("{why}; or remove `state` to use the in-process store");
                 self.invalid("state", line(value), msg)

@@ -76,3 +76,4 @@ pub use registry::{
 };
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;
+pub(crate) use state::{RedisTarget, parse_redis_url};

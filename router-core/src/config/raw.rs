@@ -19,9 +19,9 @@ pub(crate) type At<T> = Spanned<T>;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConfig {
-    /// Redis URL of the shared ledger; absent: in-process store.
+    /// Redis URL of the shared ledger, or a list of a cluster's nodes; absent: in-process store.
     #[serde(default)]
-    pub(crate) state: Option<At<String>>,
+    pub(crate) state: Option<At<super::state::StateValue>>,
     /// Redis key namespace.
     #[serde(default)]
     pub(crate) namespace: Option<At<String>>,

@@ -314,7 +314,7 @@ pub enum Lease {
 
 impl Lease {
     /// How long an `auto` block is held, and what its size covers at the recent rate.
-    pub const AUTO_SECS: u64 = 5;
+    pub const AUTO_SECS: u64 = 10;
     /// The longest a block may be held: one window.
     pub const MAX_SECS: u64 = 60;
 }

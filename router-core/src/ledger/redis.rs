@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
 use super::engine::{CONCURRENCY_POLL_MS, signed_diff};
@@ -69,6 +68,7 @@ static RESTORE: LazyLock<Script> = script!("restore");
 static LEASE: LazyLock<Script> = script!("lease");
 static UNLEASE: LazyLock<Script> = script!("unlease");
 
+mod conn;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;
@@ -114,7 +114,7 @@ struct ScopeKeys {
 /// The Redis-backed ledger.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: conn::Conn,
     url: String,
     table: Arc<ScopeTable>,
     scope_keys: Arc<[ScopeKeys]>,
@@ -146,18 +146,7 @@ impl RedisStore {
             url: shown.clone(),
             source,
         };
-        let client = redis::Client::open(url).map_err(err)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(options.response_timeout))
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_number_of_retries(1);
-        let conn = if options.lazy {
-            ConnectionManager::new_lazy_with_config(client, config).map_err(err)?
-        } else {
-            ConnectionManager::new_with_config(client, config)
-                .await
-                .map_err(err)?
-        };
+        let conn = conn::Conn::open(url, &options).await.map_err(err)?;
         let table = ScopeTable::new(registry);
         let prefix = format!("llmroute:{{{}}}:v3", options.namespace);
         let scope_keys = (0..table.len())
@@ -201,12 +190,9 @@ impl RedisStore {
     /// Runs a prepared script call; retries once when the connection had dropped (the first
     /// command after a drop fails while the manager reconnects).
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
-        let mut conn = self.conn.clone();
-        let first = inv.invoke_async(&mut conn).await;
+        let first = self.conn.invoke(inv).await;
         let result = match first {
-            Err(e) if e.is_connection_dropped() || e.is_io_error() => {
-                inv.invoke_async(&mut conn).await
-            }
+            Err(e) if e.is_connection_dropped() || e.is_io_error() => self.conn.invoke(inv).await,
             other => other,
         };
         result.map_err(|source| LedgerError::Redis {

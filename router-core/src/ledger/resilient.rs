@@ -33,7 +33,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
-use super::leases::Leases;
+use super::leases::{Leases, Owed};
 use super::redis::recovery::{Beat, Replayed, Restore, Restored, WindowOf};
 use super::scopes::ScopeTable;
 use super::types::*;
@@ -43,7 +43,7 @@ use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
 /// How long a deployment that had no room for a block is not asked for one again, ms.
-const LEASE_RETRY_MS: u64 = 1_000;
+const LEASE_RETRY_MS: u64 = 2_000;
 /// How long a tenant stays on the heartbeat's list after its last request.
 const TENANT_MEMORY_MS: u64 = 120_000;
 /// At most this many tenants are read per heartbeat (the most recently served).
@@ -761,7 +761,23 @@ impl Inner {
                 return Some(Ok(Admission::Granted(r)));
             }
             let (want, least, secs) = self.lease_size(d, spec, need, rank);
-            match self.timed(self.shared.lease(d, want, least).boxed()).await {
+            let owed = self.lock().leases.take_owed(d);
+            let asked = self
+                .timed(self.shared.lease(d, want, least, &owed).boxed())
+                .await;
+            if asked.is_err() {
+                // Not applied (or not known to be): kept for the next call.
+                let mut st = self.lock();
+                for (bucket, deltas) in owed {
+                    st.leases.owe_again(Owed {
+                        deployment: d,
+                        bucket,
+                        deltas,
+                        observed: None,
+                    });
+                }
+            }
+            match asked {
                 Ok(Some(grant)) => {
                     let now = self.now();
                     let mut st = self.lock();
@@ -784,8 +800,8 @@ impl Inner {
                     }
                 }
                 Ok(None) => {
-                    // Not even this request fits: leave `d` alone for a second (capacity frees
-                    // as the window slides) rather than ask again for every request.
+                    // Not even this request fits: leave `d` alone for two seconds (capacity
+                    // frees as the window slides) rather than ask again for every request.
                     let now = self.now();
                     self.lock().leases.full(d, now, now + LEASE_RETRY_MS);
                 }
@@ -860,7 +876,7 @@ impl Inner {
             if everything {
                 st.leases.end_all(now);
             }
-            st.leases.drain(now)
+            st.leases.drain(now, everything)
         };
         for o in owed {
             let sent = self

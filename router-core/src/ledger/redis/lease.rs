@@ -17,12 +17,14 @@ pub(crate) struct Grant {
 
 impl RedisStore {
     /// Asks for a block of `want` (requests, tokens) of `d`'s limits; less is granted when less
-    /// is left, nothing when less than `least` is (or `d` is in cooldown).
+    /// is left, nothing when less than `least` is (or `d` is in cooldown). `corrections` of this
+    /// instance's earlier blocks on `d` (bucket, deltas) are applied first, in the same call.
     pub(crate) async fn lease(
         &self,
         d: DeploymentId,
         want: (u64, u64),
         least: (u64, u64),
+        corrections: &[(u64, [i64; 4])],
     ) -> Result<Option<Grant>, LedgerError> {
         let scopes = self.scopes(d)?;
         let mut inv = LEASE.prepare_invoke();
@@ -39,6 +41,13 @@ impl RedisStore {
             let l = self.table.def(s).limits;
             for v in [l.rpm, l.tpm, l.itpm, l.otpm] {
                 inv.arg(v.map_or(0, |v| v.get()));
+            }
+        }
+        inv.arg(corrections.len());
+        for (bucket, deltas) in corrections {
+            inv.arg(*bucket);
+            for delta in deltas {
+                inv.arg(*delta);
             }
         }
         inv.key(self.epoch_key());
