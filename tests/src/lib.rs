@@ -12,6 +12,8 @@
 //! `redis-cli` both fail with instructions.
 #![forbid(unsafe_code)]
 
+pub mod enforcer;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -3,52 +3,21 @@
 //! exactly. No request fails for a ledger reason, the upstream never refuses, and afterwards
 //! nothing is left in flight.
 
-use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use llmroute_tests::enforcer::Enforcer;
 use llmroute_tests::redis_server;
 use serde_json::json;
 use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer};
 
 use crate::support::*;
 
 const RPM: usize = 60;
-
-/// At most [`RPM`] requests in any 60 s, by arrival; 429 beyond.
-#[derive(Default)]
-struct Enforcer {
-    arrivals: Mutex<VecDeque<Instant>>,
-    served: AtomicUsize,
-    refused: AtomicUsize,
-}
-
-struct Enforcing(Arc<Enforcer>);
-
-impl Respond for Enforcing {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let this = &self.0;
-        let now = Instant::now();
-        let mut arrivals = this.arrivals.lock().unwrap();
-        while arrivals
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
-        {
-            arrivals.pop_front();
-        }
-        if arrivals.len() >= RPM {
-            this.refused.fetch_add(1, Ordering::SeqCst);
-            return ResponseTemplate::new(429).insert_header("retry-after", "30");
-        }
-        arrivals.push_back(now);
-        this.served.fetch_add(1, Ordering::SeqCst);
-        ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json")
-    }
-}
 
 /// A gateway process and its address; killed on drop.
 struct Gateway {
@@ -91,9 +60,9 @@ fn gateway(s: &Scene) -> Gateway {
 async fn two_gateway_processes_ride_out_a_redis_restart() {
     let mut redis = redis_server();
     let upstream = MockServer::start().await;
-    let enforcer = Arc::new(Enforcer::default());
+    let enforcer = Enforcer::new(RPM, fixture("openai/ok.json"));
     Mock::given(method("POST"))
-        .respond_with(Enforcing(enforcer.clone()))
+        .respond_with(enforcer.responder())
         .mount(&upstream)
         .await;
     let extra = format!(
@@ -171,8 +140,8 @@ async fn two_gateway_processes_ride_out_a_redis_restart() {
         outcome.2, 0,
         "ok, refused for capacity, failed: {outcome:?}"
     );
-    assert_eq!(enforcer.refused.load(Ordering::SeqCst), 0, "{outcome:?}");
-    let served = enforcer.served.load(Ordering::SeqCst);
+    assert_eq!(enforcer.refused(), 0, "{outcome:?}");
+    let served = enforcer.served();
     assert!(
         (RPM - 6..=RPM).contains(&served),
         "{served} served: {outcome:?}"

@@ -528,7 +528,13 @@ impl<'a> Engine<'a> {
 }
 
 /// The reservation of `need` on candidate `rank` (`d`), in `bucket`, in periods `p`.
-fn reservation(need: &Need, rank: usize, d: DeploymentId, bucket: u64, p: &Periods) -> Reservation {
+pub(crate) fn reservation(
+    need: &Need,
+    rank: usize,
+    d: DeploymentId,
+    bucket: u64,
+    p: &Periods,
+) -> Reservation {
     Reservation {
         id: need.id,
         deployment: d,

@@ -76,8 +76,8 @@ pub(crate) struct Leases {
     now: u64,
     /// The provider's latest report per leased deployment, sent with the next correction.
     reports: HashMap<DeploymentId, Observation>,
-    /// Recent admissions per deployment: when (ms) and tokens.
-    recent: HashMap<DeploymentId, VecDeque<(u64, u64)>>,
+    /// Recent admissions from blocks, any deployment: when (ms) and tokens.
+    recent: VecDeque<(u64, u64)>,
     /// Deployments that had no room for a block, until when (ms): not asked again before.
     full_until: HashMap<DeploymentId, u64>,
 }
@@ -118,7 +118,7 @@ impl Leases {
         }
         block.in_flight += 1;
         self.admitted.insert(r.id, (d, block.id, r.bucket, c));
-        self.recent.entry(d).or_default().push_back((now, tokens));
+        self.recent.push_back((now, tokens));
         Some(r)
     }
 
@@ -312,14 +312,21 @@ impl Leases {
         self.full_until.insert(d, until);
     }
 
+    /// `d` granted less than asked (it is at its limit): once the block is used up, do not
+    /// ask it for another before `until` (ms).
+    pub(crate) fn scarce(&mut self, d: DeploymentId, until: u64) {
+        self.full_until.insert(d, until);
+    }
+
     /// Whether `d` was found full lately (see [`Leases::full`]).
     pub(crate) fn is_full(&self, d: DeploymentId, now: u64) -> bool {
         self.full_until.get(&d).is_some_and(|&t| t > now)
     }
 
-    /// Admissions on `d` in the last ten seconds, and their mean tokens (`auto` sizing).
-    pub(crate) fn rate(&mut self, d: DeploymentId, now: u64) -> (u64, u64) {
-        let recent = self.recent.entry(d).or_default();
+    /// Admissions from blocks (any deployment) in the last ten seconds, and their mean tokens
+    /// (`auto` sizing).
+    pub(crate) fn rate(&mut self, now: u64) -> (u64, u64) {
+        let recent = &mut self.recent;
         while recent.front().is_some_and(|(t, _)| t + RATE_SPAN_MS <= now) {
             recent.pop_front();
         }
@@ -397,6 +404,6 @@ mod tests {
         for t in [0, 1_000, 9_000, 12_000] {
             assert!(l.take(D, &need(30), 0, t).is_some());
         }
-        assert_eq!(l.rate(D, 12_000), (2, 30));
+        assert_eq!(l.rate(12_000), (2, 30));
     }
 }

@@ -222,6 +222,25 @@ impl RedisStore {
     }
 
     /// Window hash and slots zset of each scope.
+    /// `1` and the provider's report on the deployment whose scope is `scope`, or `0` without
+    /// one (the tail of settle.lua's and unlease.lua's ARGV).
+    fn push_report(
+        &self,
+        inv: &mut ScriptInvocation<'_>,
+        scope: usize,
+        observed: Option<&Observation>,
+    ) {
+        match observed {
+            Some(obs) => {
+                inv.arg(1);
+                push_observation(inv, self.table.def(scope).limits, obs);
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
+    }
+
     fn push_window_keys(&self, inv: &mut ScriptInvocation<'_>, scopes: &[usize]) {
         for &s in scopes {
             inv.key(&self.scope_keys[s].window)
@@ -316,15 +335,7 @@ impl RedisStore {
                 inv.arg(0);
             }
         }
-        match observed {
-            Some(obs) => {
-                inv.arg(1);
-                push_observation(&mut inv, self.table.def(scopes[0]).limits, obs);
-            }
-            None => {
-                inv.arg(0);
-            }
-        }
+        self.push_report(&mut inv, scopes[0], observed);
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
             [n] => Ok(*n == 1),

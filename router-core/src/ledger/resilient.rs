@@ -788,6 +788,11 @@ impl Inner {
                         now + secs * 1000,
                         now,
                     );
+                    if grant.requests < want.0 || tokens < want.1 {
+                        // At its limit: capacity trickles back as the window slides; asking for
+                        // every trickle would cost a call per request or two.
+                        st.leases.scarce(d, now + LEASE_RETRY_MS);
+                    }
                     let admitted = Admitted {
                         deployment: d,
                         bucket: grant.bucket,
@@ -813,8 +818,8 @@ impl Inner {
 
     /// How much of `d` to lease for `need` on it: (requests, tokens) wanted, the least worth
     /// taking, and for how long (s). Tokens are leased only where a token limit applies.
-    /// `auto` asks for this instance's last ten seconds' rate over [`Lease::AUTO_SECS`] (plus
-    /// this request), at most half of its share of each limit.
+    /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
+    /// seconds (plus this request), at most half of its share of each limit.
     fn lease_size(
         &self,
         d: DeploymentId,
@@ -849,7 +854,9 @@ impl Inner {
                 ((requests, block_tokens), secs)
             }
             Lease::Auto => {
-                let (recent, mean) = st.leases.rate(d, self.now());
+                // The instance's whole leased rate, not `d`'s alone: when a cheaper deployment
+                // fills up, its traffic moves to `d` at once.
+                let (recent, mean) = st.leases.rate(self.now());
                 let requests = (recent * Lease::AUTO_SECS).div_ceil(10) + 1;
                 let requests =
                     request_limit.map_or(requests, |l| requests.min((l / (2 * instances)).max(1)));

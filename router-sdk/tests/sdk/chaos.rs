@@ -4,17 +4,17 @@
 //! the upstream never sees more than its limit in 60 s, and once Redis is back every reservation
 //! is settled and nothing is left in flight.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use llmroute_tests::enforcer::Enforcer;
 use llmroute_tests::{TestRedis, redis_server};
 use router_core::clock::SystemClock;
 use router_core::config::Registry;
 use router_core::ledger::{Ledger, Mode, RedisStore, RedisStoreOptions, ResilientStore};
 use router_sdk::{ChatRequest, Error, Router, StaticKeys};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer};
 
 use crate::support::*;
 
@@ -22,40 +22,6 @@ use crate::support::*;
 const RPM: usize = 120;
 /// How long one request may take, waits included.
 const DEADLINE: Duration = Duration::from_millis(1_500);
-
-/// An upstream that admits at most [`RPM`] requests in any 60 s (exactly, by arrival time) and
-/// answers 429 beyond.
-#[derive(Default)]
-struct Enforcer {
-    arrivals: Mutex<VecDeque<Instant>>,
-    served: AtomicUsize,
-    refused: AtomicUsize,
-}
-
-/// The mock's handle on the shared [`Enforcer`].
-struct Enforcing(Arc<Enforcer>);
-
-impl Respond for Enforcing {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let this = &self.0;
-        let now = Instant::now();
-        let mut arrivals = this.arrivals.lock().unwrap();
-        while arrivals
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
-        {
-            arrivals.pop_front();
-        }
-        if arrivals.len() >= RPM {
-            this.refused.fetch_add(1, Ordering::SeqCst);
-            return error_json(429, "openai/rate_limit_429.json")
-                .insert_header("retry-after", "30");
-        }
-        arrivals.push_back(now);
-        this.served.fetch_add(1, Ordering::SeqCst);
-        ok_json("openai/ok.json")
-    }
-}
 
 /// What the routers' requests came to.
 #[derive(Debug, Default)]
@@ -78,9 +44,9 @@ impl Scene {
     async fn new() -> Scene {
         let redis = redis_server();
         let upstream = MockServer::start().await;
-        let enforcer = Arc::new(Enforcer::default());
+        let enforcer = Enforcer::new(RPM, fixture("openai/ok.json"));
         Mock::given(wiremock::matchers::method("POST"))
-            .respond_with(Enforcing(enforcer.clone()))
+            .respond_with(enforcer.responder())
             .mount(&upstream)
             .await;
         let up = Upstream {
@@ -223,11 +189,11 @@ where
     assert_eq!(out.ledger.load(Ordering::SeqCst), 0, "{out:?}");
     assert_eq!(out.other.load(Ordering::SeqCst), 0, "{out:?}");
     assert_eq!(
-        scene.enforcer.refused.load(Ordering::SeqCst),
+        scene.enforcer.refused(),
         0,
         "the upstream refused requests over its limit: {out:?}"
     );
-    let served = scene.enforcer.served.load(Ordering::SeqCst);
+    let served = scene.enforcer.served();
     assert!(served <= RPM, "{served} served in under a minute");
     let _ = &scene.upstream;
     (scene, out)
@@ -250,7 +216,7 @@ async fn redis_killed_and_restarted_empty_nothing_fails_nothing_goes_over() {
 /// and the upstream served all but a few of what it allows (the ledger errs on the safe side
 /// by what it cannot tell apart across the outage).
 fn reached_the_limit(scene: &Scene, out: &Outcomes) {
-    let served = scene.enforcer.served.load(Ordering::SeqCst);
+    let served = scene.enforcer.served();
     assert!(served >= RPM - 10, "only {served} served: {out:?}");
     assert!(out.no_capacity.load(Ordering::SeqCst) > 0, "{out:?}");
 }

@@ -1,7 +1,7 @@
 //! Leases (lua/lease.lua, lua/unlease.lua): a block of a deployment's limits granted to one
 //! instance in one call, and what its requests did not use given back.
 
-use super::{LEASE, RedisStore, UNLEASE, push_observation};
+use super::{LEASE, RedisStore, UNLEASE};
 use crate::config::DeploymentId;
 use crate::ledger::LedgerError;
 use crate::ledger::types::Observation;
@@ -91,15 +91,7 @@ impl RedisStore {
         for delta in deltas {
             inv.arg(delta);
         }
-        match observed {
-            Some(obs) => {
-                inv.arg(1);
-                push_observation(&mut inv, self.table.def(scopes[0]).limits, obs);
-            }
-            None => {
-                inv.arg(0);
-            }
-        }
+        self.push_report(&mut inv, scopes[0], observed);
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
             [1] => Ok(()),

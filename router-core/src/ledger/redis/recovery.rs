@@ -11,8 +11,9 @@ use redis::{Script, ScriptInvocation};
 use super::{HEARTBEAT, RESTORE, RedisStore};
 use crate::config::DeploymentId;
 use crate::ledger::LedgerError;
+use crate::ledger::engine::reservation;
 use crate::ledger::period::periods;
-use crate::ledger::types::{ActualUsage, Need, Reservation, TenantHold};
+use crate::ledger::types::{ActualUsage, Need, Reservation};
 use crate::ledger::window::{BUCKET_MS, Counts};
 
 /// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key.
@@ -295,20 +296,7 @@ impl RedisStore {
         };
         let p = periods(bucket.saturating_mul(BUCKET_MS));
         for (rank, &deployment) in candidates.iter().enumerate() {
-            let r = Reservation {
-                id: need.id,
-                deployment,
-                bucket,
-                tokens: need.tokens_on(rank),
-                input_tokens: need.input_on(rank),
-                rank,
-                tenant: need.tenant.as_ref().map(|t| TenantHold {
-                    name: t.spec.name.clone(),
-                    cost_micros: need.cost(rank),
-                    day: p.day,
-                    month: p.month,
-                }),
-            };
+            let r = reservation(need, rank, deployment, bucket, &p);
             if self.finish(&r, ActualUsage::default(), -1, None).await? {
                 return Ok(true);
             }
