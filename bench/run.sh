@@ -25,7 +25,8 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build]
   -h, --help             this text
 
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
-OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR.
+OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
+value, e.g. auto, given to every deployment in the llmroute runs of the default and --quick sets).
 EOF
 }
 
@@ -307,6 +308,9 @@ chaos_runs() {
     done
 }
 
+LEASE_ARGS=()
+[[ -n ${LLMROUTE_BENCH_LEASE:-} ]] && LEASE_ARGS=(--lease "$LLMROUTE_BENCH_LEASE")
+
 T0=$(date +%s)
 # Inside- and cross-aligned runs alternate where possible: a cross run starts 15 s before a
 # minute boundary, just after an inside run, so fewer minutes are spent waiting.
@@ -324,14 +328,14 @@ elif ((GATEWAY_ONLY)); then
     gateway_runs
     ORDER=(floor-k4)
 elif ((QUICK)); then
-    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
+    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4 "${LEASE_ARGS[@]}"
     ORDER=(floor-k4 llmroute-k4)
 else
-    bench llmroute-k4-observe-cross "llmroute K=4 (observe, cross)" "$OBSERVE" 600 cross 4
-    bench llmroute-k1 "llmroute K=1" "$ENFORCE" 600 inside 1
-    bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8
-    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4
-    bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4
+    bench llmroute-k4-observe-cross "llmroute K=4 (observe, cross)" "$OBSERVE" 600 cross 4 "${LEASE_ARGS[@]}"
+    bench llmroute-k1 "llmroute K=1" "$ENFORCE" 600 inside 1 "${LEASE_ARGS[@]}"
+    bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8 "${LEASE_ARGS[@]}"
+    bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4 "${LEASE_ARGS[@]}"
+    bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4 "${LEASE_ARGS[@]}"
     gateway_runs
     ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack)
     if [[ -n $LITELLM_PY ]]; then
