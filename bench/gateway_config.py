@@ -3,9 +3,12 @@ mid, premium) at the mock, each serving alias `chat` with its limits and prices,
 the run's Redis, and `x-bench-id` passed on so the mock attributes each attempt.
 
 Usage: gateway_config.py PROVIDERS_JSON MOCK_URL REDIS_HOST:PORT > gateway.yaml
+
+With LLMROUTE_BENCH_LEASE set (e.g. `auto`), every deployment gets that `lease:`.
 """
 
 import json
+import os
 import sys
 
 
@@ -28,6 +31,8 @@ def main():
             f"        price: {{ input: {p['price_in']}, output: {p['price_out']} }}",
             f"        limits: {{ {limits} }}",
         ]
+        if os.environ.get("LLMROUTE_BENCH_LEASE"):
+            lines.append(f"        lease: {os.environ['LLMROUTE_BENCH_LEASE']}")
     print("\n".join(lines))
 
 

@@ -26,7 +26,8 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build]
 
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
 OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
-value, e.g. auto, given to every deployment in the llmroute runs of the default and --quick sets).
+value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick
+and --gateway-only sets).
 EOF
 }
 
