@@ -222,6 +222,16 @@ impl RedisStore {
     }
 
     /// Window hash and slots zset of each scope.
+    /// The epoch key last among the KEYS and the epoch this instance knows last among the ARGV
+    /// ('' when it knows none): admit.lua and lease.lua refuse when the store's differs.
+    fn push_epoch(&self, inv: &mut ScriptInvocation<'_>) {
+        inv.key(self.epoch_key());
+        match self.epoch.load(Ordering::Relaxed) {
+            0 => inv.arg(""),
+            epoch => inv.arg(epoch),
+        };
+    }
+
     /// `1` and the provider's report on the deployment whose scope is `scope`, or `0` without
     /// one (the tail of settle.lua's and unlease.lua's ARGV).
     fn push_report(
@@ -287,11 +297,7 @@ impl RedisStore {
                 push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
         }
-        inv.key(self.epoch_key());
-        match self.epoch.load(Ordering::Relaxed) {
-            0 => inv.arg(""),
-            epoch => inv.arg(epoch),
-        };
+        self.push_epoch(&mut inv);
         let reply = self.run(&inv).await?;
         if let [2, _] = reply.as_slice() {
             return Err(LedgerError::Lost {

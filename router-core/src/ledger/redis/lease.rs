@@ -50,11 +50,7 @@ impl RedisStore {
                 inv.arg(*delta);
             }
         }
-        inv.key(self.epoch_key());
-        match self.epoch.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => inv.arg(""),
-            epoch => inv.arg(epoch),
-        };
+        self.push_epoch(&mut inv);
         let reply = self.run(&inv).await?;
         if let [2, _] = reply.as_slice() {
             return Err(LedgerError::Lost {
