@@ -35,7 +35,7 @@ use futures_util::future::BoxFuture;
 use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::leases::{Leases, Owed};
 use super::redis::recovery::{Beat, Replayed, Restore, Restored, WindowOf};
-use super::scopes::ScopeTable;
+use super::scopes::{ScopeTable, share_of};
 use super::types::*;
 use super::window::{Counts, Slot, Window, bucket_of};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
@@ -248,8 +248,8 @@ struct State {
     /// The store's epoch as last seen (0: none).
     epoch: u64,
     in_flight: HashMap<u64, Held>,
-    /// Tenants served lately: spec and when last, ms.
-    tenants: HashMap<String, (TenantSpec, u64)>,
+    /// Tenants served lately, and when last (ms).
+    tenants: HashMap<String, u64>,
     /// Admissions whose reply timed out: Redis may have counted them after all.
     uncertain: Vec<(Need, Vec<DeploymentId>)>,
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
@@ -687,8 +687,13 @@ impl Inner {
         {
             let mut st = self.lock();
             if let Some(t) = &need.tenant {
-                st.tenants
-                    .insert(t.spec.name.clone(), (t.spec.clone(), self.now()));
+                let now = self.now();
+                match st.tenants.get_mut(&t.spec.name) {
+                    Some(at) => *at = now,
+                    None => {
+                        st.tenants.insert(t.spec.name.clone(), now);
+                    }
+                }
             }
             if st.mode() != Mode::Shared {
                 return st.admit_elsewhere(self, need, candidates);
@@ -1052,9 +1057,8 @@ impl State {
     /// [`TENANTS_PER_BEAT`]; older ones are forgotten.
     fn recent_tenants(&mut self, now: u64) -> Vec<String> {
         self.tenants
-            .retain(|_, (_, at)| now.saturating_sub(*at) <= TENANT_MEMORY_MS);
-        let mut names: Vec<(&String, u64)> =
-            self.tenants.iter().map(|(n, (_, at))| (n, *at)).collect();
+            .retain(|_, at| now.saturating_sub(*at) <= TENANT_MEMORY_MS);
+        let mut names: Vec<(&String, u64)> = self.tenants.iter().map(|(n, at)| (n, *at)).collect();
         names.sort_by_key(|n| std::cmp::Reverse(n.1));
         names
             .into_iter()
@@ -1218,22 +1222,8 @@ impl State {
 /// A tenant's share of its limits and budgets on one of `n` instances; `None` when its share of
 /// some limit is zero.
 fn tenant_share(spec: &TenantSpec, n: u64) -> Option<TenantSpec> {
-    let mut zero = false;
-    let mut part = |l: Option<std::num::NonZeroU64>| {
-        l.map(|v| {
-            std::num::NonZeroU64::new(v.get() / n).unwrap_or_else(|| {
-                zero = true;
-                std::num::NonZeroU64::MIN
-            })
-        })
-    };
-    let limits = crate::config::Limits {
-        rpm: part(spec.limits.rpm),
-        tpm: part(spec.limits.tpm),
-        itpm: part(spec.limits.itpm),
-        otpm: part(spec.limits.otpm),
-        concurrency: part(spec.limits.concurrency),
-    };
+    let (limits, zero) = share_of(spec.limits, n);
+    let n = n.max(1);
     let budget = BudgetMicros {
         daily: spec.budget.daily.map(|b| (b / n).max(1)),
         monthly: spec.budget.monthly.map(|b| (b / n).max(1)),

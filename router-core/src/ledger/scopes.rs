@@ -23,6 +23,30 @@ pub struct ScopeTable {
     by_deployment: Vec<Vec<usize>>,
 }
 
+/// One of `instances`' share of `limits`: each divided and rounded down. The second value says
+/// whether some limit's share is zero (it is then 1 in the first, which the caller must not
+/// admit against).
+pub(crate) fn share_of(limits: Limits, instances: u64) -> (Limits, bool) {
+    let n = instances.max(1);
+    let mut zero = false;
+    let mut part = |l: Option<NonZeroU64>| {
+        l.map(|v| {
+            NonZeroU64::new(v.get() / n).unwrap_or_else(|| {
+                zero = true;
+                NonZeroU64::MIN
+            })
+        })
+    };
+    let shared = Limits {
+        rpm: part(limits.rpm),
+        tpm: part(limits.tpm),
+        itpm: part(limits.itpm),
+        otpm: part(limits.otpm),
+        concurrency: part(limits.concurrency),
+    };
+    (shared, zero)
+}
+
 /// Which scope each position of [`ScopeTable::of`] is, in check order.
 pub(crate) const SCOPE_ORDER: [Scope; 2] = [Scope::Deployment, Scope::Provider];
 
@@ -62,29 +86,12 @@ impl ScopeTable {
     /// instance's share. The second value says, per scope, whether some limit's share is zero
     /// (the instance may admit nothing there).
     pub(crate) fn share(&self, instances: u64) -> (Self, Vec<bool>) {
-        let n = instances.max(1);
         let mut zero = Vec::with_capacity(self.scopes.len());
         let scopes = self
             .scopes
             .iter()
             .map(|def| {
-                let mut none_left = false;
-                let mut part = |l: Option<NonZeroU64>| {
-                    l.map(|v| {
-                        NonZeroU64::new(v.get() / n).unwrap_or_else(|| {
-                            none_left = true;
-                            NonZeroU64::MIN
-                        })
-                    })
-                };
-                let l = def.limits;
-                let limits = Limits {
-                    rpm: part(l.rpm),
-                    tpm: part(l.tpm),
-                    itpm: part(l.itpm),
-                    otpm: part(l.otpm),
-                    concurrency: part(l.concurrency),
-                };
+                let (limits, none_left) = share_of(def.limits, instances);
                 zero.push(none_left);
                 ScopeDef {
                     name: def.name.clone(),
