@@ -64,6 +64,7 @@ mod registry;
 mod routes;
 mod state;
 mod tenants;
+mod usage;
 mod validate;
 
 pub use capabilities::{Capabilities, Capability, Features, needed};
@@ -76,4 +77,5 @@ pub use registry::{
 };
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;
+pub use usage::{UsageSettings, UsageSink};
 pub(crate) use state::{RedisTarget, parse_redis_url};

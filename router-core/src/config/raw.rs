@@ -49,6 +49,9 @@ pub(crate) struct RawConfig {
     /// Timeouts and failure mode of the shared ledger.
     #[serde(default)]
     pub(crate) ledger: Option<RawLedger>,
+    /// Where usage records go.
+    #[serde(default)]
+    pub(crate) usage: Option<At<super::usage::RawUsage>>,
 }
 
 /// `ledger:`.

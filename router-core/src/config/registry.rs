@@ -346,6 +346,8 @@ pub struct Registry {
     pub gateway: Gateway,
     /// The shared ledger's timeouts and failure mode (`ledger:`).
     pub ledger: LedgerSettings,
+    /// Where usage records go (`usage:`); `None`: the driver's default.
+    pub usage: Option<super::UsageSettings>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -362,6 +364,7 @@ impl std::fmt::Debug for Registry {
             .field("routes", &self.routes)
             .field("gateway", &self.gateway)
             .field("ledger", &self.ledger)
+            .field("usage", &self.usage)
             .finish()
     }
 }

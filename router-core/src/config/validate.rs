@@ -39,6 +39,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         routes: Routes::default(),
         gateway: Gateway::default(),
         ledger: ledger(&ctx, raw.ledger.as_ref())?,
+        usage: super::usage::usage(&ctx, raw.usage.as_ref())?,
     };
     providers(&ctx, raw, &mut registry)?;
     registry.routes = routes(&ctx, raw.routes.as_ref(), &registry)?;

@@ -57,6 +57,7 @@ mod window;
 use futures_util::future::BoxFuture;
 
 pub use memory::MemoryStore;
+pub use period::calendar;
 pub use redis::{RedisStore, RedisStoreOptions};
 pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;

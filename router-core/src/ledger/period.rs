@@ -59,6 +59,40 @@ pub(crate) fn periods(now_ms: u64) -> Periods {
     }
 }
 
+/// The calendar of budgets, for reports that line up with them (`llmroute usage`).
+pub mod calendar {
+    use super::{DAY_MS, civil_from_days, days_from_civil, periods};
+
+    /// One UTC day in ms.
+    pub const DAY: u64 = DAY_MS;
+
+    /// (year, month 1..=12, day 1..=31) of the UTC day holding `ms`.
+    pub fn date_of(ms: u64) -> (i64, u64, u64) {
+        let day = (ms / DAY_MS) as i64;
+        let (y, m) = civil_from_days(day);
+        (y, m, (day - days_from_civil(y, m)) as u64 + 1)
+    }
+
+    /// Midnight UTC starting (year, month, day), in ms since the epoch; `None` for a date that
+    /// does not exist or lies before 1970.
+    pub fn midnight(y: i64, m: u64, d: u64) -> Option<u64> {
+        if !(1..=12).contains(&m) || d == 0 {
+            return None;
+        }
+        let first = days_from_civil(y, m);
+        let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+        let len = (days_from_civil(ny, nm) - first) as u64;
+        let day = first + d as i64 - 1;
+        (d <= len && day >= 0).then(|| day as u64 * DAY_MS)
+    }
+
+    /// The UTC month holding `ms`: when it starts and when the next one starts.
+    pub fn month_of(ms: u64) -> (u64, u64) {
+        let p = periods(ms);
+        (p.month_start, p.month_end)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +121,22 @@ mod tests {
             (1_798_761_600_000, 1_798_761_600_000)
         );
         assert_eq!(periods(1_798_761_600_000).month, 2027 * 12);
+    }
+
+    #[test]
+    fn calendar_dates_round_trip() {
+        use super::calendar::{date_of, midnight, month_of};
+        // 2026-11-29T08:41:54Z
+        assert_eq!(date_of(1_795_941_714_000), (2026, 11, 29));
+        assert_eq!(midnight(2026, 11, 29), Some(1_795_910_400_000));
+        assert_eq!(midnight(2028, 2, 29), Some(1_835_395_200_000));
+        assert_eq!(date_of(1_835_395_200_000), (2028, 2, 29));
+        assert_eq!(midnight(2027, 2, 29), None);
+        assert_eq!(midnight(2026, 13, 1), None);
+        assert_eq!(midnight(1969, 12, 31), None);
+        assert_eq!(
+            month_of(1_795_941_714_000),
+            (1_793_491_200_000, 1_796_083_200_000)
+        );
     }
 }
