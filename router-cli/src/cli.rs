@@ -16,7 +16,7 @@ use crate::logging::LogFormat;
 /// -vvv trace; RUST_LOG, when set, chooses instead (e.g. RUST_LOG=router_sdk=debug);
 /// --log-format json writes one JSON object per line.
 ///
-/// Exit status: 0 success; 2 usage or configuration (bad flags or YAML, unknown model, no key
+/// Exit status: 0 success; 1 `usage --check` found a difference; 2 usage or configuration (bad flags or YAML, unknown model, no key
 /// set, unreadable prompt); 3 no capacity before the deadline; 4 provider error (error answer,
 /// timeout, connection); 5 state store unavailable; 130 / 143 `chat` stopped by SIGINT / SIGTERM
 /// (its reservation settled first).
@@ -66,6 +66,13 @@ pub(crate) enum Command {
     Chat(crate::commands::chat::ChatArgs),
     /// Show what the shared ledger holds: per deployment, use against limits, cooldowns, prices.
     Quota(crate::commands::quota::QuotaArgs),
+    /// Report what the usage records say over a period: requests, tokens, cost, grouped by
+    /// day, hour, tenant, model, provider or outcome, with spend against each tenant's budget;
+    /// `--check` compares the ledger's spend counters with the records.
+    ///
+    /// Records are written by `chat` and `serve` (one per finished request) to `usage` of the
+    /// configuration (default: usage.sqlite in the state directory; $LLMROUTE_USAGE replaces it).
+    Usage(crate::commands::usage::UsageArgs),
     /// Simulate traffic through the real routing core against simulated providers that enforce
     /// the configured limits: no network, no keys. Prints what each deployment served, cost and
     /// 429s, against sending everything to the cheapest or the dearest deployment.

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use router_core::ledger::Ledger;
 use router_sdk::Router;
+use router_sdk::store::Environment;
+use router_sdk::usage::{self, UsageDefault};
 
 use crate::cli::Global;
 use crate::config::{self, Loaded};
@@ -32,15 +34,21 @@ impl<'a> Context<'a> {
         config::load(self.global)
     }
 
-    /// A router over `loaded` and the ledger it selects (exit status 5 when the ledger is
-    /// unavailable).
+    /// A router over `loaded`, the ledger it selects (exit status 5 when the ledger is
+    /// unavailable) and its usage sink (default: the embedded SQLite file; exit status 2 for an
+    /// unusable `$LLMROUTE_USAGE`, 5 for a file that cannot be opened).
     pub(crate) async fn router(&self, loaded: Loaded) -> Result<Router, Failure> {
         let ledger = self.open_ledger(&loaded).await?;
-        Router::builder(loaded.registry)
-            .ledger(ledger)
-            .build()
-            .await
-            .map_err(Failure::router)
+        let env = Environment::process();
+        let settings = usage::settings(&loaded.registry, UsageDefault::Sqlite, &env)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{e}")))?;
+        let recorder = usage::open(&settings, &env).map_err(Failure::state)?;
+        let builder = Router::builder(loaded.registry).ledger(ledger);
+        let builder = match recorder {
+            Some(recorder) => builder.usage(recorder),
+            None => builder,
+        };
+        builder.build().await.map_err(Failure::router)
     }
 
     /// Opens the ledger `loaded` selects (exit status 5 when it is unavailable).

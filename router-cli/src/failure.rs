@@ -3,6 +3,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success |
+//! | 1 | `usage --check`: the ledger and the usage records differ |
 //! | 2 | usage or configuration (bad flags, bad YAML, unknown model, no key set, no prompt) |
 //! | 3 | no capacity (or budget) before the deadline |
 //! | 4 | the provider failed (error answer, timeout, connection) |
@@ -21,6 +22,7 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
+    const DIFFERS: u8 = 1;
     const USAGE: u8 = 2;
     const NO_CAPACITY: u8 = 3;
     const PROVIDER: u8 = 4;
@@ -30,6 +32,14 @@ impl Failure {
     pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Failure {
         Failure {
             code: Self::USAGE,
+            error: error.into(),
+        }
+    }
+
+    /// A check found a difference: exit status 1.
+    pub(crate) fn differs(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            code: Self::DIFFERS,
             error: error.into(),
         }
     }
@@ -60,7 +70,7 @@ impl Failure {
         let code = match &error {
             Error::NoCapacity { .. } | Error::BudgetExhausted { .. } => Self::NO_CAPACITY,
             Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
-            Error::Ledger(_) => Self::STATE,
+            Error::Ledger(_) | Error::Usage(_) => Self::STATE,
             _ => Self::USAGE,
         };
         Failure {

@@ -46,6 +46,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             Command::Providers(args) => commands::providers::run(&ctx, args, out).await,
             Command::Chat(args) => commands::chat::run(&ctx, args, out).await,
             Command::Quota(args) => commands::quota::run(&ctx, args, out).await,
+            Command::Usage(args) => commands::usage::run(&ctx, args, out).await,
             Command::Simulate(args) => commands::simulate::run(&ctx, args, out).await,
             Command::Serve(args) => commands::serve::run(&ctx, args, out).await,
             Command::Keys(args) => commands::keys::run(&ctx, args, out).await,

@@ -170,6 +170,11 @@ impl From<Error> for ApiError {
                 "server_error",
                 "ledger_unavailable",
             ),
+            Error::Usage(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "usage_unavailable",
+            ),
             _ => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",

@@ -43,7 +43,7 @@ impl Router {
     /// Every path settles the reservation: success with the provider's usage, failures as what
     /// the provider saw, and a dropped future through a drop guard.
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, Error> {
-        let mut request = self.begin(&req)?;
+        let mut request = self.begin(&req, false)?;
         let span = request.span.clone();
         let input = CallInput::of(&request, &req);
         async {

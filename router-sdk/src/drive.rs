@@ -11,6 +11,7 @@ use router_core::flow::{self, Flow, GiveUp, Next, Reached, Settle};
 use router_core::ledger::{Admission, Denial, Observation};
 use tracing::{Instrument, Span};
 
+use crate::account::{Account, Opening};
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::router::{Planned, Router};
@@ -33,11 +34,13 @@ pub(crate) struct Request {
     last_denial: Option<Denial>,
     /// The request's span: request id, tenant, model, priority, routing rule, metadata.
     pub(crate) span: Span,
+    /// Its usage record, written when it ends.
+    pub(crate) account: Account,
 }
 
 impl Router {
-    /// Plans `req` and starts its flow and its span.
-    pub(crate) fn begin(&self, req: &ChatRequest) -> Result<Request, Error> {
+    /// Plans `req` (`stream`: for `chat_stream`) and starts its flow, its span and its account.
+    pub(crate) fn begin(&self, req: &ChatRequest, stream: bool) -> Result<Request, Error> {
         let planned = self.plan(req)?;
         let id = match &req.request_id {
             Some(id) => id.clone(),
@@ -53,7 +56,30 @@ impl Router {
             route = planned.route.as_ref().map(tracing::field::display),
             metadata = ?req.metadata,
         );
+        let recorder = self.inner.recorder.clone();
+        let account = Account::open(
+            recorder.clone(),
+            Opening {
+                id: match recorder {
+                    Some(_) => format!("{:016x}{:016x}", self.draw_u64(), self.draw_u64()),
+                    None => String::new(),
+                },
+                request_id: id.clone(),
+                // The tenant named, whether or not a tier tracks it.
+                tenant: req.tenant.clone(),
+                key_id: req.key_id.clone(),
+                model_asked: req.model.clone().unwrap_or_else(|| planned.model.clone()),
+                route: planned
+                    .route
+                    .as_ref()
+                    .map(|m| format!("routes.{}[{}]", m.alias, m.index)),
+                priority: planned.plan.priority.as_str(),
+                stream,
+                start_ms: self.now_ms(),
+            },
+        );
         Ok(Request {
+            account,
             id,
             flow: Flow::new(self.inner.policy, &planned.plan),
             planned,
@@ -85,10 +111,18 @@ impl Router {
                 Next::Wait(wait) => {
                     tracing::info!(wait_ms = wait.as_millis() as u64, "waiting for capacity");
                     self.inner.sleeper.sleep(wait).await;
-                    request.flow.woke()
+                    let next = request.flow.woke();
+                    request.account.waited(request.flow.waited());
+                    next
                 }
                 Next::Call(d) => match guard.take() {
                     Some(held) => {
+                        let registry = &self.inner.registry;
+                        request.account.calling(
+                            &registry.provider_of(d).name,
+                            &registry.deployment(d).model,
+                            held.estimate_micros(),
+                        );
                         let span = self.attempt_span(request, d);
                         let called = std::time::Instant::now();
                         let result = call(d).instrument(span.clone()).await;
@@ -118,7 +152,15 @@ impl Router {
         guard: &mut Option<Guard>,
     ) -> Result<Next, Error> {
         let need = request.planned.plan.need_for(candidates);
-        match self.inner.ledger.admit(&need, candidates).await? {
+        let admission = match self.inner.ledger.admit(&need, candidates).await {
+            Ok(admission) => admission,
+            Err(e) => {
+                let e = Error::from(e);
+                request.account.close(Some(e.class()));
+                return Err(e);
+            }
+        };
+        match admission {
             Admission::Granted(r) => {
                 request.planned.plan.next_reservation();
                 let registry = &self.inner.registry;
@@ -181,15 +223,22 @@ impl Router {
             CallFailure::Timeout(_) | CallFailure::Connect(_) => None,
         };
         let guard = guard.reporting(observed);
-        match after.settle {
-            Settle::Release => guard.release().await,
-            Settle::Refused => guard.refused().await,
+        let charged = match after.settle {
+            Settle::Release => {
+                guard.release().await;
+                0
+            }
+            Settle::Refused => {
+                guard.refused().await;
+                0
+            }
             Settle::Estimate => guard.settle_estimate().await,
             Settle::Reported => match reported.flatten() {
                 Some(usage) => guard.settle(usage).await,
                 None => guard.settle_estimate().await,
             },
-        }
+        };
+        request.account.call_failed(failure.kind_name(), charged);
         if let Some(c) = after.cooldown {
             if let Err(e) = self.inner.ledger.cooldown(c.deployment, c.duration).await {
                 tracing::warn!(error = %e, "could not put the cooldown; failing over anyway");
@@ -252,7 +301,10 @@ impl Router {
             None => Usage::new(estimate.prompt_tokens, estimate.completion_tokens),
         };
         let observed = headers.and_then(|h| self.report(d, h));
-        guard.reporting(observed).settle(usage).await;
+        let charged = guard.reporting(observed).settle(usage).await;
+        request.account.answered(&usage, charged);
+        request.account.waited(request.flow.waited());
+        request.account.close(None);
         tracing::info!(
             deployment = %self.inner.registry.deployment_name(d),
             prompt_tokens = usage.prompt_tokens,
@@ -283,7 +335,7 @@ impl Router {
             .as_ref()
             .map_or_else(String::new, |d| self.describe(d));
         tracing::info!(why = ?why, "request gave up");
-        match (why, request.last_failure.take()) {
+        let error = match (why, request.last_failure.take()) {
             (GiveUp::Budget { resets_in }, _) => Error::BudgetExhausted {
                 tenant: request.planned.plan.tenant().unwrap_or_default().to_owned(),
                 detail,
@@ -303,7 +355,10 @@ impl Router {
                 detail,
                 attempts,
             },
-        }
+        };
+        request.account.waited(request.flow.waited());
+        request.account.close(Some(error.class()));
+        error
     }
 
     fn error(&self, d: DeploymentId, failure: CallFailure, attempts: Vec<Attempt>) -> Error {

@@ -109,6 +109,9 @@ pub enum Error {
     /// The state store failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The usage sink could not be opened or read (writing never fails a request).
+    #[error(transparent)]
+    Usage(#[from] router_usage::UsageError),
 }
 
 fn hms(d: Duration) -> String {
@@ -140,7 +143,7 @@ impl Error {
                     | FailureClass::ServerError
                     | FailureClass::Decode
             ),
-            Error::Transport { .. } | Error::Ledger(_) => true,
+            Error::Transport { .. } | Error::Ledger(_) | Error::Usage(_) => true,
             _ => false,
         }
     }
@@ -169,6 +172,26 @@ impl Error {
         match self {
             Error::Provider { provider, .. } | Error::Transport { provider, .. } => Some(provider),
             _ => None,
+        }
+    }
+
+    /// A short stable name of what failed, as usage records keep it: the provider's failure
+    /// class (`rate_limited`, `server_error`, ...), `timeout`, `connect`, `no_capacity`,
+    /// `budget`, `ledger`, or `invalid_request` for a request llmroute refused as it was.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Error::Provider { class, .. } => class.as_str(),
+            Error::Transport { timeout: true, .. } => "timeout",
+            Error::Transport { timeout: false, .. } => "connect",
+            Error::NoCapacity { .. } => "no_capacity",
+            Error::BudgetExhausted { .. } => "budget",
+            Error::Ledger(_) => "ledger",
+            Error::Usage(_) => "usage",
+            Error::Config(_)
+            | Error::UnknownModel { .. }
+            | Error::InvalidRequest(_)
+            | Error::Unsupported { .. }
+            | Error::MissingKey { .. } => "invalid_request",
         }
     }
 

@@ -76,21 +76,36 @@ impl Guard {
     }
 
     /// Settles with what the provider reported it used: the window keeps what its limiter
-    /// counted, the tenant's budget gets the real cost.
-    pub(crate) async fn settle(self, usage: Usage) {
+    /// counted, the tenant's budget gets the real cost. Returns that cost, micro-USD.
+    pub(crate) async fn settle(self, usage: Usage) -> u64 {
         let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
         let cost = micros(usage.cost(&self.price));
         let actual = match &self.reservation {
             Some(r) => self.accounting.settlement(r, prompt, completion, cost),
-            None => return,
+            None => return 0,
         };
         self.finish(actual).await;
+        cost
     }
 
-    /// Settles with the estimate: whether and how much the provider spent is unknown.
-    pub(crate) async fn settle_estimate(self) {
-        let estimate = self.estimate;
+    /// Settles with the estimate: whether and how much the provider spent is unknown. Returns
+    /// the estimate's cost, micro-USD.
+    pub(crate) async fn settle_estimate(self) -> u64 {
+        let (estimate, cost) = (self.estimate, self.estimate_micros());
         self.finish(estimate).await;
+        cost
+    }
+
+    /// What the estimate costs, micro-USD: what a tenant's budget is charged, else the
+    /// reserved tokens at the deployment's price.
+    pub(crate) fn estimate_micros(&self) -> u64 {
+        match self.reservation.as_ref() {
+            Some(r) if r.tenant.is_none() => {
+                let output = r.tokens.saturating_sub(r.input_tokens);
+                micros(self.price.cost_cached(r.input_tokens, 0, output))
+            }
+            _ => self.estimate.cost_micros,
+        }
     }
 
     /// Settles a request the provider saw and refused: its request count stands, nothing else.

@@ -145,6 +145,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod account;
 mod chat;
 mod drive;
 mod error;
@@ -160,6 +161,7 @@ mod stream;
 pub mod time;
 mod transport;
 pub mod types;
+pub mod usage;
 pub(crate) mod wire;
 
 pub use error::Error;

@@ -44,6 +44,8 @@ pub(crate) struct Inner {
     pub(crate) reports: Reports,
     /// Settlements and releases, retried off the caller's path until they land.
     pub(crate) settler: Arc<Settler>,
+    /// Where each finished request's usage record goes; `None`: nowhere.
+    pub(crate) recorder: Option<router_usage::Recorder>,
 }
 
 /// Builds a [`Router`], with any of its parts replaced.
@@ -57,6 +59,7 @@ pub struct RouterBuilder {
     clock: Arc<dyn Clock>,
     sleeper: Arc<dyn Sleeper>,
     seed: Option<u64>,
+    recorder: Option<router_usage::Recorder>,
 }
 
 impl RouterBuilder {
@@ -94,6 +97,13 @@ impl RouterBuilder {
     /// How the router waits for capacity. Default: `tokio::time::sleep`.
     pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
         self.sleeper = sleeper;
+        self
+    }
+
+    /// Where usage records go (one per finished request). Default: nowhere; see
+    /// [`crate::usage::open`] for the configuration's `usage:`.
+    pub fn usage(mut self, recorder: router_usage::Recorder) -> Self {
+        self.recorder = Some(recorder);
         self
     }
 
@@ -144,6 +154,7 @@ impl RouterBuilder {
             rng: Mutex::new(rng),
             reports: Reports::new(deployments, policy.settings().max_cooldown),
             settler: Arc::new(Settler::new(ledger.clone())),
+            recorder: self.recorder,
         };
         Ok(Router {
             inner: Arc::new(inner),
@@ -192,6 +203,7 @@ impl Router {
             clock: Arc::new(SystemClock),
             sleeper: Arc::new(TokioSleeper),
             seed: None,
+            recorder: None,
         }
     }
 
@@ -201,13 +213,25 @@ impl Router {
     }
 
     /// A router over the configuration file at `path`, its ledger chosen as
-    /// [`LedgerChoice::resolve`] says: `REDIS_URL` when set, else the file's `state`, else memory.
+    /// [`LedgerChoice::resolve`] says: `REDIS_URL` when set, else the file's `state`, else memory;
+    /// its usage records as `LLMROUTE_USAGE` or the file's `usage:` says (none when neither
+    /// does).
     pub async fn from_path(path: impl AsRef<Path>) -> Result<Router, Error> {
         let registry = Registry::from_path(path.as_ref())?;
         let env = Environment::process();
         let choice = LedgerChoice::resolve(&registry, None, LocalStore::Memory, &env)?;
         let ledger = store::open(&choice, &registry).await?;
-        Self::builder(registry).ledger(ledger).build().await
+        let settings = crate::usage::settings(&registry, crate::usage::UsageDefault::None, &env)?;
+        let builder = Self::builder(registry).ledger(ledger);
+        match crate::usage::open(&settings, &env)? {
+            Some(recorder) => builder.usage(recorder).build().await,
+            None => builder.build().await,
+        }
+    }
+
+    /// Where usage records go, when anywhere.
+    pub fn usage(&self) -> Option<&router_usage::Recorder> {
+        self.inner.recorder.as_ref()
     }
 
     /// The configuration.
@@ -228,6 +252,9 @@ impl Router {
     /// stays held in the shared ledger until its slot expires.
     pub async fn drain(&self) {
         self.inner.settler.drain().await;
+        if let Some(recorder) = &self.inner.recorder {
+            recorder.flush().await;
+        }
         if let Err(e) = self.inner.ledger.close().await {
             tracing::warn!(error = %e, "ledger: could not give back what was leased");
         }

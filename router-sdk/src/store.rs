@@ -174,7 +174,7 @@ impl Environment {
     }
 
     /// The variable `name`; `None` when unset or empty.
-    fn var(&self, name: &str) -> Option<OsString> {
+    pub(crate) fn var(&self, name: &str) -> Option<OsString> {
         let value = match &self.vars {
             Some(vars) => vars.get(name).cloned(),
             None => std::env::var_os(name),
@@ -268,18 +268,24 @@ fn redis(
     })
 }
 
-/// The embedded file: in `$LLMROUTE_STATE_DIR`, else in the user's state directory.
+/// The embedded file: in the state directory.
 fn embedded(env: &Environment) -> Result<LedgerChoice, Error> {
-    let (dir, from) = match env.var(STATE_DIR_ENV) {
+    let (dir, from) = state_dir(env)?;
+    Ok(LedgerChoice::Embedded {
+        path: dir.join(EMBEDDED_FILE),
+        from,
+    })
+}
+
+/// llmroute's state directory: `$LLMROUTE_STATE_DIR`, else `llmroute` in the user's state
+/// directory; and where it came from.
+pub(crate) fn state_dir(env: &Environment) -> Result<(PathBuf, ChoiceOrigin), Error> {
+    Ok(match env.var(STATE_DIR_ENV) {
         Some(dir) => (PathBuf::from(dir), ChoiceOrigin::Env(STATE_DIR_ENV)),
         None => match &env.user_state_dir {
             Some(dir) => (dir.join("llmroute"), ChoiceOrigin::UserStateDir),
             None => return Err(no_state_dir()),
         },
-    };
-    Ok(LedgerChoice::Embedded {
-        path: dir.join(EMBEDDED_FILE),
-        from,
     })
 }
 

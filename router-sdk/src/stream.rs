@@ -89,7 +89,7 @@ struct Live {
 impl Router {
     /// Like [`Router::chat`], but yields the answer as it arrives.
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream, Error> {
-        let mut request = self.begin(&req)?;
+        let mut request = self.begin(&req, true)?;
         let span = request.span.clone();
         let input = CallInput::of(&request, &req);
         let (guard, response) = self
@@ -194,8 +194,12 @@ impl Live {
         let mut done = false;
         for item in items {
             match item {
-                StreamEvent::Delta(t) => text.push_str(&t),
+                StreamEvent::Delta(t) => {
+                    self.request.account.first_token();
+                    text.push_str(&t);
+                }
                 StreamEvent::ToolCall(delta) => {
+                    self.request.account.first_token();
                     self.flush(&mut text);
                     self.tool_calls.push(&delta);
                     self.pending.push_back(Ok(ChatChunk::ToolCallDelta(delta)));

@@ -373,6 +373,9 @@ pub struct ChatRequest {
     pub providers: Vec<String>,
     /// The tenant this request is accounted to.
     pub tenant: Option<String>,
+    /// An identifier of the API key the request came with, kept in its usage record (the
+    /// gateway sets the first 12 hex digits of the key's SHA-256). Never the key itself.
+    pub key_id: Option<String>,
     /// How long the whole request (waits, retries, the call) may take.
     pub deadline: Option<Duration>,
     /// How urgent it is.
@@ -409,6 +412,7 @@ impl std::fmt::Debug for ChatRequest {
             .field("extra_body (values hidden)", &extra)
             .field("providers", &self.providers)
             .field("tenant", &self.tenant)
+            .field("key_id", &self.key_id)
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)
             .field("headers (values hidden)", &headers)

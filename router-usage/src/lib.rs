@@ -7,12 +7,14 @@
 mod query;
 mod record;
 mod recorder;
+mod report;
 mod sink;
 mod spill;
 
 pub use query::{Group, Query, Row, Totals, label};
 pub use record::{Outcome, Record};
 pub use recorder::{Batching, Recorder, RecorderStats};
+pub use report::{BudgetUse, Point, Report, Series, parse_instant, report};
 pub use sink::{PostgresSink, SCHEMA_VERSION, Sink, SqliteSink, UsageError};
 
 /// The default SQLite file's name inside the state directory.

@@ -9,3 +9,4 @@ pub(crate) mod providers;
 pub(crate) mod quota;
 pub(crate) mod serve;
 pub(crate) mod simulate;
+pub(crate) mod usage;

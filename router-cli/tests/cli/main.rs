@@ -13,3 +13,4 @@ mod serve;
 mod signals;
 mod structured;
 mod support;
+mod usage;

@@ -1,0 +1,153 @@
+//! `llmroute usage`: the records `chat` wrote, reported, exported, and checked against the
+//! ledger's spend counters.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const TENANTS: &str = "tenants:
+  tiers:
+    pro: { rpm: 500, budget: { daily_usd: 50, monthly_usd: 500 } }
+  members:
+    acme: pro
+";
+
+async fn chats(s: &Scene, tenants: &[&str]) {
+    for tenant in tenants {
+        let mut cmd = s.llmroute(&["oa"]);
+        cmd.args([
+            "chat",
+            "--tenant",
+            tenant,
+            "--no-stream",
+            "--max-tokens",
+            "1",
+            "-p",
+        ])
+        .arg(s.prompt("Hi"));
+        run_async(cmd, 0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chats_leave_records_that_usage_reports_exports_and_checks() {
+    let server = wiremock::MockServer::start().await;
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            format!("{}/v1", server.uri()),
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100",
+        )],
+        TENANTS,
+    );
+    let ok = wiremock::ResponseTemplate::new(200)
+        .set_body_raw(fixture("openai/ok.json"), "application/json");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(ok)
+        .expect(3)
+        .mount(&server)
+        .await;
+    chats(&s, &["acme", "acme", "globex"]).await;
+    assert!(s.dir.path().join("state/usage.sqlite").exists());
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--json", "--by", "tenant"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let t = &v["totals"];
+    assert_eq!(
+        (t["requests"].as_u64(), t["ok"].as_u64()),
+        (Some(3), Some(3))
+    );
+    // 1117 prompt tokens at $2 and 46 completion tokens at $8 per million, each.
+    assert_eq!(t["cost_micros"].as_u64(), Some(3 * 2_602));
+    assert_eq!(t["prompt_tokens"].as_u64(), Some(3 * 1_117));
+    let rows = v["rows"].as_array().unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r["key"][0].as_str().unwrap()).collect();
+    assert_eq!(keys, ["acme", "globex"]);
+    assert_eq!(rows[0]["requests"].as_u64(), Some(2));
+    assert_eq!(v["budgets"][0]["tenant"], "acme");
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--csv", "--by", "model,outcome"]);
+    let csv = run_async(cmd, 0).await.0;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("model,outcome,requests,ok,failed"),
+        "{csv}"
+    );
+    assert!(lines[1].starts_with("gpt-test,ok,3,3,0,0,3351,"), "{csv}");
+    assert_eq!(lines.len(), 2, "{csv}");
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--by", "tenant"]);
+    let table = run_async(cmd, 0).await.0;
+    assert!(
+        table.contains("3 requests (3 ok, 0 failed, 0 cancelled)"),
+        "{table}"
+    );
+    assert!(table.contains("cost per hour"), "{table}");
+    assert!(table.contains("acme") && table.contains('█'), "{table}");
+    assert!(table.contains("acme (pro): busiest day"), "{table}");
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--check"]);
+    let check = run_async(cmd, 0).await.0;
+    assert!(
+        check.contains("acme") && check.contains("$0.005204"),
+        "{check}"
+    );
+    assert!(
+        check.contains("ok: every tenant's records add up"),
+        "{check}"
+    );
+
+    // The model filter matches what was asked for or what served.
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--json", "--model", "chat"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    assert_eq!(v["totals"]["requests"].as_u64(), Some(3));
+    let mut cmd = s.llmroute(&[]);
+    cmd.args([
+        "usage",
+        "--json",
+        "--model",
+        "other",
+        "--since",
+        "2026-01-01",
+    ]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    assert_eq!(v["totals"]["requests"].as_u64(), Some(0));
+}
+
+#[test]
+fn bad_periods_and_groupings_name_the_flag() {
+    let s = scene(&[(
+        "oa",
+        "openai",
+        "http://127.0.0.1:9/v1".to_owned(),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100",
+    )]);
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--since", "yesterday"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(err.contains("--since: `yesterday` is not a time"), "{err}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--by", "week"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(err.contains("--by: unknown grouping `week`"), "{err}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--since", "1h", "--until", "2h"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(err.contains("is not before --until"), "{err}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.env("LLMROUTE_USAGE", "mysql://x").args(["usage"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
+}

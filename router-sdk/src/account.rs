@@ -1,0 +1,158 @@
+//! A request's usage record, gathered as the request goes and handed to the recorder once, when
+//! it ends: answered, failed, or (from `Drop`) cancelled by the caller dropping it.
+
+use std::time::{Duration, Instant};
+
+use router_usage::{Outcome, Record, Recorder};
+
+use crate::types::Usage;
+
+/// What a request's record needs. Without a recorder it gathers nothing and writes nothing.
+#[derive(Debug)]
+pub(crate) struct Account {
+    recorder: Option<Recorder>,
+    record: Record,
+    started: Instant,
+    start_ms: u64,
+    /// The estimate of a reservation held now: charged should the request be dropped.
+    held_micros: u64,
+    written: bool,
+}
+
+/// Who and what a request is, known when it starts.
+pub(crate) struct Opening {
+    pub(crate) id: String,
+    pub(crate) request_id: String,
+    pub(crate) tenant: Option<String>,
+    pub(crate) key_id: Option<String>,
+    pub(crate) model_asked: String,
+    pub(crate) route: Option<String>,
+    pub(crate) priority: &'static str,
+    pub(crate) stream: bool,
+    pub(crate) start_ms: u64,
+}
+
+impl Account {
+    /// The account of a request opening now; `None` recorder: a no-op.
+    pub(crate) fn open(recorder: Option<Recorder>, o: Opening) -> Self {
+        Self {
+            recorder,
+            record: Record {
+                id: o.id,
+                at_ms: o.start_ms,
+                request_id: o.request_id,
+                tenant: o.tenant,
+                key_id: o.key_id,
+                model_asked: o.model_asked,
+                route: o.route,
+                provider: None,
+                model: None,
+                prompt_tokens: 0,
+                cached_tokens: 0,
+                completion_tokens: 0,
+                reasoning_tokens: 0,
+                cost_micros: 0,
+                latency_ms: 0,
+                first_token_ms: None,
+                attempts: 0,
+                failed_attempts: Vec::new(),
+                waited_ms: 0,
+                outcome: Outcome::Cancelled,
+                failure: None,
+                priority: o.priority.to_owned(),
+                stream: o.stream,
+            },
+            started: Instant::now(),
+            start_ms: o.start_ms,
+            held_micros: 0,
+            written: false,
+        }
+    }
+
+    /// Whether anything is recorded (callers skip gathering what costs work otherwise).
+    pub(crate) fn on(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// A call to `provider`/`model` starts, holding a reservation whose estimate costs
+    /// `estimate_micros`.
+    pub(crate) fn calling(&mut self, provider: &str, model: &str, estimate_micros: u64) {
+        self.record.attempts += 1;
+        self.held_micros = estimate_micros;
+        if self.on() {
+            self.record.provider = Some(provider.to_owned());
+            self.record.model = Some(model.to_owned());
+        }
+    }
+
+    /// The call failed with `class`; its reservation was settled at `charged_micros`.
+    pub(crate) fn call_failed(&mut self, class: &str, charged_micros: u64) {
+        self.held_micros = 0;
+        self.record.cost_micros += charged_micros;
+        if self.on() {
+            self.record.failed_attempts.push(class.to_owned());
+        }
+    }
+
+    /// The call answered with `usage`, settled at `charged_micros`.
+    pub(crate) fn answered(&mut self, usage: &Usage, charged_micros: u64) {
+        self.held_micros = 0;
+        self.record.cost_micros += charged_micros;
+        let r = &mut self.record;
+        r.prompt_tokens = usage.prompt_tokens;
+        r.cached_tokens = usage.cached_prompt_tokens;
+        r.completion_tokens = usage.completion_tokens;
+        r.reasoning_tokens = usage.reasoning_tokens;
+    }
+
+    /// The first token of a stream arrived.
+    pub(crate) fn first_token(&mut self) {
+        if self.record.first_token_ms.is_none() {
+            self.record.first_token_ms = Some(ms(self.started.elapsed()));
+        }
+    }
+
+    /// Time waited for capacity so far.
+    pub(crate) fn waited(&mut self, waited: Duration) {
+        self.record.waited_ms = ms(waited);
+    }
+
+    /// The request ended: `failure` is the class it failed with (`None`: answered).
+    pub(crate) fn close(&mut self, failure: Option<&str>) {
+        let outcome = match failure {
+            None => Outcome::Ok,
+            Some(_) => Outcome::Failed,
+        };
+        self.record.failure = failure.map(str::to_owned);
+        self.write(outcome);
+    }
+
+    fn write(&mut self, outcome: Outcome) {
+        if self.written {
+            return;
+        }
+        self.written = true;
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let elapsed = self.started.elapsed();
+        let mut record = self.record.clone();
+        record.outcome = outcome;
+        record.cost_micros += self.held_micros;
+        record.latency_ms = ms(elapsed);
+        record.at_ms = self.start_ms + ms(elapsed);
+        recorder.record(record);
+    }
+}
+
+impl Drop for Account {
+    /// The caller dropped the request before it ended: recorded as cancelled, with the estimate
+    /// of a reservation it held (its guard settles that estimate).
+    fn drop(&mut self) {
+        self.write(Outcome::Cancelled);
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
