@@ -16,3 +16,4 @@ mod shared_redis;
 mod support;
 mod tenants;
 mod upstreams;
+mod usage;

@@ -189,6 +189,36 @@ impl World {
         servers: Vec<MockServer>,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
     ) -> World {
+        Self::from_yaml_recorded(yaml, names, servers, wrap, None).await
+    }
+
+    /// Like [`World::with_extra`], its usage records going to `recorder`.
+    pub async fn recorded(
+        upstreams: &[Upstream],
+        extra: &str,
+        recorder: router_sdk::usage::Recorder,
+    ) -> World {
+        let mut servers = Vec::new();
+        for _ in upstreams {
+            servers.push(MockServer::start().await);
+        }
+        let bases: Vec<_> = upstreams
+            .iter()
+            .zip(&servers)
+            .map(|(u, s)| (u, s.uri()))
+            .collect();
+        let yaml = format!("{}{extra}", config(&bases));
+        let names: Vec<&str> = upstreams.iter().map(|u| u.name).collect();
+        Self::from_yaml_recorded(&yaml, &names, servers, |l| l, Some(recorder)).await
+    }
+
+    async fn from_yaml_recorded(
+        yaml: &str,
+        names: &[&str],
+        servers: Vec<MockServer>,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+        recorder: Option<router_sdk::usage::Recorder>,
+    ) -> World {
         let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
         let clock = ManualClock::new(T0);
         let sleeper = ManualSleeper {
@@ -200,15 +230,17 @@ impl World {
         let keys = names.iter().fold(StaticKeys::new(), |k, name| {
             k.with(key_var(name), planted_key(name))
         });
-        let router = Router::builder(registry)
+        let builder = Router::builder(registry)
             .ledger(wrap(ledger.clone()))
             .clock(Arc::new(clock.clone()))
             .sleeper(Arc::new(sleeper.clone()))
             .keys(Arc::new(keys))
-            .seed(7)
-            .build()
-            .await
-            .unwrap();
+            .seed(7);
+        let builder = match recorder {
+            Some(recorder) => builder.usage(recorder),
+            None => builder,
+        };
+        let router = builder.build().await.unwrap();
         World {
             router,
             clock,
