@@ -27,6 +27,9 @@ pub(crate) struct Caller {
     pub(crate) priority: Option<Priority>,
     /// The models and aliases it may use; empty: all.
     models: Vec<String>,
+    /// Its key's identifier in usage records: the first 12 hex digits of the key's SHA-256
+    /// (what `gateway.keys` stores), never the key.
+    pub(crate) key_id: Option<String>,
 }
 
 /// The SHA-256 of `key`, 64 lowercase hex digits: what `gateway.keys` stores.
@@ -92,6 +95,7 @@ impl Access {
             tenant: Some(key.tenant.clone()),
             priority: key.priority,
             models: key.models.clone(),
+            key_id: Some(key.sha256.chars().take(12).collect()),
         })
     }
 }

@@ -63,6 +63,26 @@ impl ApiError {
         )
     }
 
+    /// A tenant's key asked for another tenant's records.
+    pub(crate) fn other_tenant(message: String) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "other_tenant",
+            message,
+        )
+    }
+
+    /// The gateway keeps no usage records.
+    pub(crate) fn usage_off(message: String) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "usage_off",
+            message,
+        )
+    }
+
     pub(crate) fn model_not_found(message: String) -> Self {
         let status = StatusCode::NOT_FOUND;
         Self::new(status, "invalid_request_error", "model_not_found", message)

@@ -11,6 +11,8 @@
 //!   JSON output; `model` is any configured model, alias or routed alias.
 //! - `GET /v1/models`: the models, aliases and routed aliases the key may use.
 //! - `GET /v1/quota`: what `llmroute quota --tenant <caller> --json` shows, for the caller.
+//! - `GET /v1/usage?since=24h&until=..&by=day,model&model=..`: what `llmroute usage --json`
+//!   shows, over the caller's own records only.
 //! - `GET /healthz`: the process is up. `GET /readyz`: the ledger answers.
 
 mod auth;
@@ -77,6 +79,7 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
         .route("/v1/quota", get(quota))
+        .route("/v1/usage", get(usage))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .layer(axum::extract::DefaultBodyLimit::max(
@@ -209,6 +212,7 @@ async fn answer(
     let model = req.model.clone().unwrap_or_default();
     caller.may_use(&model)?;
     req.tenant = caller.tenant.clone();
+    req.key_id = caller.key_id.clone();
     req.request_id = Some(request_id.to_owned());
     req.priority = match (caller.priority, header(headers, "x-llmroute-priority")) {
         (Some(pinned), _) => pinned,
@@ -493,6 +497,90 @@ async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
         Ok(report) => Json(report).into_response(),
         Err(e) => ApiError::from(router_sdk::Error::Ledger(e)).into_response_with(""),
     }
+}
+
+/// What `llmroute usage --json` shows over the caller's own records: `since` (default 24h),
+/// `until`, `by` and `model` as the command's flags take them. A `tenant` other than the
+/// caller's is refused; without auth (loopback only) every record is the caller's.
+async fn usage(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    axum::extract::Query(params): axum::extract::Query<Vec<(String, String)>>,
+) -> Response {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response_with(""),
+    };
+    let query = match usage_query(&params, caller.tenant.as_deref(), shared.router.now_ms()) {
+        Ok(query) => query,
+        Err(e) => return e.into_response_with(""),
+    };
+    let Some(recorder) = shared.router.usage() else {
+        return ApiError::usage_off(
+            "usage records are not kept by this gateway (`usage: none`)".to_owned(),
+        )
+        .into_response_with("");
+    };
+    match router_sdk::usage::report(recorder.sink(), shared.router.registry(), &query).await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => ApiError::from(router_sdk::Error::Usage(e)).into_response_with(""),
+    }
+}
+
+/// The report query of `/v1/usage`'s parameters, for `tenant` (the caller's).
+fn usage_query(
+    params: &[(String, String)],
+    tenant: Option<&str>,
+    now_ms: u64,
+) -> Result<router_sdk::usage::Query, ApiError> {
+    let mut query = router_sdk::usage::Query {
+        since_ms: now_ms.saturating_sub(86_400_000),
+        until_ms: now_ms + 1,
+        by: Vec::new(),
+        tenant: tenant.map(str::to_owned),
+        model: None,
+    };
+    let bad = |name: &str, e: String| ApiError::bad_request(format!("`{name}`: {e}"));
+    for (name, value) in params {
+        match name.as_str() {
+            "since" => {
+                query.since_ms =
+                    router_sdk::usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
+            }
+            "until" => {
+                query.until_ms =
+                    router_sdk::usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
+            }
+            "by" => {
+                for g in value.split(',').filter(|g| !g.trim().is_empty()) {
+                    let g = router_sdk::usage::Group::parse(g).map_err(|e| bad(name, e))?;
+                    if !query.by.contains(&g) {
+                        query.by.push(g);
+                    }
+                }
+            }
+            "model" => query.model = Some(value.clone()),
+            "tenant" => {
+                if tenant.is_some_and(|own| own != value) {
+                    return Err(ApiError::other_tenant(
+                        "a key reads its own tenant's usage only: leave out `tenant`".to_owned(),
+                    ));
+                }
+                query.tenant = Some(value.clone());
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown parameter `{other}`; use since, until, by, model"
+                )));
+            }
+        }
+    }
+    if query.since_ms >= query.until_ms {
+        return Err(ApiError::bad_request(
+            "`since` is not before `until`: the period is empty".to_owned(),
+        ));
+    }
+    Ok(query)
 }
 
 async fn ready(State(shared): State<Arc<Shared>>) -> Response {

@@ -550,3 +550,116 @@ async fn a_client_gone_mid_stream_cancels_the_upstream_call_and_settles() {
     held.hung_up.recv().await.unwrap();
     assert_eq!(in_flight(&r.router).await, 0);
 }
+
+#[tokio::test]
+async fn usage_shows_a_key_its_own_tenants_records_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = router_core::config::UsageSettings::with_sink(
+        router_core::config::UsageSink::Sqlite(Some(dir.path().join("u.sqlite"))),
+    );
+    settings.spill = Some(dir.path().join("u.spill"));
+    let env = router_sdk::store::Environment::fixed::<&str>(&[], None);
+    let recorder = router_sdk::usage::open(&settings, &env).unwrap().unwrap();
+    let upstream = MockServer::start().await;
+    let yaml = format!(
+        "defaults: {{ model: chat }}\n\
+         providers:\n  - name: oa\n    api: openai\n    base_url: {}/v1\n    api_key_env: OA_KEY\n    \
+         models:\n      - {{ name: small, aliases: [chat], price: {{ input: 2, output: 8 }} }}\n\
+         tenants:\n  default_tier: pro\n  tiers:\n    pro: {{ rpm: 100 }}\n\
+         gateway:\n  keys:\n    - {{ sha256: {}, tenant: acme }}\n    - {{ sha256: {}, tenant: globex }}\n",
+        upstream.uri(),
+        hash_key(ACME),
+        hash_key(GHOST),
+    );
+    let registry = Registry::from_yaml_str(&yaml, "gateway.yaml").unwrap();
+    let keys = StaticKeys::new().with("OA_KEY", "sk-upstream-S3CRET");
+    let router = Router::builder(registry)
+        .keys(Arc::new(keys))
+        .usage(recorder.clone())
+        .build()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(
+        listener,
+        app(router.clone(), Auth::Keys),
+        std::future::pending(),
+    ));
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json"),
+        )
+        .mount(&upstream)
+        .await;
+    let http = reqwest::Client::new();
+    for key in [ACME, ACME, GHOST] {
+        let sent = http
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&hello())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), 200);
+    }
+    recorder.flush().await;
+    let get = |key: &'static str, query: &'static str| {
+        let http = http.clone();
+        let url = format!("{base}/v1/usage{query}");
+        async move { http.get(url).bearer_auth(key).send().await.unwrap() }
+    };
+
+    let acme: Value = get(ACME, "?by=tenant,model").await.json().await.unwrap();
+    assert_eq!(acme["tenant"], "acme");
+    assert_eq!(acme["totals"]["requests"], 2);
+    let rows = acme["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["key"], json!(["acme", "small"]));
+    let globex: Value = get(GHOST, "").await.json().await.unwrap();
+    assert_eq!(globex["totals"]["requests"], 1);
+
+    let refused = get(ACME, "?tenant=globex").await;
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "other_tenant");
+    let own: Value = get(ACME, "?tenant=acme&since=1h")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(own["totals"]["requests"], 2);
+    let bad = get(ACME, "?by=week").await;
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`by`: unknown grouping `week`")
+    );
+    assert_eq!(
+        http.get(format!("{base}/v1/usage"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+
+    // The records name the key by a prefix of its hash, never the key.
+    let conn = rusqlite_free_read(&dir.path().join("u.sqlite"));
+    assert!(conn.contains(&hash_key(ACME)[..12]));
+    assert!(!conn.contains(ACME) && !conn.contains("S3CRET"));
+}
+
+/// The SQLite file's bytes as text (records are stored as plain text columns).
+fn rusqlite_free_read(path: &std::path::Path) -> String {
+    let mut text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+    let wal = path.with_extension("sqlite-wal");
+    if let Ok(bytes) = std::fs::read(wal) {
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    text
+}

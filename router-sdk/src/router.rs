@@ -266,7 +266,8 @@ impl Router {
         self.inner.settler.given_up()
     }
 
-    pub(crate) fn now_ms(&self) -> u64 {
+    /// Now by the router's clock, ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
         self.inner.clock.now_ms()
     }
 
