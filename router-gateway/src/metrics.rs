@@ -17,6 +17,8 @@
 //! | `llmroute_ledger_mode` | mode | 1 for the shared ledger's mode now (`shared`, `local`, `open`), 0 for the others |
 //! | `llmroute_ledger_instances` | | instances sharing the limits at the last heartbeat |
 //! | `llmroute_ledger_mode_changes_total`, `llmroute_ledger_local_admissions_total` | | mode changes, and admissions made while Redis was away |
+//! | `llmroute_usage_records_total` | to | usage records written to the sink as they came (`sink`), to the spill file (`spill`), replayed from it (`replayed`) |
+//! | `llmroute_usage_sink_down` | | 1 while the usage sink fails (records go to the spill file) |
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -90,6 +92,14 @@ pub(crate) struct Metrics {
     ledger_instances: Gauge,
     ledger_mode_changes: Counter,
     ledger_local_admissions: Counter,
+    usage_records: Family<ToLabels, Counter>,
+    usage_sink_down: Gauge,
+}
+
+/// Where usage records went.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToLabels {
+    to: &'static str,
 }
 
 /// Who a request was for and who served it, as metrics label it.
@@ -123,6 +133,8 @@ impl Metrics {
             ledger_instances: Gauge::default(),
             ledger_mode_changes: Counter::default(),
             ledger_local_admissions: Counter::default(),
+            usage_records: Family::default(),
+            usage_sink_down: Gauge::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -211,6 +223,17 @@ impl Metrics {
             "llmroute_ledger_local_admissions",
             "Admissions made in local or open mode, Redis being away",
             m.ledger_local_admissions.clone(),
+        );
+        r.register(
+            "llmroute_usage_records",
+            "Usage records written to the sink as they came (to=sink), to the spill file \
+             (to=spill), and replayed from it (to=replayed)",
+            m.usage_records.clone(),
+        );
+        r.register(
+            "llmroute_usage_sink_down",
+            "1 while the usage sink fails and records go to the spill file",
+            m.usage_sink_down.clone(),
         );
         Self { registry, ..m }
     }
@@ -335,6 +358,17 @@ impl Metrics {
             let follow = |c: &Counter, total: u64| c.inc_by(total.saturating_sub(c.get()));
             follow(&self.ledger_mode_changes, h.changes);
             follow(&self.ledger_local_admissions, h.local_admissions);
+        }
+        if let Some(recorder) = router.usage() {
+            let stats = recorder.stats();
+            let follow = |to: &'static str, total: u64| {
+                let c = self.usage_records.get_or_create(&ToLabels { to });
+                c.inc_by(total.saturating_sub(c.get()));
+            };
+            follow("sink", stats.written);
+            follow("spill", stats.spilled);
+            follow("replayed", stats.replayed);
+            self.usage_sink_down.set(i64::from(stats.sink_down));
         }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {

@@ -648,6 +648,11 @@ async fn usage_shows_a_key_its_own_tenants_records_only() {
         401
     );
 
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(metrics.contains("llmroute_usage_records_total{to=\"sink\"} 3"), "{metrics}");
+    assert!(metrics.contains("llmroute_usage_sink_down 0"), "{metrics}");
+
     // The records name the key by a prefix of its hash, never the key.
     let conn = rusqlite_free_read(&dir.path().join("u.sqlite"));
     assert!(conn.contains(&hash_key(ACME)[..12]));
