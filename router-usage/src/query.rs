@@ -313,7 +313,10 @@ mod tests {
         assert!(sql.contains("GROUP BY at_ms / 86400000, COALESCE(tenant, '-')"));
         assert_eq!(params.len(), 4);
         let (sql, _) = q.sql("t", Dialect::Sqlite);
-        assert!(sql.contains("at_ms >= ?1 AND at_ms < ?2 AND tenant = ?3"), "{sql}");
+        assert!(
+            sql.contains("at_ms >= ?1 AND at_ms < ?2 AND tenant = ?3"),
+            "{sql}"
+        );
     }
 
     #[test]

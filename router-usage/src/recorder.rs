@@ -298,8 +298,8 @@ impl Writer {
     async fn to_spill(&mut self, batch: Vec<Record>) {
         let spill = self.spill.clone();
         let n = batch.len() as u64;
-        let result = tokio::task::spawn_blocking(move || spill.append(&batch).map_err(|e| (e, batch)))
-            .await;
+        let result =
+            tokio::task::spawn_blocking(move || spill.append(&batch).map_err(|e| (e, batch))).await;
         match result {
             Ok(Ok(())) => {
                 self.pending_spill = true;
@@ -392,12 +392,20 @@ impl Writer {
             // Everything reached the sink; the next replay writes it again, once by id.
             tracing::warn!(error = %e, "usage: cannot empty the spill file");
         }
-        self.counters.replayed.fetch_add(replayed, Ordering::Relaxed);
+        self.counters
+            .replayed
+            .fetch_add(replayed, Ordering::Relaxed);
         self.counters.skipped.fetch_add(skipped, Ordering::Relaxed);
         if skipped > 0 {
-            tracing::warn!(lines = skipped, "usage: skipped spill lines that were not records");
+            tracing::warn!(
+                lines = skipped,
+                "usage: skipped spill lines that were not records"
+            );
         }
-        tracing::info!(records = replayed, "usage: replayed the spill file into the sink");
+        tracing::info!(
+            records = replayed,
+            "usage: replayed the spill file into the sink"
+        );
         self.pending_spill = false;
         true
     }

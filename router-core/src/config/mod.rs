@@ -77,5 +77,5 @@ pub use registry::{
 };
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;
-pub use usage::{UsageSettings, UsageSink};
 pub(crate) use state::{RedisTarget, parse_redis_url};
+pub use usage::{UsageSettings, UsageSink};

@@ -52,9 +52,11 @@ impl UsageSink {
         if let Some(path) = text.strip_prefix("sqlite:") {
             let path = path.strip_prefix("//").unwrap_or(path);
             if path.is_empty() {
-                return Err("`sqlite:` needs a path after it (or write `sqlite` alone for the \
+                return Err(
+                    "`sqlite:` needs a path after it (or write `sqlite` alone for the \
                             default file)"
-                    .to_owned());
+                        .to_owned(),
+                );
             }
             return Ok(UsageSink::Sqlite(Some(PathBuf::from(path))));
         }
@@ -150,7 +152,9 @@ impl<'de> Deserialize<'de> for RawUsage {
         impl<'de> Visitor<'de> for UsageVisitor {
             type Value = RawUsage;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sink (none, sqlite, sqlite:PATH, postgres://...) or a map with `sink`")
+                f.write_str(
+                    "a sink (none, sqlite, sqlite:PATH, postgres://...) or a map with `sink`",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RawUsage, E> {
                 Ok(RawUsage::Sink(v.to_owned()))
@@ -173,9 +177,8 @@ pub(crate) fn usage(
         return Ok(None);
     };
     let at = line(raw);
-    let sink = |field: &str, text: &str| {
-        UsageSink::parse(text).map_err(|msg| ctx.invalid(field, at, msg))
-    };
+    let sink =
+        |field: &str, text: &str| UsageSink::parse(text).map_err(|msg| ctx.invalid(field, at, msg));
     let map = match &raw.value {
         RawUsage::Sink(text) => return Ok(Some(UsageSettings::with_sink(sink("usage", text)?))),
         RawUsage::Map(map) => map,
@@ -189,7 +192,10 @@ pub(crate) fn usage(
         }
     });
     if let Some(schema) = &map.schema {
-        let ok = schema.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        let ok = schema
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
             && schema
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')

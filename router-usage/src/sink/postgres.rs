@@ -179,10 +179,7 @@ impl PostgresSink {
         let reasoning = num(|r| r.reasoning_tokens);
         let cost = num(|r| r.cost_micros);
         let latency = num(|r| r.latency_ms);
-        let first: Vec<Option<i64>> = records
-            .iter()
-            .map(|r| r.first_token_ms.map(int))
-            .collect();
+        let first: Vec<Option<i64>> = records.iter().map(|r| r.first_token_ms.map(int)).collect();
         let attempts: Vec<i32> = records
             .iter()
             .map(|r| i32::try_from(r.attempts).unwrap_or(i32::MAX))
