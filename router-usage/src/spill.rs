@@ -101,16 +101,18 @@ impl Taken {
     /// Up to `n` more records, in the order they were written; empty at the end.
     pub(crate) fn next(&mut self, n: usize) -> io::Result<Vec<Record>> {
         let mut out = Vec::with_capacity(n);
-        let mut line = String::new();
+        // Bytes, not a `String`: a line cut short inside a multi-byte character is not UTF-8,
+        // and must be skipped like any other cut-short line rather than fail the whole replay.
+        let mut line = Vec::new();
         while out.len() < n {
             line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
+            if self.reader.read_until(b'\n', &mut line)? == 0 {
                 break;
             }
-            if line.trim().is_empty() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Record>(&line) {
+            match serde_json::from_slice::<Record>(&line) {
                 Ok(r) => out.push(r),
                 Err(_) => self.skipped += 1,
             }
