@@ -3,7 +3,7 @@
 //! Blocking: called from `spawn_blocking`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::record::Record;
@@ -64,6 +64,16 @@ impl Spill {
         let write = || -> io::Result<()> {
             let mut file = self.open()?;
             file.lock()?;
+            // A line cut short by a process that died mid-write has no newline: end it, so the
+            // first record appended now is not glued to it (and skipped with it).
+            if file.metadata()?.len() > 0 {
+                let mut last = [0u8; 1];
+                file.seek(SeekFrom::End(-1))?;
+                file.read_exact(&mut last)?;
+                if last[0] != b'\n' {
+                    file.write_all(b"\n")?;
+                }
+            }
             file.write_all(&text)?;
             file.sync_data()
         };
