@@ -243,7 +243,7 @@ impl Writer {
         // Every sender is gone: what is held goes to the file if it can.
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
-            self.to_spill(held).await;
+            self.spill_batch(held).await;
         }
     }
 
@@ -270,7 +270,7 @@ impl Writer {
                 }
             }
         }
-        self.to_spill(batch).await;
+        self.spill_batch(batch).await;
     }
 
     async fn sink_write(&self, batch: &[Record]) -> Result<(), String> {
@@ -295,7 +295,7 @@ impl Writer {
         self.backoff = (self.backoff * 2).min(RETRY_MAX);
     }
 
-    async fn to_spill(&mut self, batch: Vec<Record>) {
+    async fn spill_batch(&mut self, batch: Vec<Record>) {
         let spill = self.spill.clone();
         let n = batch.len() as u64;
         let result =

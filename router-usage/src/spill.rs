@@ -3,7 +3,7 @@
 //! Blocking: called from `spawn_blocking`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::record::Record;
@@ -64,6 +64,16 @@ impl Spill {
         let write = || -> io::Result<()> {
             let mut file = self.open()?;
             file.lock()?;
+            // A line cut short by a process that died mid-write has no newline: end it, so the
+            // first record appended now is not glued to it (and skipped with it).
+            if file.metadata()?.len() > 0 {
+                let mut last = [0u8; 1];
+                file.seek(SeekFrom::End(-1))?;
+                file.read_exact(&mut last)?;
+                if last[0] != b'\n' {
+                    file.write_all(b"\n")?;
+                }
+            }
             file.write_all(&text)?;
             file.sync_data()
         };
@@ -101,16 +111,18 @@ impl Taken {
     /// Up to `n` more records, in the order they were written; empty at the end.
     pub(crate) fn next(&mut self, n: usize) -> io::Result<Vec<Record>> {
         let mut out = Vec::with_capacity(n);
-        let mut line = String::new();
+        // Bytes, not a `String`: a line cut short inside a multi-byte character is not UTF-8,
+        // and must be skipped like any other cut-short line rather than fail the whole replay.
+        let mut line = Vec::new();
         while out.len() < n {
             line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
+            if self.reader.read_until(b'\n', &mut line)? == 0 {
                 break;
             }
-            if line.trim().is_empty() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Record>(&line) {
+            match serde_json::from_slice::<Record>(&line) {
                 Ok(r) => out.push(r),
                 Err(_) => self.skipped += 1,
             }

@@ -10,9 +10,19 @@
 //! such cluster among the tests of a process that run at the same time (`redis-cli` takes about
 //! two seconds to form one); it stops when the last of them ends. Without `redis-server` and
 //! `redis-cli` both fail with instructions.
+//!
+//! [`TestPostgres`] gives a PostgreSQL server (`PG_URL`, else the local one) and a schema name
+//! of the test's own, dropped with the guard; an unreachable server fails the test with
+//! instructions. [`Gate`] forwards TCP to a server and can be closed, paused and opened again, so
+//! a test can make the server unreachable or silent while it keeps running.
 #![forbid(unsafe_code)]
 
 pub mod enforcer;
+pub mod gate;
+pub mod postgres;
+
+pub use gate::Gate;
+pub use postgres::TestPostgres;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
