@@ -650,7 +650,10 @@ async fn usage_shows_a_key_its_own_tenants_records_only() {
 
     let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();
-    assert!(metrics.contains("llmroute_usage_records_total{to=\"sink\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("llmroute_usage_records_total{to=\"sink\"} 3"),
+        "{metrics}"
+    );
     assert!(metrics.contains("llmroute_usage_sink_down 0"), "{metrics}");
 
     // The records name the key by a prefix of its hash, never the key.

@@ -283,7 +283,7 @@ pub(crate) fn bar(share: f64) -> String {
     const EIGHTHS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
     let eighths = (share.clamp(0.0, 1.0) * (BAR * 8) as f64).round() as usize;
     let mut s: String = "█".repeat(eighths / 8);
-    if eighths % 8 > 0 {
+    if !eighths.is_multiple_of(8) {
         s.push(EIGHTHS[eighths % 8]);
     }
     let width = s.chars().count();
@@ -335,7 +335,7 @@ fn count(n: u64) -> String {
             let s = n.to_string();
             let mut out = String::new();
             for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
+                if i > 0 && (s.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
