@@ -364,7 +364,8 @@ mod tests {
         assert_eq!(bar(1.0), "█".repeat(BAR));
         assert_eq!(bar(0.0), " ".repeat(BAR));
         assert_eq!(bar(0.5).trim_end(), "█".repeat(BAR / 2));
-        assert!(bar(0.01).starts_with('▏'));
+        assert!(bar(0.005).starts_with('▏'));
+        assert!(bar(0.01).starts_with('▎'));
         assert_eq!(sparkline(&[0, 1, 2, 4, 8]), "▁▂▃▅█");
         assert_eq!(sparkline(&[]), "");
         assert_eq!(sparkline(&vec![1; 200]).chars().count(), 67);
