@@ -5,7 +5,8 @@
 //! of every run is counted in PostgreSQL: none may be missing.
 //!
 //! `cargo bench -p llmroute-tests --bench usage_path` (`LLMROUTE_USAGE_PATH_N`: requests per run,
-//! default 3000). Prints p50 / p99 / p99.9 per run.
+//! default 2000). Prints p50 / p99 / p99.9 per run, over 3 rounds of
+//! the four runs interleaved.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +19,16 @@ use router_sdk::{ChatRequest, Router, StaticKeys};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+/// Rounds of every run.
+const ROUNDS: usize = 3;
+
 const OK: &str = r#"{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
 
 fn main() {
     let n: usize = std::env::var("LLMROUTE_USAGE_PATH_N")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3000);
+        .unwrap_or(2000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -58,31 +62,43 @@ async fn run(n: usize) {
         .expect("the sink opens")
         .expect("a recorder");
 
-    println!("{n} sequential requests per run; latency of Router::chat against a local mock");
     println!(
-        "{:<34} {:>9} {:>9} {:>9}   records: sink / spill / replayed",
-        "run", "p50 µs", "p99 µs", "p99.9 µs"
+        "{n} sequential requests per run, {ROUNDS} rounds of every run interleaved; latency of \
+         Router::chat against a local mock"
     );
     let plain = router(&registry, None).await;
-    timed("no usage records", &plain, n, None).await;
     let recorded = router(&registry, Some(recorder.clone())).await;
-    timed("PostgreSQL answering", &recorded, n, Some(&recorder)).await;
-    gate.close();
-    timed("PostgreSQL unreachable", &recorded, n, Some(&recorder)).await;
-    gate.pause();
-    timed(
+    let runs = [
+        "no usage records",
+        "PostgreSQL answering",
+        "PostgreSQL unreachable",
         "PostgreSQL silent (timeout 200 ms)",
-        &recorded,
-        n,
-        Some(&recorder),
-    )
-    .await;
-    gate.open();
-    timed("PostgreSQL answering again", &recorded, n, Some(&recorder)).await;
-    let mut back = recorder.retry().await;
-    while !back {
-        // The sink's own retry is due within its backoff; `retry` tries now.
-        back = recorder.retry().await;
+    ];
+    let mut took: Vec<Vec<Duration>> = vec![Vec::new(); runs.len()];
+    for _ in 0..ROUNDS {
+        took[0].extend(timed(&plain, n).await);
+        took[1].extend(timed(&recorded, n).await);
+        gate.close();
+        took[2].extend(timed(&recorded, n).await);
+        gate.pause();
+        took[3].extend(timed(&recorded, n).await);
+        gate.open();
+        // Back to answering before the next round: what was spilled is replayed now.
+        while !recorder.retry().await {}
+    }
+    println!(
+        "{:<36} {:>9} {:>9} {:>9}",
+        "run", "p50 µs", "p99 µs", "p99.9 µs"
+    );
+    for (label, mut t) in runs.iter().zip(took) {
+        t.sort();
+        let at = |q: f64| t[((t.len() as f64 * q) as usize).min(t.len() - 1)].as_micros();
+        println!(
+            "{label:<36} {:>9} {:>9} {:>9}",
+            at(0.5),
+            at(0.99),
+            at(0.999)
+        );
     }
     let client = pg.client().await;
     let count: i64 = client
@@ -95,8 +111,12 @@ async fn run(n: usize) {
         .get(0);
     let stats = recorder.stats();
     println!(
-        "records handed over {}, in PostgreSQL {count}, missing {}",
+        "records handed over {}: written as they came {}, spilled {}, replayed {}; in PostgreSQL \
+         {count}, missing {}",
         stats.recorded,
+        stats.written,
+        stats.spilled,
+        stats.replayed,
         stats.recorded as i64 - count
     );
     assert_eq!(count as u64, stats.recorded, "no record may be lost");
@@ -112,7 +132,8 @@ async fn router(registry: &Registry, recorder: Option<Recorder>) -> Router {
     builder.build().await.expect("a router")
 }
 
-async fn timed(label: &str, router: &Router, n: usize, recorder: Option<&Recorder>) {
+/// `n` requests through `router` (after `n / 10` unmeasured), each one's latency.
+async fn timed(router: &Router, n: usize) -> Vec<Duration> {
     for _ in 0..n / 10 {
         router
             .chat(ChatRequest::new("hi"))
@@ -128,16 +149,5 @@ async fn timed(label: &str, router: &Router, n: usize, recorder: Option<&Recorde
             .expect("an answer");
         took.push(started.elapsed());
     }
-    took.sort();
-    let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)].as_micros();
-    let records = recorder.map_or_else(String::new, |r| {
-        let s = r.stats();
-        format!("{} / {} / {}", s.written, s.spilled, s.replayed)
-    });
-    println!(
-        "{label:<34} {:>9} {:>9} {:>9}   {records}",
-        at(0.5),
-        at(0.99),
-        at(0.999)
-    );
+    took
 }
