@@ -552,11 +552,27 @@ async fn a_client_gone_mid_stream_cancels_the_upstream_call_and_settles() {
 }
 
 #[tokio::test]
-async fn usage_shows_a_key_its_own_tenants_records_only() {
+async fn usage_shows_a_key_its_own_tenants_records_only_on_sqlite() {
+    usage_shows_a_key_its_own_tenants_records_only(None).await;
+}
+
+#[tokio::test]
+async fn usage_shows_a_key_its_own_tenants_records_only_on_postgres() {
+    usage_shows_a_key_its_own_tenants_records_only(Some(llmroute_tests::TestPostgres::new())).await;
+}
+
+/// Records to SQLite, or to PostgreSQL when `pg` is given.
+async fn usage_shows_a_key_its_own_tenants_records_only(pg: Option<llmroute_tests::TestPostgres>) {
+    use router_core::config::{UsageSettings, UsageSink};
     let dir = tempfile::tempdir().unwrap();
-    let mut settings = router_core::config::UsageSettings::with_sink(
-        router_core::config::UsageSink::Sqlite(Some(dir.path().join("u.sqlite"))),
-    );
+    let mut settings = match &pg {
+        None => UsageSettings::with_sink(UsageSink::Sqlite(Some(dir.path().join("u.sqlite")))),
+        Some(pg) => {
+            let mut s = UsageSettings::with_sink(UsageSink::Postgres(pg.url().to_owned()));
+            s.schema = pg.schema().to_owned();
+            s
+        }
+    };
     settings.spill = Some(dir.path().join("u.spill"));
     let env = router_sdk::store::Environment::fixed::<&str>(&[], None);
     let recorder = router_sdk::usage::open(&settings, &env).unwrap().unwrap();
@@ -657,9 +673,17 @@ async fn usage_shows_a_key_its_own_tenants_records_only() {
     assert!(metrics.contains("llmroute_usage_sink_down 0"), "{metrics}");
 
     // The records name the key by a prefix of its hash, never the key.
-    let conn = rusqlite_free_read(&dir.path().join("u.sqlite"));
-    assert!(conn.contains(&hash_key(ACME)[..12]));
-    assert!(!conn.contains(ACME) && !conn.contains("S3CRET"));
+    let stored = match &pg {
+        None => rusqlite_free_read(&dir.path().join("u.sqlite")),
+        Some(pg) => {
+            let sql = format!("SELECT key_id FROM \"{}\".usage_records", pg.schema());
+            let rows = pg.client().await.query(&sql, &[]).await.unwrap();
+            let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            ids.join(" ")
+        }
+    };
+    assert!(stored.contains(&hash_key(ACME)[..12]));
+    assert!(!stored.contains(ACME) && !stored.contains("S3CRET"));
 }
 
 /// The SQLite file's bytes as text (records are stored as plain text columns).

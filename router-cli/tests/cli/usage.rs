@@ -151,3 +151,67 @@ fn bad_periods_and_groupings_name_the_flag() {
     let (_, err) = run(&mut cmd, 2);
     assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
 }
+
+#[test]
+fn a_sink_that_cannot_be_read_is_exit_5_and_never_shows_its_password() {
+    let s = scene(&[(
+        "oa",
+        "openai",
+        "http://127.0.0.1:9/v1".to_owned(),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100",
+    )]);
+    let mut cmd = s.llmroute(&[]);
+    cmd.env(
+        "LLMROUTE_USAGE",
+        "postgres://llmroute:planted-S3CRET@127.0.0.1:9/llm",
+    )
+    .args(["usage"]);
+    let (out, err) = run(&mut cmd, 5);
+    assert!(
+        err.contains("usage sink postgres://llmroute:***@127.0.0.1:9/llm"),
+        "{err}"
+    );
+    assert!(!out.contains("S3CRET") && !err.contains("S3CRET"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chats_leave_records_in_postgres_that_usage_and_check_read() {
+    let pg = llmroute_tests::TestPostgres::new();
+    let server = wiremock::MockServer::start().await;
+    let usage = format!("usage:\n  sink: {}\n  schema: {}\n", pg.url(), pg.schema());
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            format!("{}/v1", server.uri()),
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100",
+        )],
+        &format!("{TENANTS}{usage}"),
+    );
+    let ok = wiremock::ResponseTemplate::new(200)
+        .set_body_raw(fixture("openai/ok.json"), "application/json");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(ok)
+        .mount(&server)
+        .await;
+    chats(&s, &["acme", "acme"]).await;
+    assert!(!s.dir.path().join("state/usage.sqlite").exists());
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--json", "--by", "tenant"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    assert_eq!(v["totals"]["requests"].as_u64(), Some(2));
+    assert_eq!(v["totals"]["cost_micros"].as_u64(), Some(2 * 2_602));
+    assert_eq!(v["rows"][0]["key"][0], "acme");
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--check"]);
+    let check = run_async(cmd, 0).await.0;
+    assert!(check.contains("$0.005204"), "{check}");
+}

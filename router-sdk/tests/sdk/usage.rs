@@ -13,16 +13,79 @@ use router_sdk::{ChatChunk, ChatRequest, Error};
 use wiremock::Mock;
 use wiremock::matchers::{method, path};
 
+use llmroute_tests::TestPostgres;
+
 use crate::support::*;
 
-/// A recorder into an SQLite file in `dir` (spilling next to it).
-fn recorder(dir: &Path) -> Recorder {
-    let mut settings = UsageSettings::with_sink(UsageSink::Sqlite(Some(dir.join("u.sqlite"))));
-    settings.spill = Some(dir.join("u.spill"));
-    settings.flush = Duration::from_millis(1);
-    router_sdk::usage::open(&settings, &Environment::fixed::<&str>(&[], None))
-        .unwrap()
-        .unwrap()
+/// Where a test's records go: an SQLite file in a temporary directory, or a PostgreSQL schema
+/// of its own.
+enum Store {
+    Sqlite(tempfile::TempDir),
+    Postgres(TestPostgres, tempfile::TempDir),
+}
+
+impl Store {
+    fn sqlite() -> Store {
+        Store::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres() -> Store {
+        Store::Postgres(TestPostgres::new(), tempfile::tempdir().unwrap())
+    }
+
+    /// A recorder into this store (spilling into the temporary directory).
+    fn recorder(&self) -> Recorder {
+        let (mut settings, dir) = match self {
+            Store::Sqlite(dir) => (
+                UsageSettings::with_sink(UsageSink::Sqlite(Some(dir.path().join("u.sqlite")))),
+                dir,
+            ),
+            Store::Postgres(pg, dir) => {
+                let mut s = UsageSettings::with_sink(UsageSink::Postgres(pg.url().to_owned()));
+                s.schema = pg.schema().to_owned();
+                (s, dir)
+            }
+        };
+        settings.spill = Some(dir.path().join("u.spill"));
+        settings.flush = Duration::from_millis(1);
+        router_sdk::usage::open(&settings, &Environment::fixed::<&str>(&[], None))
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Every record, by request id.
+    async fn rows(&self) -> Vec<Row> {
+        match self {
+            Store::Sqlite(dir) => rows(dir.path()),
+            Store::Postgres(pg, _) => {
+                let client = pg.client().await;
+                let sql = format!(
+                    "SELECT request_id, tenant, provider, prompt_tokens, cost_micros, attempts, \
+                     failed_attempts, outcome, failure, first_token_ms, stream, model_asked \
+                     FROM \"{}\".usage_records ORDER BY request_id",
+                    pg.schema()
+                );
+                let found = client.query(&sql, &[]).await.unwrap();
+                found
+                    .iter()
+                    .map(|r| Row {
+                        request_id: r.get(0),
+                        tenant: r.get(1),
+                        provider: r.get(2),
+                        prompt_tokens: r.get(3),
+                        cost_micros: r.get(4),
+                        attempts: i64::from(r.get::<_, i32>(5)),
+                        failed_attempts: r.get(6),
+                        outcome: r.get(7),
+                        failure: r.get(8),
+                        first_token_ms: r.get(9),
+                        stream: r.get(10),
+                        model_asked: r.get(11),
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -86,9 +149,17 @@ const TENANTS: &str = "tenants:
 ";
 
 #[tokio::test]
-async fn every_finished_request_leaves_one_record_with_its_cost_and_no_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let rec = recorder(dir.path());
+async fn every_finished_request_leaves_one_record_on_sqlite() {
+    every_finished_request_leaves_one_record_with_its_cost_and_no_key(Store::sqlite()).await;
+}
+
+#[tokio::test]
+async fn every_finished_request_leaves_one_record_on_postgres() {
+    every_finished_request_leaves_one_record_with_its_cost_and_no_key(Store::postgres()).await;
+}
+
+async fn every_finished_request_leaves_one_record_with_its_cost_and_no_key(store: Store) {
+    let rec = store.recorder();
     let w = World::recorded(
         &[
             Upstream::openai("cheap", (2.0, 8.0)),
@@ -148,7 +219,7 @@ async fn every_finished_request_leaves_one_record_with_its_cost_and_no_key() {
     drop(stream);
 
     rec.flush().await;
-    let rows = rows(dir.path());
+    let rows = store.rows().await;
     let ids: Vec<&str> = rows.iter().map(|r| r.request_id.as_str()).collect();
     assert_eq!(ids, ["a-failover", "b-budget", "c-stream", "d-dropped"]);
 
@@ -188,18 +259,21 @@ async fn every_finished_request_leaves_one_record_with_its_cost_and_no_key() {
 
     assert_eq!(rec.stats().recorded, 4);
     assert_eq!(rec.stats().written, 4);
-    let bytes = std::fs::read(dir.path().join("u.sqlite")).unwrap();
-    let text = String::from_utf8_lossy(&bytes);
+    let text = format!("{rows:?}");
     for name in ["cheap", "dear"] {
         assert!(!text.contains(&planted_key(name)));
     }
     assert!(!text.contains("S3CRET"));
+    if let Store::Sqlite(dir) = &store {
+        let bytes = std::fs::read(dir.path().join("u.sqlite")).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("S3CRET"));
+    }
 }
 
 #[tokio::test]
 async fn a_dropped_chat_future_is_recorded_cancelled_and_a_failure_with_its_class() {
-    let dir = tempfile::tempdir().unwrap();
-    let rec = recorder(dir.path());
+    let store = Store::sqlite();
+    let rec = store.recorder();
     let w = World::recorded(&[Upstream::openai("oa", (1.0, 1.0))], "", rec.clone()).await;
     Mock::given(method("POST"))
         .and(path(OPENAI_PATH))
@@ -230,7 +304,7 @@ async fn a_dropped_chat_future_is_recorded_cancelled_and_a_failure_with_its_clas
     assert!(call.await.unwrap_err().is_cancelled());
 
     w.router.drain().await;
-    let rows = rows(dir.path());
+    let rows = store.rows().await;
     let got: Vec<(&str, &str, Option<&str>, i64)> = rows
         .iter()
         .map(|r| {
