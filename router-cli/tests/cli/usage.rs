@@ -12,6 +12,31 @@ const TENANTS: &str = "tenants:
     acme: pro
 ";
 
+/// A scene with `extra` configuration whose provider answers `calls` times with `ok.json`.
+async fn answering_scene(extra: &str, calls: u64) -> (Scene, wiremock::MockServer) {
+    let server = wiremock::MockServer::start().await;
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            format!("{}/v1", server.uri()),
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100",
+        )],
+        extra,
+    );
+    let ok = wiremock::ResponseTemplate::new(200)
+        .set_body_raw(fixture("openai/ok.json"), "application/json");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(ok)
+        .expect(calls)
+        .mount(&server)
+        .await;
+    (s, server)
+}
+
 async fn chats(s: &Scene, tenants: &[&str]) {
     for tenant in tenants {
         let mut cmd = s.llmroute(&["oa"]);
@@ -31,26 +56,7 @@ async fn chats(s: &Scene, tenants: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chats_leave_records_that_usage_reports_exports_and_checks() {
-    let server = wiremock::MockServer::start().await;
-    let s = scene_with(
-        &[(
-            "oa",
-            "openai",
-            format!("{}/v1", server.uri()),
-            "gpt-test",
-            2.0,
-            8.0,
-            "rpm: 100",
-        )],
-        TENANTS,
-    );
-    let ok = wiremock::ResponseTemplate::new(200)
-        .set_body_raw(fixture("openai/ok.json"), "application/json");
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(ok)
-        .expect(3)
-        .mount(&server)
-        .await;
+    let (s, _server) = answering_scene(TENANTS, 3).await;
     chats(&s, &["acme", "acme", "globex"]).await;
     assert!(s.dir.path().join("state/usage.sqlite").exists());
 
@@ -123,9 +129,9 @@ async fn chats_leave_records_that_usage_reports_exports_and_checks() {
     assert_eq!(v["totals"]["requests"].as_u64(), Some(0));
 }
 
-#[test]
-fn bad_periods_and_groupings_name_the_flag() {
-    let s = scene(&[(
+/// A scene whose provider is never called.
+fn unreachable_scene() -> Scene {
+    scene(&[(
         "oa",
         "openai",
         "http://127.0.0.1:9/v1".to_owned(),
@@ -133,7 +139,12 @@ fn bad_periods_and_groupings_name_the_flag() {
         2.0,
         8.0,
         "rpm: 100",
-    )]);
+    )])
+}
+
+#[test]
+fn bad_periods_and_groupings_name_the_flag() {
+    let s = unreachable_scene();
     let mut cmd = s.llmroute(&[]);
     cmd.args(["usage", "--since", "yesterday"]);
     let (_, err) = run(&mut cmd, 2);
@@ -154,15 +165,7 @@ fn bad_periods_and_groupings_name_the_flag() {
 
 #[test]
 fn a_sink_that_cannot_be_read_is_exit_5_and_never_shows_its_password() {
-    let s = scene(&[(
-        "oa",
-        "openai",
-        "http://127.0.0.1:9/v1".to_owned(),
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 100",
-    )]);
+    let s = unreachable_scene();
     let mut cmd = s.llmroute(&[]);
     cmd.env(
         "LLMROUTE_USAGE",
@@ -180,26 +183,8 @@ fn a_sink_that_cannot_be_read_is_exit_5_and_never_shows_its_password() {
 #[tokio::test(flavor = "multi_thread")]
 async fn chats_leave_records_in_postgres_that_usage_and_check_read() {
     let pg = llmroute_tests::TestPostgres::new();
-    let server = wiremock::MockServer::start().await;
     let usage = format!("usage:\n  sink: {}\n  schema: {}\n", pg.url(), pg.schema());
-    let s = scene_with(
-        &[(
-            "oa",
-            "openai",
-            format!("{}/v1", server.uri()),
-            "gpt-test",
-            2.0,
-            8.0,
-            "rpm: 100",
-        )],
-        &format!("{TENANTS}{usage}"),
-    );
-    let ok = wiremock::ResponseTemplate::new(200)
-        .set_body_raw(fixture("openai/ok.json"), "application/json");
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(ok)
-        .mount(&server)
-        .await;
+    let (s, _server) = answering_scene(&format!("{TENANTS}{usage}"), 2).await;
     chats(&s, &["acme", "acme"]).await;
     assert!(!s.dir.path().join("state/usage.sqlite").exists());
 

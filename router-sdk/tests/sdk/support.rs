@@ -149,6 +149,15 @@ impl World {
         extra: &str,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
     ) -> World {
+        Self::started_recorded(upstreams, extra, wrap, None).await
+    }
+
+    async fn started_recorded(
+        upstreams: &[Upstream],
+        extra: &str,
+        wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+        recorder: Option<router_sdk::usage::Recorder>,
+    ) -> World {
         let mut servers = Vec::new();
         for _ in upstreams {
             servers.push(MockServer::start().await);
@@ -158,7 +167,7 @@ impl World {
             .zip(&servers)
             .map(|(u, s)| (u, s.uri()))
             .collect();
-        Self::build_with(upstreams, &bases, servers, extra, wrap).await
+        Self::build_with(upstreams, &bases, servers, extra, wrap, recorder).await
     }
 
     async fn build(
@@ -167,7 +176,7 @@ impl World {
         servers: Vec<MockServer>,
         extra: &str,
     ) -> World {
-        Self::build_with(upstreams, bases, servers, extra, |l| l).await
+        Self::build_with(upstreams, bases, servers, extra, |l| l, None).await
     }
 
     async fn build_with(
@@ -176,10 +185,11 @@ impl World {
         servers: Vec<MockServer>,
         extra: &str,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
+        recorder: Option<router_sdk::usage::Recorder>,
     ) -> World {
         let yaml = format!("{}{extra}", config(bases));
         let names: Vec<&str> = upstreams.iter().map(|u| u.name).collect();
-        Self::from_yaml(&yaml, &names, servers, wrap).await
+        Self::from_yaml_recorded(&yaml, &names, servers, wrap, recorder).await
     }
 
     /// A world over a whole configuration `yaml`, with the planted keys of providers `names`.
@@ -198,18 +208,7 @@ impl World {
         extra: &str,
         recorder: router_sdk::usage::Recorder,
     ) -> World {
-        let mut servers = Vec::new();
-        for _ in upstreams {
-            servers.push(MockServer::start().await);
-        }
-        let bases: Vec<_> = upstreams
-            .iter()
-            .zip(&servers)
-            .map(|(u, s)| (u, s.uri()))
-            .collect();
-        let yaml = format!("{}{extra}", config(&bases));
-        let names: Vec<&str> = upstreams.iter().map(|u| u.name).collect();
-        Self::from_yaml_recorded(&yaml, &names, servers, |l| l, Some(recorder)).await
+        Self::started_recorded(upstreams, extra, |l| l, Some(recorder)).await
     }
 
     async fn from_yaml_recorded(
