@@ -946,3 +946,28 @@ async fn records_spilled_after_a_cut_short_line_are_kept(store: Store) {
     assert_eq!(store.ids().await, sorted_ids(&all));
 }
 on_both!(records_spilled_after_a_cut_short_line_are_kept);
+
+/// `sslmode=require` connects over TLS and checks the server's certificate: this machine's
+/// PostgreSQL serves a self-signed one, which is refused with the reason, never sent records in
+/// clear. The sink's `Debug` and its errors never show the password.
+#[tokio::test]
+async fn sslmode_require_checks_the_servers_certificate_and_hides_the_password() {
+    let pg = TestPostgres::new();
+    let addr = pg.addr();
+    let url = format!("postgres://postgres:planted-S3CRET@{addr}/test?sslmode=require");
+    let mut settings = UsageSettings::with_sink(UsageSink::Postgres(url));
+    settings.schema = pg.schema().to_owned();
+    let sink = Sink::open(&settings, Path::new("")).unwrap().unwrap();
+    assert!(!format!("{sink:?}").contains("S3CRET"));
+    let query = Query {
+        since_ms: SINCE,
+        until_ms: UNTIL,
+        by: Vec::new(),
+        tenant: None,
+        model: None,
+    };
+    let err = sink.query(&query).await.unwrap_err().to_string();
+    assert!(err.contains("certificate"), "{err}");
+    assert!(err.contains("postgres://postgres:***@"), "{err}");
+    assert!(!err.contains("S3CRET"), "{err}");
+}

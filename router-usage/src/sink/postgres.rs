@@ -1,13 +1,20 @@
 //! The PostgreSQL sink: one schema (created when missing), one connection made at the first use
 //! and made again after any failure, a batch written as one `INSERT ... SELECT FROM UNNEST` of
 //! column arrays, so a batch of any size is one prepared statement and one round trip.
+//!
+//! `sslmode=require` in the URL connects over TLS (rustls), the server's certificate checked
+//! against the Mozilla roots (`webpki-roots`) and its name; `disable` and `prefer` (the default)
+//! connect without TLS.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use router_core::config::redact_url;
 use tokio::sync::Mutex;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::sqlite::int;
 use super::{COLUMNS, MIGRATIONS, MIGRATIONS_TABLE, UsageError, failed_text};
@@ -19,18 +26,31 @@ use crate::record::Record;
 const MIGRATION_LOCK: i64 = 0x6c6c_6d72_7573_6167; // "llmrusag"
 
 /// Records in a PostgreSQL schema.
-#[derive(Debug)]
 pub struct PostgresSink {
     config: tokio_postgres::Config,
     url: String,
     schema: String,
     timeout: Duration,
+    /// The TLS connector, for `sslmode=require`.
+    tls: Option<MakeRustlsConnect>,
     conn: Mutex<Option<Conn>>,
 }
 
 struct Conn {
     client: Client,
     insert: Statement,
+}
+
+/// Shows the URL without its password.
+impl std::fmt::Debug for PostgresSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSink")
+            .field("url", &self.url)
+            .field("schema", &self.schema)
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Conn {
@@ -51,11 +71,19 @@ impl PostgresSink {
         })?;
         config.connect_timeout(timeout);
         config.application_name("llmroute");
+        let tls = match config.get_ssl_mode() {
+            SslMode::Require => Some(tls().map_err(|e| UsageError::Sink {
+                sink: redact_url(url),
+                message: format!("cannot set up TLS: {e}"),
+            })?),
+            _ => None,
+        };
         Ok(Self {
             config,
             url: redact_url(url),
             schema: schema.to_owned(),
             timeout,
+            tls,
             conn: Mutex::new(None),
         })
     }
@@ -102,12 +130,18 @@ impl PostgresSink {
     }
 
     async fn connect(&self) -> Result<Conn, tokio_postgres::Error> {
-        let (mut client, connection) = self.config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "usage: PostgreSQL connection ended");
+        let mut client = match &self.tls {
+            Some(tls) => {
+                let (client, connection) = self.config.connect(tls.clone()).await?;
+                drive(connection);
+                client
             }
-        });
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                drive(connection);
+                client
+            }
+        };
         self.migrate(&mut client).await?;
         let arrays = [
             "text", "int8", "text", "text", "text", "text", "text", "text", "text", "int8", "int8",
@@ -255,6 +289,32 @@ impl PostgresSink {
             .map(|row| query.decode(&PgCells(row)).map_err(|e| self.error(e)))
             .collect()
     }
+}
+
+/// Runs a connection's I/O until it ends.
+fn drive<F>(connection: F)
+where
+    F: Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "usage: PostgreSQL connection ended");
+        }
+    });
+}
+
+/// rustls with the Mozilla roots, on the `ring` provider (named here: more than one provider is
+/// linked into llmroute, so rustls cannot pick one on its own).
+fn tls() -> Result<MakeRustlsConnect, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
 }
 
 /// The server's message (with its detail) when it sent one, else the client's.
