@@ -957,7 +957,9 @@ async fn sslmode_require_checks_the_servers_certificate_and_hides_the_password()
     let url = format!("postgres://postgres:planted-S3CRET@{addr}/test?sslmode=require");
     let mut settings = UsageSettings::with_sink(UsageSink::Postgres(url));
     settings.schema = pg.schema().to_owned();
-    let sink = Sink::open(&settings, Path::new("")).unwrap().unwrap();
+    let sink = Sink::open(&settings, Path::new(""))
+        .expect("the URL is valid")
+        .expect("a PostgreSQL sink");
     assert!(!format!("{sink:?}").contains("S3CRET"));
     let query = Query {
         since_ms: SINCE,
@@ -966,7 +968,11 @@ async fn sslmode_require_checks_the_servers_certificate_and_hides_the_password()
         tenant: None,
         model: None,
     };
-    let err = sink.query(&query).await.unwrap_err().to_string();
+    let err = sink
+        .query(&query)
+        .await
+        .expect_err("a self-signed certificate is refused")
+        .to_string();
     assert!(err.contains("certificate"), "{err}");
     assert!(err.contains("postgres://postgres:***@"), "{err}");
     assert!(!err.contains("S3CRET"), "{err}");
