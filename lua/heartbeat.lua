@@ -2,17 +2,33 @@
 -- limits and which epoch the store is in, and reads what it needs to run on its own share of
 -- every limit should the store stop answering (see router-core/src/ledger/resilient.rs).
 --
+-- It also carries what this instance's leased blocks owe the shared windows (as unlease.lua
+-- does, one correction per block and bucket, each optionally followed by the provider's latest
+-- report), so that a lease's correction costs no call of its own. They are applied only when the
+-- store is in the epoch the instance knows (windows of another epoch never held the blocks), and
+-- once per sequence number: a beat whose reply was lost is sent again with the same corrections
+-- and number, and must not give back twice.
+--
 -- KEYS: [1] the instances zset (llmroute:{ns}:v3:instances: member = instance id, score = when
 --   its registration expires, ms), [2] the epoch key (llmroute:{ns}:v3:epoch), then the window
---   hash of each of the n scopes, then per tenant its window hash and spend hash.
+--   hash of each of the n scopes, then per tenant its window hash and spend hash, then the
+--   window hashes the corrections name, then (with corrections) the instance's last applied
+--   sequence number (llmroute:{ns}:v3:cs:{instance}).
 -- ARGV: [1] now ms or '', [2] this instance's id, [3] how long its registration lasts (ms),
---   [4] n, the number of scopes, [5] the number of tenants.
+--   [4] n, the number of scopes, [5] the number of tenants, [6] the epoch this instance knows
+--   ('' none: no correction is applied), [7] the corrections' sequence number (above every one
+--   this instance sent before), [8] c, the number of corrections, then per correction:
+--   the index in KEYS of its first window hash, how many follow it (the deployment's, then the
+--   provider's when limited provider-wide), the bucket, the request, token, input and output
+--   token corrections, 1 when a report follows (what observe.lua takes from its ARGV[2] on, 12
+--   values) else 0.
 -- The epoch is a number restore.lua stores when it finds none: a store that lost its keys (a
 --   restarted Redis without persistence) has no epoch, and every instance then knows the
 --   windows it sees are not the whole story. Its TTL (EPOCH_TTL_MS) is refreshed here.
 -- Reply: {live instances (this one included), epoch (0: none), the current UTC day and month
---   (budget periods, see common.lua), then per scope R, T, I, X (its
---   window totals), then per tenant R, T, I, X, spent today, spent this month (micro-USD)}.
+--   (budget periods, see common.lua), 1 when the corrections were applied else 0, then per
+--   scope R, T, I, X (its window totals, the corrections in), then per tenant R, T, I, X, spent
+--   today, spent this month (micro-USD)}.
 
 local now = now_ms()
 local ttl, n, tenants = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -24,8 +40,35 @@ local epoch = tonumber(redis.call('GET', KEYS[2])) or 0
 if epoch ~= 0 then
   redis.call('PEXPIRE', KEYS[2], EPOCH_TTL_MS)
 end
+local applied = 0
+local c = tonumber(ARGV[8])
+if ARGV[6] ~= '' and tonumber(ARGV[6]) == epoch then
+  applied = 1
+end
+local seq_key = KEYS[#KEYS]
+if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', seq_key)) or 0) then
+  redis.call('SET', seq_key, ARGV[7], 'PX', EPOCH_TTL_MS)
+  local a = 9
+  for _ = 1, c do
+    local first, count, bucket = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    local dr, dt, di, dx = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
+      tonumber(ARGV[a + 6])
+    for k = first, first + count - 1 do
+      local w = expire(KEYS[k], now)
+      if is_live(w, bucket) then
+        adjust(KEYS[k], w, bucket, dr, dt, di, dx)
+      end
+    end
+    if ARGV[a + 7] == '1' then
+      observe_at(KEYS[first], now, a + 8)
+      a = a + 8 + 12
+    else
+      a = a + 8
+    end
+  end
+end
 local p = periods(now)
-local out = {live, epoch, p.day, p.month}
+local out = {live, epoch, p.day, p.month, applied}
 for s = 1, n do
   local w = expire(KEYS[2 + s], now)
   out[#out + 1] = w.R

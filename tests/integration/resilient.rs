@@ -317,3 +317,60 @@ fn a_lease_needs_a_deployment_without_a_concurrency_limit() {
         "{err}"
     );
 }
+
+/// A leasing instance that beats only by hand, with a timeout a frozen Redis trips.
+async fn leasing_by_hand(redis: &TestRedis, lease: &str) -> ResilientStore {
+    let yaml = one_model("rpm: 100").replace(
+        "        limits:",
+        &format!("        lease: {lease}\n        limits:"),
+    );
+    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        response_timeout: registry.ledger.timeout,
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+}
+
+#[tokio::test]
+async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lost() {
+    let redis = redis_server();
+    let a = leasing_by_hand(&redis, "{ requests: 2, secs: 60 }").await;
+    let first = [
+        admit(&a).await.unwrap().unwrap(),
+        admit(&a).await.unwrap().unwrap(),
+    ];
+    for r in &first {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    // The block is used up: the next admission takes a new one, and the first block (which
+    // leased no tokens: the deployment has no token limit) owes the 10 tokens its requests used.
+    let _third = admit(&a).await.unwrap().unwrap();
+    let tokens = || async {
+        let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
+        (s[0].usage.requests, s[0].usage.tokens)
+    };
+    assert_eq!(tokens().await, (4, 0), "two blocks of 2, no tokens yet");
+    let calls = script_calls(&redis).await;
+    // The beat that carries the correction gets no answer (Redis is frozen) but Redis runs it
+    // when it wakes; the next beat sends the same correction under the same number.
+    redis.pause();
+    a.heartbeat_now().await;
+    redis.resume();
+    a.heartbeat_now().await;
+    // Two beats, no call of the correction's own.
+    assert_eq!(script_calls(&redis).await - calls, 2);
+    assert_eq!(tokens().await, (4, 10), "applied once, not twice");
+    a.heartbeat_now().await;
+    assert_eq!(tokens().await, (4, 10));
+}

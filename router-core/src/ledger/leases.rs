@@ -14,9 +14,6 @@ use crate::config::DeploymentId;
 const RETIRE_WAIT_MS: u64 = 60_000;
 /// The span over which `auto` measures this instance's rate, ms.
 const RATE_SPAN_MS: u64 = 10_000;
-/// How long a correction that only gives back may wait for the deployment's next block to carry
-/// it, ms; one that adds usage is sent at the next heartbeat.
-const GIVE_BACK_WAIT_MS: u64 = 5_000;
 
 /// One block: what it was granted, what its requests count now.
 #[derive(Debug, Clone)]
@@ -70,10 +67,9 @@ pub(crate) struct Leases {
     admitted: HashMap<u64, (DeploymentId, u64, u64, Counts)>,
     /// The last block id given.
     blocks: u64,
-    /// Corrections to send, by deployment and bucket, with when each was first owed (ms).
-    owed: HashMap<(DeploymentId, u64), ([i64; 4], u64)>,
-    /// Now, as of the last call that knew it (ms): when a correction becomes owed.
-    now: u64,
+    /// Corrections to send, by deployment and bucket: the deployment's next block's call, or
+    /// the next heartbeat, carries them.
+    owed: HashMap<(DeploymentId, u64), [i64; 4]>,
     /// The provider's latest report per leased deployment, sent with the next correction.
     reports: HashMap<DeploymentId, Observation>,
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
@@ -164,8 +160,7 @@ impl Leases {
     }
 
     fn owe(&mut self, d: DeploymentId, bucket: u64, deltas: [i64; 4]) {
-        let now = self.now;
-        let (owed, _) = self.owed.entry((d, bucket)).or_insert(([0; 4], now));
+        let owed = self.owed.entry((d, bucket)).or_insert([0; 4]);
         for (o, v) in owed.iter_mut().zip(deltas) {
             *o += v;
         }
@@ -176,13 +171,12 @@ impl Leases {
         let keys: Vec<(DeploymentId, u64)> =
             self.owed.keys().filter(|(o, _)| *o == d).copied().collect();
         keys.into_iter()
-            .filter_map(|k| self.owed.remove(&k).map(|(deltas, _)| (k.1, deltas)))
+            .filter_map(|k| self.owed.remove(&k).map(|deltas| (k.1, deltas)))
             .filter(|(_, deltas)| deltas.iter().any(|&v| v != 0))
             .collect()
     }
 
     fn end_expired(&mut self, now: u64) {
-        self.now = self.now.max(now);
         let expired: Vec<DeploymentId> = self
             .open
             .iter()
@@ -247,23 +241,14 @@ impl Leases {
         self.reports.insert(d, observed);
     }
 
-    /// The corrections to send now (blocks expired by `now` included): every one when `all`,
-    /// else those that add usage and those that have waited [`GIVE_BACK_WAIT_MS`] for a block
-    /// to carry them. Each deployment's latest report goes with one of them (a report alone goes
-    /// with bucket 0, which no window holds).
-    pub(crate) fn drain(&mut self, now: u64, all: bool) -> Vec<Owed> {
+    /// The corrections to send now (blocks expired by `now` included). Each deployment's latest
+    /// report goes with one of them (a report alone goes with bucket 0, which no window holds).
+    pub(crate) fn drain(&mut self, now: u64) -> Vec<Owed> {
         self.end_expired(now);
-        let due: Vec<(DeploymentId, u64)> = self
-            .owed
-            .iter()
-            .filter(|(_, (deltas, since))| {
-                all || deltas.iter().any(|&v| v > 0) || since + GIVE_BACK_WAIT_MS <= now
-            })
-            .map(|(k, _)| *k)
-            .collect();
+        let due: Vec<(DeploymentId, u64)> = self.owed.keys().copied().collect();
         let mut out: Vec<Owed> = due
             .into_iter()
-            .filter_map(|k| self.owed.remove(&k).map(|(deltas, _)| (k, deltas)))
+            .filter_map(|k| self.owed.remove(&k).map(|deltas| (k, deltas)))
             .filter(|(_, deltas)| deltas.iter().any(|&v| v != 0))
             .map(|((deployment, bucket), deltas)| Owed {
                 deployment,
@@ -362,16 +347,16 @@ mod tests {
         assert!(l.take(D, &need(20), 0, 1).is_some());
         assert!(l.take(D, &need(1), 0, 1).is_none(), "requests: 3 taken");
         // Nothing owed while the block is open.
-        assert_eq!(l.drain(2, true), vec![]);
+        assert_eq!(l.drain(2), vec![]);
         assert_eq!(l.finish(a.id, Some(ActualUsage::split(10, 5))), Some(true));
         assert_eq!(l.finish(b.id, None), Some(true));
         assert_eq!(l.finish(b.id, None), None, "finished once");
         l.end(D, 3);
         // One request in flight (the third): nothing owed until it settles.
-        assert_eq!(l.drain(3, true), vec![]);
+        assert_eq!(l.drain(3), vec![]);
         let third = *l.admitted.keys().next().unwrap();
         l.finish(third, Some(ActualUsage::split(10, 10)));
-        let owed = l.drain(4, true);
+        let owed = l.drain(4);
         // Used: 2 requests, 15 + 20 tokens, 10 + 10 input, 5 + 10 output; granted 3 and 100.
         assert_eq!(
             owed,
@@ -392,9 +377,9 @@ mod tests {
         assert!(l.take(D, &need(40), 0, 5_000).is_none(), "expired");
         l.end_all(5_001);
         // No token limit: tokens were not leased, so all the request's count is added.
-        assert_eq!(l.drain(5_001, true)[0].deltas, [-9, 40, 20, 20]);
+        assert_eq!(l.drain(5_001)[0].deltas, [-9, 40, 20, 20]);
         l.finish(a.id, Some(ActualUsage::split(30, 30)));
-        assert_eq!(l.drain(5_002, true)[0].deltas, [0, 20, 10, 10]);
+        assert_eq!(l.drain(5_002)[0].deltas, [0, 20, 10, 10]);
     }
 
     #[test]

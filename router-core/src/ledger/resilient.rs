@@ -257,6 +257,9 @@ struct State {
     pending: Option<(u64, Vec<Entry>)>,
     /// The blocks of limits this instance leases.
     leases: Leases,
+    /// Lease corrections sent with a beat that got no answer, and their sequence number: sent
+    /// again as they are with the next beat.
+    carrying: Option<(u64, Vec<Owed>)>,
     /// After the store lost its keys: until this many instances have written their own back
     /// (those seen before), or this time (ms) has passed, admissions stay local.
     awaiting: Option<(u64, u64)>,
@@ -340,6 +343,7 @@ impl ResilientStore {
                 uncertain: Vec::new(),
                 pending: None,
                 leases: Leases::default(),
+                carrying: None,
                 awaiting: None,
                 changes: 0,
                 local_admissions: 0,
@@ -434,14 +438,38 @@ impl Inner {
                 (tenants, st.own.clone())
             };
             let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
-            let beat = self.timed(self.shared.heartbeat(&self.instance, ttl, &tenants).boxed());
-            let beat = match beat.await {
-                Ok(beat) => beat,
+            // What the leased blocks owe goes with the beat while the store is shared: no call
+            // of its own. A beat that got no answer is sent again with the same corrections
+            // under the same number (applied once); one the store was in another epoch for
+            // gives them back to the leases.
+            let carried = {
+                let mut st = self.lock();
+                let shared = st.mode() == Mode::Shared && st.awaiting.is_none() && st.epoch != 0;
+                match st.carrying.take() {
+                    Some(carried) => Some(carried),
+                    None if shared => {
+                        let owed = st.leases.drain(self.now());
+                        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+                        (!owed.is_empty()).then_some((seq, owed))
+                    }
+                    None => None,
+                }
+            };
+            let corrections = carried.as_ref().map(|(seq, owed)| (*seq, owed.as_slice()));
+            let beat = self
+                .shared
+                .heartbeat(&self.instance, ttl, &tenants, corrections);
+            let (beat, applied) = match self.timed(beat.boxed()).await {
+                Ok(answer) => answer,
                 Err(e) => {
                     tracing::debug!(error = %e, "ledger heartbeat failed");
+                    self.lock().carrying = carried;
                     return;
                 }
             };
+            if !applied && let Some((_, owed)) = carried {
+                self.owe_again(owed);
+            }
             let current = {
                 let mut st = self.lock();
                 let current = st.mode() != Mode::Local
@@ -456,7 +484,6 @@ impl Inner {
             };
             if current {
                 self.set_mode_shared("the shared ledger answers again");
-                self.settle_leases(false).await;
                 return;
             }
             if let Err(e) = self.restore().await {
@@ -880,15 +907,26 @@ impl Inner {
         }
     }
 
-    /// Sends what the leased blocks owe the shared windows (one call per block and bucket).
-    async fn settle_leases(&self, everything: bool) {
+    /// Keeps corrections that could not be sent (or may not have been applied) for later.
+    fn owe_again(&self, owed: Vec<Owed>) {
+        let mut st = self.lock();
+        for o in owed {
+            st.leases.owe_again(o);
+        }
+    }
+
+    /// Ends every leased block and sends what they owe the shared windows, one call per block
+    /// and bucket (at close; while the store answers, heartbeats carry the corrections).
+    async fn settle_leases(&self) {
+        // Corrections a beat carried without an answer go again under their number first.
+        if self.lock().carrying.is_some() {
+            self.tick().await;
+        }
         let owed = {
             let mut st = self.lock();
             let now = self.now();
-            if everything {
-                st.leases.end_all(now);
-            }
-            st.leases.drain(now, everything)
+            st.leases.end_all(now);
+            st.leases.drain(now)
         };
         for o in owed {
             let sent = self
@@ -1484,7 +1522,7 @@ impl Ledger for ResilientStore {
 
     fn close(&self) -> LedgerFuture<'_, ()> {
         async move {
-            self.inner.settle_leases(true).await;
+            self.inner.settle_leases().await;
             Ok(())
         }
         .boxed()

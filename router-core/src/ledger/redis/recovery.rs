@@ -12,6 +12,7 @@ use super::{HEARTBEAT, RESTORE, RedisStore};
 use crate::config::DeploymentId;
 use crate::ledger::LedgerError;
 use crate::ledger::engine::reservation;
+use crate::ledger::leases::Owed;
 use crate::ledger::period::periods;
 use crate::ledger::types::{ActualUsage, Need, Reservation};
 use crate::ledger::window::{BUCKET_MS, Counts};
@@ -137,13 +138,18 @@ impl RedisStore {
         self.table.deployments()
     }
 
-    /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from.
+    /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from;
+    /// applies `corrections` (what leased blocks owe, see lua/unlease.lua, under a sequence
+    /// number: applied once however often sent) in the same call when the store is in the epoch
+    /// this instance knows. Returns the beat and whether the store was in that epoch.
     pub(crate) async fn heartbeat(
         &self,
         instance: &str,
         ttl_ms: u64,
         tenants: &[String],
-    ) -> Result<Beat, LedgerError> {
+        corrections: Option<(u64, &[Owed])>,
+    ) -> Result<(Beat, bool), LedgerError> {
+        let (seq, corrections) = corrections.unwrap_or((0, &[]));
         let mut inv = HEARTBEAT.prepare_invoke();
         inv.key(self.instances_key()).key(self.epoch_key());
         for keys in self.scope_keys.iter() {
@@ -158,10 +164,31 @@ impl RedisStore {
             .arg(ttl_ms)
             .arg(self.scope_keys.len())
             .arg(tenants.len());
+        match self.epoch.load(Ordering::Relaxed) {
+            0 => inv.arg(""),
+            epoch => inv.arg(epoch),
+        };
+        inv.arg(seq).arg(corrections.len());
+        let mut next_key = 2 + self.scope_keys.len() + 2 * tenants.len() + 1;
+        for o in corrections {
+            let scopes = self.scopes(o.deployment)?;
+            for &s in scopes {
+                inv.key(&self.scope_keys[s].window);
+            }
+            inv.arg(next_key).arg(scopes.len()).arg(o.bucket);
+            next_key += scopes.len();
+            for delta in o.deltas {
+                inv.arg(delta);
+            }
+            self.push_report(&mut inv, scopes[0], o.observed.as_ref());
+        }
+        if !corrections.is_empty() {
+            inv.key(format!("{}:cs:{instance}", self.prefix));
+        }
         let reply = self.run(&inv).await?;
         let n = self.scope_keys.len();
         let bad = || self.protocol("heartbeat.lua", &reply);
-        let [instances, epoch, day, month, rest @ ..] = reply.as_slice() else {
+        let [instances, epoch, day, month, applied, rest @ ..] = reply.as_slice() else {
             return Err(bad());
         };
         if rest.len() != 4 * n + 6 * tenants.len() {
@@ -170,7 +197,7 @@ impl RedisStore {
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         let counts = |c: &[i64]| [count(c[0]), count(c[1]), count(c[2]), count(c[3])];
         let (scopes, tenant_rows) = rest.split_at(4 * n);
-        Ok(Beat {
+        let beat = Beat {
             instances: count(*instances).max(1),
             epoch: count(*epoch),
             day: count(*day),
@@ -181,7 +208,8 @@ impl RedisStore {
                 .zip(tenant_rows.chunks_exact(6))
                 .map(|(name, c)| (name.clone(), counts(c), count(c[4]), count(c[5])))
                 .collect(),
-        })
+        };
+        Ok((beat, *applied == 1))
     }
 
     /// Writes `r` into the shared windows (see lua/restore.lua); applied once per sequence
