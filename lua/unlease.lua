@@ -2,7 +2,9 @@
 -- used: the unused part of the block goes back (negative corrections), usage beyond it is
 -- added. The correction goes to the bucket the lease was counted in, if still in the window;
 -- counters never go below zero. Optionally followed by the provider's latest rate-limit report
--- on the deployment (as observe.lua).
+-- on the deployment (as observe.lua). While the store answers, heartbeats carry these
+-- corrections (heartbeat.lua applies them the same way); this script sends what is left when an
+-- instance closes.
 --
 -- KEYS: the deployment's window hash, then, when its provider has provider-wide limits, the
 --   provider's window hash.
