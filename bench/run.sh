@@ -284,6 +284,12 @@ peer() { # peer DIR: the LiteLLM peer, usage-based-routing-v2, K=4, on the enfor
 # same port 10 s later (the workers keep going). Runs in the background of one bench run.
 chaos_disrupt() {
     local pid i
+    # The run's driver resets the mock first (the previous run's requests must not count), then
+    # the run's first request arrives: the outage is timed from that request.
+    for ((i = 0; i < 1800; i++)); do
+        python3 "$REPO/bench/mock_started.py" "$ENFORCE" --reset 2>/dev/null && break
+        sleep 0.1
+    done
     for ((i = 0; i < 1800; i++)); do
         python3 "$REPO/bench/mock_started.py" "$ENFORCE" 2>/dev/null && break
         sleep 0.1
