@@ -20,6 +20,7 @@ pub(crate) struct Account {
 }
 
 /// Who and what a request is, known when it starts.
+#[derive(Default)]
 pub(crate) struct Opening {
     pub(crate) id: String,
     pub(crate) request_id: String,
@@ -33,8 +34,13 @@ pub(crate) struct Opening {
 }
 
 impl Account {
-    /// The account of a request opening now; `None` recorder: a no-op.
-    pub(crate) fn open(recorder: Option<Recorder>, o: Opening) -> Self {
+    /// The account of a request opening now, `opening` asked only when there is a recorder;
+    /// `None` recorder: a no-op.
+    pub(crate) fn open(recorder: Option<Recorder>, opening: impl FnOnce() -> Opening) -> Self {
+        let o = match recorder {
+            Some(_) => opening(),
+            None => Opening::default(),
+        };
         Self {
             recorder,
             record: Record {

@@ -56,28 +56,22 @@ impl Router {
             route = planned.route.as_ref().map(tracing::field::display),
             metadata = ?req.metadata,
         );
-        let recorder = self.inner.recorder.clone();
-        let account = Account::open(
-            recorder.clone(),
-            Opening {
-                id: match recorder {
-                    Some(_) => format!("{:016x}{:016x}", self.draw_u64(), self.draw_u64()),
-                    None => String::new(),
-                },
-                request_id: id.clone(),
-                // The tenant named, whether or not a tier tracks it.
-                tenant: req.tenant.clone(),
-                key_id: req.key_id.clone(),
-                model_asked: req.model.clone().unwrap_or_else(|| planned.model.clone()),
-                route: planned
-                    .route
-                    .as_ref()
-                    .map(|m| format!("routes.{}[{}]", m.alias, m.index)),
-                priority: planned.plan.priority.as_str(),
-                stream,
-                start_ms: self.now_ms(),
-            },
-        );
+        // Without a recorder nothing of the record is gathered: no work on the request's path.
+        let account = Account::open(self.inner.recorder.clone(), || Opening {
+            id: format!("{:016x}{:016x}", self.draw_u64(), self.draw_u64()),
+            request_id: id.clone(),
+            // The tenant named, whether or not a tier tracks it.
+            tenant: req.tenant.clone(),
+            key_id: req.key_id.clone(),
+            model_asked: req.model.clone().unwrap_or_else(|| planned.model.clone()),
+            route: planned
+                .route
+                .as_ref()
+                .map(|m| format!("routes.{}[{}]", m.alias, m.index)),
+            priority: planned.plan.priority.as_str(),
+            stream,
+            start_ms: self.now_ms(),
+        });
         Ok(Request {
             account,
             id,

@@ -25,7 +25,11 @@ fn registry() -> Registry {
 /// hour apart: the tests beat by hand. The timeout leaves a debug build on a busy machine room to
 /// reconnect and load the scripts into a restarted Redis within one call.
 async fn instance(redis: &TestRedis, on_error: OnError) -> ResilientStore {
-    let mut registry = registry();
+    by_hand(redis, registry(), on_error).await
+}
+
+/// An instance over `registry` with `on_error`, a 500 ms timeout and hand-made heartbeats.
+async fn by_hand(redis: &TestRedis, mut registry: Registry, on_error: OnError) -> ResilientStore {
     let settings = LedgerSettings {
         timeout: Duration::from_millis(500),
         on_error,
@@ -324,22 +328,8 @@ async fn leasing_by_hand(redis: &TestRedis, lease: &str) -> ResilientStore {
         "        limits:",
         &format!("        lease: {lease}\n        limits:"),
     );
-    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
-    registry.ledger = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Local,
-        heartbeat: Duration::from_secs(3600),
-    };
-    let options = RedisStoreOptions {
-        namespace: redis.namespace.clone(),
-        response_timeout: registry.ledger.timeout,
-        lazy: true,
-        ..RedisStoreOptions::default()
-    };
-    let shared = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
-    ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    by_hand(redis, registry, OnError::Local).await
 }
 
 #[tokio::test]
