@@ -13,14 +13,17 @@
 --   most one hour), [4] number of candidates n, [5] 1 with a tenant, else 0; with a tenant:
 --   [6..8] its rpm, tpm, concurrency, [9..10] its daily and monthly budget in micro-USD
 --   (0 = unlimited), then the request's estimated cost on each candidate (n values); then per
---   candidate: the tokens to reserve there, the input part of them (the rest is output), its
---   number of scopes s (1 or 2), then per scope rpm, tpm, itpm, otpm, concurrency (already
---   scaled to the request's priority share). Every limit is a decimal integer, and exactly '0'
---   means unlimited. Tokens count against tpm, input against itpm, output against otpm.
+--   candidate: the tokens to reserve there, the input part of them (the rest is output) or '-'
+--   when the deployment does not count input and output apart (neither it nor its provider
+--   limits either: its windows then keep no input or output counters), its number of scopes s
+--   (1 or 2), then per scope rpm, tpm, itpm, otpm, concurrency (already scaled to the request's
+--   priority share). Every limit is a decimal integer, and exactly '0' means unlimited. Tokens
+--   count against tpm, input against itpm, output against otpm.
 --   Last of all, after the candidates: KEYS ends with the epoch key and ARGV with the epoch
 --   the instance knows ('' to skip the check; see heartbeat.lua and restore.lua).
--- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL. A first
---   admission costs one GET of the reservation key (absent); only a repeated one looks further.
+-- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL. The
+--   reservation key is written first (SET NX GET): a first admission finds it absent at no
+--   extra call; only a repeated one looks further. A refused admission deletes the key it wrote.
 -- Reply: lost    {2, now} when the stored epoch is not the instance's: the store lost its keys
 --                 or another instance restored them since; nothing is admitted, the instance
 --                 restores (restore.lua) first.
@@ -37,98 +40,115 @@ local now = now_ms()
 if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
   return {2, now}
 end
-local id, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
--- The tokens to reserve on the candidate being looked at, and their input and output parts
--- (set per candidate).
-local need, need_in, need_out = 0, 0, 0
+-- Numbers come from ARGV by arithmetic coercion (`s + 0`), which in Redis's Lua costs about half
+-- of what a call to `tonumber` does.
+local id, n = ARGV[2], ARGV[4] + 0
+-- The candidate being looked at (set by `load`): the tokens to reserve there, their input and
+-- output parts, and whether its windows count those apart.
+local need, need_in, need_out, apart = 0, 0, 0, false
 -- Worked out once per call: in Redis's Lua, number-to-string conversions, tables and calls
 -- cost more than the reads themselves.
 local nb = math.floor(now / BUCKET_MS)
 local oldest_live = nb - SPAN
-local slot_end = fmt('%d', after(now, ttl))
-local rb, tb, after_now = fmt('r%d', nb), fmt('t%d', nb), fmt('(%d', now)
-local ib, xb = fmt('i%d', nb), fmt('x%d', nb)
+local rb, tb = fmt('r%d', nb), fmt('t%d', nb)
+-- Input and output counter names of bucket nb, and '(now' for ZCOUNT: formatted when first
+-- needed.
+local ib, xb, after_now = nil, nil, nil
 local tenant = nil
-local ai0, ki0 = 6, 2
+-- Where the first candidate's KEYS and ARGV start.
+local k1, a1 = 2, 6
 if ARGV[5] == '1' then
   -- Its rpm, tpm and concurrency stay strings (ARGV[6..8]) for `fits`.
-  tenant = {w = KEYS[2], z = KEYS[3], b = KEYS[4], tpm = tonumber(ARGV[7]),
-    daily = tonumber(ARGV[9]), monthly = tonumber(ARGV[10]), costs = {}}
+  tenant = {w = KEYS[2], z = KEYS[3], b = KEYS[4], tpm = ARGV[7] + 0,
+    daily = ARGV[9] + 0, monthly = ARGV[10] + 0, costs = {}}
   for c = 1, n do
-    tenant.costs[c] = tonumber(ARGV[10 + c])
+    tenant.costs[c] = ARGV[10 + c] + 0
   end
-  ai0, ki0 = 11 + n, 5
+  k1, a1 = 5, 11 + n
 end
 -- Budget periods, worked out only for requests with a tenant.
 local p = tenant and periods(now)
 
--- Per candidate c, its first KEYS and ARGV index (candidate blocks differ in length).
-local kis, ais = {}, {}
-do
-  local ki, ai = ki0, ai0
-  for c = 1, n do
-    kis[c], ais[c] = ki, ai
-    local own = tonumber(ARGV[ai + 2])
-    ki = ki + 2 * own
-    ai = ai + 3 + 5 * own
+-- The reservation key holds the name of the request counter of the bucket the reservation was
+-- counted in ('r' and the bucket). Written first, only if absent, and read in the same call.
+local prior = redis.call('SET', KEYS[1], rb, 'PX', SLOTS_TTL_MS_ARG, 'NX', 'GET')
+
+-- Loads the candidate whose blocks start at KEYS[k] and ARGV[a] into need, need_in, need_out
+-- and apart; returns its number of scopes and where the next candidate's blocks start.
+local function load(k, a)
+  need = ARGV[a] + 0
+  apart = ARGV[a + 1] ~= '-'
+  if apart then
+    need_in = ARGV[a + 1] + 0
+    if need_in > need then
+      need_in = need
+    end
+    need_out = need - need_in
+    if ib == nil then
+      ib, xb = fmt('i%d', nb), fmt('x%d', nb)
+    end
+  else
+    need_in, need_out = 0, 0
   end
-end
-
--- Scope s (1 deployment, 2 provider) of candidate c: its window hash, slots zset, and its rpm,
--- tpm, itpm, otpm and concurrency as passed.
-local function scope_of(c, s)
-  local k, a = kis[c] + 2 * (s - 1), ais[c] + 5 * s - 2
-  return KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-end
-
--- Sets need, need_in and need_out to candidate c's; returns its number of scopes.
-local function load_need(c)
-  need, need_in = tonumber(ARGV[ais[c]]), tonumber(ARGV[ais[c] + 1])
-  need_in = math.min(need_in, need)
-  need_out = need - need_in
-  return tonumber(ARGV[ais[c] + 2])
+  if ARGV[a + 2] == '2' then
+    return 2, k + 4, a + 13
+  end
+  return 1, k + 2, a + 8
 end
 
 -- An admission repeated with an id that holds a live slot on a candidate gets it back.
-local prior = redis.call('GET', KEYS[1])
 if prior then
-  local b = tonumber(prior)
+  local b = tonumber(string.sub(prior, 2))
+  local k, a = k1, a1
   for c = 1, n do
-    local score = redis.call('ZSCORE', KEYS[kis[c] + 1], id)
+    local score = redis.call('ZSCORE', KEYS[k + 1], id)
     if b and score and tonumber(score) > now then
       local hp = tenant and periods(b * BUCKET_MS)
       return {1, now, c - 1, b, hp and hp.day or 0, hp and hp.month or 0}
     end
+    local _
+    _, k, a = load(k, a)
   end
 end
 
--- Whether the tenant's budget refuses candidate c: a reply row, or nil.
-local function over_budget(c)
-  if tenant.day_spent == nil then
-    tenant.day_spent, tenant.month_spent = spent(tenant.b, p)
-  end
-  local cost = tenant.costs[c]
-  for _, b in ipairs({{tenant.daily, tenant.day_spent, p.day_end, 5},
-      {tenant.monthly, tenant.month_spent, p.month_end, 6}}) do
-    if b[1] > 0 and cost > b[1] then
-      return {1, b[4], 3, 0}
-    elseif b[1] > 0 and b[2] + cost > b[1] then
-      return {3, b[4], 3, b[3]}
+-- Whether the tenant's budget refuses candidate c: a reply row, or nil. (Defined only with a
+-- tenant: every function a script defines costs a closure on each call.)
+local over_budget = nil
+if tenant then
+  over_budget = function(c)
+    if tenant.day_spent == nil then
+      tenant.day_spent, tenant.month_spent = spent(tenant.b, p)
     end
+    local cost = tenant.costs[c]
+    for _, b in ipairs({{tenant.daily, tenant.day_spent, p.day_end, 5},
+        {tenant.monthly, tenant.month_spent, p.month_end, 6}}) do
+      if b[1] > 0 and cost > b[1] then
+        return {1, b[4], 3, 0}
+      elseif b[1] > 0 and b[2] + cost > b[1] then
+        return {3, b[4], 3, b[3]}
+      end
+    end
+    return nil
   end
-  return nil
 end
 
--- Whether one more request of `need` tokens (need_in input, need_out output) fits in a scope
--- now: window hash w, slots zset z, scope code (1 deployment, 2 provider, 3 tenant) and limits
--- as passed in ARGV ('0' = unlimited). The common case (no bucket has left the window since the last write) is one HMGET
--- and no write; anything else goes through `expire`. Values are converted only when a limit
--- needs them: a full candidate costs its read and a few conversions. When it fits, st receives
--- what `take` needs. Without `reasons` it stops at the first full limit; with `reasons` (a list)
--- it appends every full limit to it.
-local function fits(st, w, z, code, rpm, tpm, itpm, otpm, conc, reasons)
-  local v = redis.call('HMGET', w, 'R', 'T', 'o', rb, tb, 'c', 'I', 'X', ib, xb)
-  local o = tonumber(v[3])
+-- Whether one more request of the loaded candidate fits in a scope now: window hash w, slots
+-- zset z, scope code (1 deployment, 2 provider, 3 tenant) and limits as passed in ARGV ('0' =
+-- unlimited). The common case (no bucket has left the window since the last write) is one
+-- HMGET and no write; anything else goes through `expire`. Values are converted only when a
+-- limit needs them: a full candidate costs its read and a few conversions. Input and output
+-- counters are read only where the candidate counts them apart. Without `reasons` it stops at
+-- the first full limit and returns what `take` needs when everything fits (else nil); with
+-- `reasons` (a list) it appends every full limit to it.
+local function fits(w, z, code, rpm, tpm, itpm, otpm, conc, reasons)
+  local v
+  if apart then
+    v = redis.call('HMGET', w, 'R', 'T', 'o', rb, tb, 'c', 'I', 'X', ib, xb)
+  else
+    v = redis.call('HMGET', w, 'R', 'T', 'o', rb, tb, 'c')
+  end
+  local o = v[3]
+  o = o and o + 0 or nil
   -- R, T, I, X, cr, ct, ci, cx, cd: stored strings (false when missing) on the common path,
   -- numbers otherwise.
   local R, T, I, X, bk, cr, ct, ci, cx, cd, init
@@ -136,86 +156,196 @@ local function fits(st, w, z, code, rpm, tpm, itpm, otpm, conc, reasons)
     R, T, bk, cr, ct, cd, init = v[1], v[2], nb, v[4], v[5], v[6], false
     I, X, ci, cx = v[7], v[8], v[9], v[10]
   else
-    local x = expire(w, now, v)
+    local x = expire(w, now, v[7] ~= nil and v or nil)
     R, T, o, bk, cr, ct, cd, init = x.R, x.T, x.o, x.b, x.cr, x.ct, x.cd, x.init or false
     I, X, ci, cx = x.I, x.X, x.ci, x.cx
   end
-  cd = cd and tonumber(cd) or 0
+  cd = (cd or 0) + 0
   local ok = true
   if code == 1 and cd > now then
     if not reasons then
-      return false
+      return nil
     end
     ok = false
     reasons[#reasons + 1] = {kind = 1, s = 1, at = cd}
   end
-  R = tonumber(R) or 0
-  if rpm ~= '0' then
-    local limit = tonumber(rpm)
-    if R + 1 > limit then
-      if not reasons then
-        return false
-      end
-      ok = false
-      reasons[#reasons + 1] = {kind = 2, s = code, key = w, o = o, total = R, prefix = 'r',
-        need = 1, limit = limit}
+  R = (R or 0) + 0
+  if rpm ~= '0' and R + 1 > rpm + 0 then
+    if not reasons then
+      return nil
     end
+    ok = false
+    reasons[#reasons + 1] = {kind = 2, s = code, key = w, o = o, total = R, prefix = 'r',
+      need = 1, limit = rpm + 0}
   end
-  T = tonumber(T) or 0
-  if tpm ~= '0' then
-    local limit = tonumber(tpm)
-    if T + need > limit then
-      if not reasons then
-        return false
-      end
-      ok = false
-      reasons[#reasons + 1] = {kind = 3, s = code, key = w, o = o, total = T, prefix = 't',
-        need = need, limit = limit}
+  T = (T or 0) + 0
+  if tpm ~= '0' and T + need > tpm + 0 then
+    if not reasons then
+      return nil
     end
+    ok = false
+    reasons[#reasons + 1] = {kind = 3, s = code, key = w, o = o, total = T, prefix = 't',
+      need = need, limit = tpm + 0}
   end
-  I = tonumber(I) or 0
-  if itpm ~= '0' then
-    local limit = tonumber(itpm)
-    if I + need_in > limit then
+  if apart then
+    I, X = (I or 0) + 0, (X or 0) + 0
+    if itpm ~= '0' and I + need_in > itpm + 0 then
       if not reasons then
-        return false
+        return nil
       end
       ok = false
       reasons[#reasons + 1] = {kind = 7, s = code, key = w, o = o, total = I, prefix = 'i',
-        need = need_in, limit = limit}
+        need = need_in, limit = itpm + 0}
     end
-  end
-  X = tonumber(X) or 0
-  if otpm ~= '0' then
-    local limit = tonumber(otpm)
-    if X + need_out > limit then
+    if otpm ~= '0' and X + need_out > otpm + 0 then
       if not reasons then
-        return false
+        return nil
       end
       ok = false
       reasons[#reasons + 1] = {kind = 8, s = code, key = w, o = o, total = X, prefix = 'x',
-        need = need_out, limit = limit}
+        need = need_out, limit = otpm + 0}
     end
   end
-  local live = nil
   if conc ~= '0' then
-    live = redis.call('ZCOUNT', z, after_now, '+inf')
-    if live >= tonumber(conc) then
+    after_now = after_now or fmt('(%d', now)
+    if redis.call('ZCOUNT', z, after_now, '+inf') >= conc + 0 then
       if not reasons then
-        return false
+        return nil
       end
       ok = false
       reasons[#reasons + 1] = {kind = 4, s = code, z = z}
     end
   end
-  if ok then
-    st.w, st.z, st.R, st.T, st.o, st.bk, st.cd, st.init, st.live = w, z, R, T, o, bk, cd, init,
-      live
-    st.cr, st.ct = tonumber(cr) or 0, tonumber(ct) or 0
-    st.I, st.X, st.ci, st.cx = I, X, tonumber(ci) or 0, tonumber(cx) or 0
+  if not ok or reasons then
+    return nil
   end
-  return ok
+  local st = {w = w, z = z, R = R, T = T, o = o, bk = bk, cd = cd, init = init,
+    cr = (cr or 0) + 0, ct = (ct or 0) + 0}
+  if apart then
+    st.I, st.X, st.ci, st.cx = I, X, (ci or 0) + 0, (cx or 0) + 0
+  end
+  return st
 end
+
+-- Reserves one request of the loaded candidate in scope st (as `fits` returned it), its slot
+-- ending at slot_end.
+local function take(st, slot_end)
+  local b = st.bk
+  local rk, tk = rb, tb
+  if b ~= nb then
+    rk, tk = fmt('r%d', b), fmt('t%d', b)
+  end
+  local first = st.cr == 0 and st.ct == 0
+  if apart then
+    local ik, xk = ib, xb
+    if b ~= nb then
+      ik, xk = fmt('i%d', b), fmt('x%d', b)
+    end
+    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
+      ik, fmt('%d', st.ci + need_in), xk, fmt('%d', st.cx + need_out),
+      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need),
+      'I', fmt('%d', st.I + need_in), 'X', fmt('%d', st.X + need_out))
+    first = first and st.ci == 0 and st.cx == 0
+  else
+    redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
+      'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need))
+  end
+  if st.init then
+    -- A new window (once per idle spell): store where it starts, and the layout note.
+    redis.call('HSET', st.w, 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
+  end
+  if first then
+    -- First admission in this bucket: forget long-dead slots; the hash must outlive the bucket.
+    forget_slots(st.z, now)
+    redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
+  end
+  -- Every admission refreshes the zset's TTL: a bucket pre-filled by a provider's report has
+  -- counters before its first admission, so "first in the bucket" cannot be relied on.
+  redis.call('ZADD', st.z, slot_end, id)
+  redis.call('PEXPIRE', st.z, SLOTS_TTL_MS_ARG)
+end
+
+-- First pass: the first candidate where everything fits takes the request.
+do
+  local k, a = k1, a1
+  for c = 1, n do
+    local own, next_k, next_a = load(k, a)
+    local held, held2, held_tenant = nil, nil, nil
+    if not (tenant and over_budget(c)) then
+      held = fits(KEYS[k], KEYS[k + 1], 1, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
+        ARGV[a + 7])
+      if held and own == 2 then
+        held2 = fits(KEYS[k + 2], KEYS[k + 3], 2, ARGV[a + 8], ARGV[a + 9], ARGV[a + 10],
+          ARGV[a + 11], ARGV[a + 12])
+        if not held2 then
+          held = nil
+        end
+      end
+    end
+    if held and tenant then
+      -- The tenant's own limits refuse every candidate needing as many tokens or more alike.
+      if tenant.refused_at and need >= tenant.refused_at then
+        held = nil
+      else
+        held_tenant = fits(tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8])
+        if not held_tenant then
+          tenant.refused_at = need
+          held = nil
+        end
+      end
+    end
+    if held then
+      local slot_end = fmt('%d', after(now, ARGV[3] + 0))
+      if tenant then
+        local cost = tenant.costs[c]
+        redis.call('HSET', tenant.b, 'd', p.day, 'dm', tenant.day_spent + cost, 'm', p.month,
+          'mm', tenant.month_spent + cost)
+        redis.call('PEXPIRE', tenant.b, math.max(1, p.month_end - now) + DAY_MS)
+        take(held_tenant, slot_end)
+      end
+      take(held, slot_end)
+      if held2 then
+        take(held2, slot_end)
+      end
+      local bk = held.bk
+      if prior or bk ~= nb then
+        -- A repeated id admitted anew, or the clock went back: the key's bucket is not yet
+        -- right.
+        redis.call('SET', KEYS[1], fmt('r%d', bk), 'PX', SLOTS_TTL_MS_ARG)
+      end
+      return {1, now, c - 1, bk, p and p.day or 0, p and p.month or 0}
+    end
+    k, a = next_k, next_a
+  end
+end
+
+-- Every candidate refused. The reservation key written above holds nothing.
+if not prior then
+  redis.call('DEL', KEYS[1])
+end
+
+-- Work out why, and when each candidate could take the request. A limit the request can never
+-- fit under comes first, then the budget, then the limit that frees last.
+
+-- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a
+-- window whose oldest live bucket is o and whose total is `total`, assuming nothing else is
+-- admitted meanwhile.
+local function fits_at(key, o, total, prefix, need, limit)
+  local fields = {}
+  for k = o, o + SPAN do
+    fields[#fields + 1] = prefix .. k
+  end
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local left = total
+  for i = 1, #vals do
+    left = left - (tonumber(vals[i]) or 0)
+    if left + need <= limit then
+      return (o + i - 1 + SPAN + 1) * BUCKET_MS
+    end
+  end
+  return (o + SPAN + SPAN + 1) * BUCKET_MS
+end
+
 
 -- The reply row of a refused candidate: the limit that frees last, and when.
 local function verdict(reasons)
@@ -240,84 +370,15 @@ local function verdict(reasons)
   return worst
 end
 
--- Reserves one request in scope st (checked by `fits`).
-local function take(st)
-  local b = st.bk
-  local rk, tk, ik, xk = rb, tb, ib, xb
-  if b ~= nb then
-    rk, tk, ik, xk = fmt('r%d', b), fmt('t%d', b), fmt('i%d', b), fmt('x%d', b)
-  end
-  redis.call('HSET', st.w, rk, fmt('%d', st.cr + 1), tk, fmt('%d', st.ct + need),
-    ik, fmt('%d', st.ci + need_in), xk, fmt('%d', st.cx + need_out),
-    'R', fmt('%d', st.R + 1), 'T', fmt('%d', st.T + need),
-    'I', fmt('%d', st.I + need_in), 'X', fmt('%d', st.X + need_out))
-  if st.init then
-    -- A new window (once per idle spell): store where it starts, and the layout note.
-    redis.call('HSET', st.w, 'o', fmt('%d', st.o), 'h', LAYOUT_NOTE)
-  end
-  if st.cr == 0 and st.ct == 0 and st.ci == 0 and st.cx == 0 then
-    -- First admission in this bucket: forget long-dead slots; the hash must outlive the bucket.
-    forget_slots(st.z, now)
-    redis.call('PEXPIRE', st.w, math.max(WINDOW_TTL_MS, st.cd - now))
-  end
-  -- Every admission refreshes the zset's TTL: a bucket pre-filled by a provider's report has
-  -- counters before its first admission, so "first in the bucket" cannot be relied on.
-  redis.call('ZADD', st.z, slot_end, id)
-  redis.call('PEXPIRE', st.z, SLOTS_TTL_MS)
-end
-
--- First pass: the first candidate where everything fits takes the request. What fits is kept
--- per scope position (deployment, provider) and for the tenant.
-local held = {{}, {}}
-local held_tenant = {}
-for c = 1, n do
-  local own = load_need(c)
-  local ok = not (tenant and over_budget(c))
-  for s = 1, own do
-    if not ok then
-      break
-    end
-    local w, z, rpm, tpm, itpm, otpm, conc = scope_of(c, s)
-    ok = fits(held[s], w, z, s, rpm, tpm, itpm, otpm, conc)
-  end
-  if ok and tenant then
-    -- The tenant's own limits refuse every candidate needing as many tokens or more alike.
-    if tenant.refused_at and need >= tenant.refused_at then
-      ok = false
-    else
-      ok = fits(held_tenant, tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8])
-      if not ok then
-        tenant.refused_at = need
-      end
-    end
-  end
-  if ok then
-    if tenant then
-      local cost = tenant.costs[c]
-      redis.call('HSET', tenant.b, 'd', p.day, 'dm', tenant.day_spent + cost, 'm', p.month,
-        'mm', tenant.month_spent + cost)
-      redis.call('PEXPIRE', tenant.b, math.max(1, p.month_end - now) + DAY_MS)
-      take(held_tenant)
-    end
-    for s = 1, own do
-      take(held[s])
-    end
-    redis.call('SET', KEYS[1], fmt('%d', held[1].bk), 'PX', SLOTS_TTL_MS)
-    return {1, now, c - 1, held[1].bk, p and p.day or 0, p and p.month or 0}
-  end
-end
-
--- Every candidate refused: work out why, and when each could take the request. A limit the
--- request can never fit under comes first, then the budget, then the limit that frees last.
 local out = {0, now}
-local scratch = {}
+local k, a = k1, a1
 for c = 1, n do
-  local own = load_need(c)
+  local own, next_k, next_a = load(k, a)
   local row = nil
   for s = 1, own do
-    local _, _, _, tpm, itpm, otpm = scope_of(c, s)
-    for _, t in ipairs({{tonumber(tpm), need, 3}, {tonumber(itpm), need_in, 7},
-        {tonumber(otpm), need_out, 8}}) do
+    local as = a + 5 * s - 2
+    for _, t in ipairs({{ARGV[as + 1] + 0, need, 3}, {ARGV[as + 2] + 0, need_in, 7},
+        {ARGV[as + 3] + 0, need_out, 8}}) do
       if row == nil and t[1] > 0 and t[2] > t[1] then
         row = {1, t[3], s, 0}
       end
@@ -332,16 +393,18 @@ for c = 1, n do
   if row == nil then
     local reasons = {}
     for s = 1, own do
-      local w, z, rpm, tpm, itpm, otpm, conc = scope_of(c, s)
-      fits(scratch, w, z, s, rpm, tpm, itpm, otpm, conc, reasons)
+      local ks, as = k + 2 * s - 2, a + 5 * s - 2
+      fits(KEYS[ks], KEYS[ks + 1], s, ARGV[as], ARGV[as + 1], ARGV[as + 2], ARGV[as + 3],
+        ARGV[as + 4], reasons)
     end
     if tenant then
-      fits(scratch, tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8], reasons)
+      fits(tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8], reasons)
     end
     row = verdict(reasons)
   end
   for _, x in ipairs(row) do
     out[#out + 1] = x
   end
+  k, a = next_k, next_a
 end
 return out

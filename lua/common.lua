@@ -1,8 +1,10 @@
 -- llmroute ledger: prelude shared by every script (contract v3).
 --
--- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS, SETTLE_GRACE_MS,
--- TIME_CAP_MS and DAY_MS are not defined here: router-core/src/ledger/redis.rs (`lua_constants`)
--- writes them above this file from their Rust twins, so the two sides cannot drift.
+-- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS (and
+-- SLOTS_TTL_MS_ARG, the same as a string for redis.call), SETTLE_GRACE_MS, TIME_CAP_MS and DAY_MS
+-- are not defined here: router-core/src/ledger/redis.rs (`lua_constants`) writes them above this
+-- file from their Rust twins, so the two sides cannot drift. Scripts that correct windows get
+-- lua/update.lua's helpers after this file.
 --
 -- Time: ARGV[1] is the time in ms since the Unix epoch, or '' to use the server clock (TIME), so
 -- instances with skewed clocks agree. Milliseconds fit exactly in Lua's doubles.
@@ -43,8 +45,9 @@ end
 -- an expired slot is remembered for SETTLE_GRACE_MS more, so that a late settle still corrects
 -- the counts once (twin: window.rs `Slots`). TTL SLOTS_TTL_MS, refreshed by every admission
 -- and renewal: it outlives the longest slot and its grace.
--- Reservation key (llmroute:{ns}:v3:r:<id>, one per reservation): the bucket its tokens were
--- reserved in, for an admission repeated with the same id (which answers it only while its slot
+-- Reservation key (llmroute:{ns}:v3:r:<id>, one per reservation): 'r' and the bucket its tokens
+-- were reserved in (the name of that bucket's request counter), for an admission repeated with
+-- the same id (which answers it only while its slot
 -- is live). Same TTL as the slots zset, refreshed by renewal; it goes when its live slot is
 -- settled or released.
 
@@ -120,64 +123,6 @@ local function expire(key, now, v)
   return w
 end
 
-local function is_live(w, k)
-  return k >= w.o and k <= w.o + SPAN
-end
-
--- Makes window `w` (read by expire) outlive every live bucket and any cooldown it holds.
-local function keep_window(key, w, now)
-  redis.call('PEXPIRE', key, math.max(WINDOW_TTL_MS, w.cd - now))
-end
-
--- Adds dr requests, dt tokens, di input and dx output tokens to bucket k (live) of window `key`
--- as read by `expire` (w), never taking a counter below zero. The current bucket's counters
--- come with w; an older one costs a read. Integers are written through fmt('%d').
-local function adjust(key, w, k, dr, dt, di, dx)
-  local rk, tk, ik, xk = fmt('r%d', k), fmt('t%d', k), fmt('i%d', k), fmt('x%d', k)
-  local r, t, i, x = w.cr, w.ct, w.ci, w.cx
-  if k ~= w.b then
-    local v = redis.call('HMGET', key, rk, tk, ik, xk)
-    r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-    i, x = tonumber(v[3]) or 0, tonumber(v[4]) or 0
-  end
-  local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
-  local ni, nx = math.max(0, i + di), math.max(0, x + dx)
-  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), ik, fmt('%d', ni),
-    xk, fmt('%d', nx), 'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t),
-    'I', fmt('%d', w.I + ni - i), 'X', fmt('%d', w.X + nx - x))
-end
-
--- The earliest time (ms) at which `need` more fits under `limit` in counter `prefix` of a
--- window whose oldest live bucket is o and whose total is `total`, assuming nothing else is
--- admitted meanwhile.
-local function fits_at(key, o, total, prefix, need, limit)
-  local fields = {}
-  for k = o, o + SPAN do
-    fields[#fields + 1] = prefix .. k
-  end
-  local vals = redis.call('HMGET', key, unpack(fields))
-  local left = total
-  for i = 1, #vals do
-    left = left - (tonumber(vals[i]) or 0)
-    if left + need <= limit then
-      return (o + i - 1 + SPAN + 1) * BUCKET_MS
-    end
-  end
-  return (o + SPAN + SPAN + 1) * BUCKET_MS
-end
-
--- Extends the cooldown held in deployment window `key` (whose current end is cur) to `untl` ms;
--- never shortens it. The hash then lives at least until the cooldown ends.
-local function extend_cooldown(key, now, cur, untl)
-  if untl <= cur or untl <= now then
-    return cur
-  end
-  redis.call('HSET', key, 'c', untl)
-  if redis.call('PTTL', key) < untl - now then
-    redis.call('PEXPIRE', key, untl - now)
-  end
-  return untl
-end
 -- UTC budget periods of `now` (twin: router-core/src/ledger/period.rs): day and month
 -- indices, and when they end. Month index = year * 12 + month - 1.
 
@@ -219,65 +164,4 @@ local function spent(key, p)
   local day = (tonumber(v[1]) == p.day) and (tonumber(v[2]) or 0) or 0
   local month = (tonumber(v[3]) == p.month) and (tonumber(v[4]) or 0) or 0
   return day, month
-end
-
--- Adds `micros` (may be negative: a correction) to what was spent in `day` and `month`, if those
--- are still the stored periods; the hash lives until its month has ended.
-local function spend(key, day, month, micros, now, month_end)
-  local v = redis.call('HMGET', key, 'd', 'dm', 'm', 'mm')
-  if tonumber(v[1]) == day then
-    redis.call('HSET', key, 'dm', math.max(0, (tonumber(v[2]) or 0) + micros))
-  end
-  if tonumber(v[3]) == month then
-    redis.call('HSET', key, 'mm', math.max(0, (tonumber(v[4]) or 0) + micros))
-  end
-  redis.call('PEXPIRE', key, math.max(1, month_end - now) + DAY_MS)
-end
-
--- Follows a provider's report on a deployment's window hash `key` (see observe.lua): ARGV[a ..
--- a + 3] are its rpm, tpm, itpm and otpm limits (0 = unlimited), then remaining (-1 = not
--- reported) and reset ms from now of requests, tokens, input tokens and output tokens.
-local function observe_at(key, now, a)
-  local nb = math.floor(now / BUCKET_MS)
-  local w = expire(key, now)
-  -- Remember what the provider said (qr, qt, qi, qx: remaining requests, tokens, input and
-  -- output tokens, -1 when not reported; qa: when), for `llmroute quota`.
-  if tonumber(ARGV[a + 4]) >= 0 or tonumber(ARGV[a + 6]) >= 0 or tonumber(ARGV[a + 8]) >= 0
-      or tonumber(ARGV[a + 10]) >= 0 then
-    redis.call('HSET', key, 'qr', ARGV[a + 4], 'qt', ARGV[a + 6], 'qi', ARGV[a + 8],
-      'qx', ARGV[a + 10], 'qa', now)
-    keep_window(key, w, now)
-  end
-  local function follow(remaining, reset_ms, limit, used, prefix, total)
-    if remaining < 0 then
-      return
-    end
-    local reset_at = after(now, reset_ms)
-    if limit <= 0 then
-      -- A dimension we do not limit: only "nothing left" is actionable.
-      if remaining == 0 then
-        w.cd = extend_cooldown(key, now, w.cd, reset_at)
-      end
-      return
-    end
-    -- Less left than we believe (nothing left included): count the difference as used until the
-    -- provider's reset. A deployment we filled ourselves is left as it is.
-    local believed = math.max(0, limit - used)
-    if remaining >= believed then
-      return
-    end
-    local k = math.ceil(reset_at / BUCKET_MS) - (SPAN + 1)
-    k = math.min(math.max(k, nb - SPAN), nb)
-    if not is_live(w, k) then
-      k = w.b
-    end
-    redis.call('HINCRBY', key, prefix .. k, believed - remaining)
-    redis.call('HINCRBY', key, total, believed - remaining)
-    redis.call('HSET', key, 'o', w.o, 'h', LAYOUT_NOTE)
-    keep_window(key, w, now)
-  end
-  follow(tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a]), w.R, 'r', 'R')
-  follow(tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]), tonumber(ARGV[a + 1]), w.T, 't', 'T')
-  follow(tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 2]), w.I, 'i', 'I')
-  follow(tonumber(ARGV[a + 10]), tonumber(ARGV[a + 11]), tonumber(ARGV[a + 3]), w.X, 'x', 'X')
 end

@@ -7,12 +7,15 @@
 --   provider's window hash.
 -- ARGV: [1] now ms or '', [2] requests wanted, [3] tokens wanted, [4] the fewest requests and
 --   [5] the fewest tokens worth a lease (less room than that: nothing is granted), [6] number of
---   scopes s (1 or 2), then per scope its rpm, tpm, itpm and otpm (0 = unlimited), then the
---   number of corrections c of the instance's earlier blocks on this deployment, and c times a
---   bucket and its request, token, input and output token corrections (as unlease.lua takes
---   them), applied first: the block that ended and the one that starts cost one call.
+--   scopes s (1 or 2), then per scope its rpm, tpm, itpm and otpm (0 = unlimited), then 1 when
+--   the deployment counts input and output tokens apart (it or its provider limits either),
+--   else 0, then the number of corrections c of the instance's earlier blocks on this
+--   deployment, and c times a bucket and its request, token, input and output token corrections
+--   (as unlease.lua takes them), applied first: the block that ended and the one that starts
+--   cost one call.
 -- The block's tokens count against tpm, itpm and otpm alike (the instance does not know yet
---   how its requests split into input and output), so an unused part is returned in full.
+--   how its requests split into input and output), so an unused part is returned in full; a
+--   deployment that does not count input and output apart gets no input or output counted.
 -- A deployment in cooldown grants nothing.
 -- Last of all: KEYS ends with the epoch key and ARGV with the epoch the instance knows ('' to
 --   skip the check), as in admit.lua.
@@ -26,7 +29,8 @@ end
 local want_r, want_t = tonumber(ARGV[2]), tonumber(ARGV[3])
 local min_r, min_t = tonumber(ARGV[4]), tonumber(ARGV[5])
 local s = tonumber(ARGV[6])
-local c0 = 7 + 4 * s
+local apart = ARGV[7 + 4 * s] == '1'
+local c0 = 8 + 4 * s
 for c = 1, tonumber(ARGV[c0]) do
   local a = c0 + 5 * (c - 1)
   local bucket = tonumber(ARGV[a + 1])
@@ -66,7 +70,8 @@ if want_r < min_r or want_t < min_t then
 end
 for i = 1, s do
   local w = ws[i]
-  adjust(KEYS[i], w, w.b, want_r, want_t, want_t, want_t)
+  local split = apart and want_t or 0
+  adjust(KEYS[i], w, w.b, want_r, want_t, split, split)
   redis.call('HSET', KEYS[i], 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
   keep_window(KEYS[i], w, now)
 end

@@ -18,7 +18,7 @@ local ttl = tonumber(ARGV[3])
 local expiry = fmt('%d', after(now, ttl))
 for k = 2, #KEYS do
   redis.call('ZADD', KEYS[k], 'XX', expiry, id)
-  redis.call('PEXPIRE', KEYS[k], SLOTS_TTL_MS)
+  redis.call('PEXPIRE', KEYS[k], SLOTS_TTL_MS_ARG)
 end
-redis.call('PEXPIRE', KEYS[1], SLOTS_TTL_MS)
+redis.call('PEXPIRE', KEYS[1], SLOTS_TTL_MS_ARG)
 return {1}

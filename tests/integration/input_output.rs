@@ -20,6 +20,7 @@ every_store!(
     output_reported_exhausted_stops_only_requests_that_need_output,
     input_reported_lower_fills_only_the_input_window,
     provider_wide_itpm_holds_across_models,
+    input_and_output_are_counted_only_where_itpm_or_otpm_apply,
 );
 
 /// Anthropic's shape: input and output limited apart, no combined tpm.
@@ -210,5 +211,59 @@ providers:
     assert_eq!(
         (provider.input_tokens, provider.itpm_limit),
         (1000, Some(1000))
+    );
+}
+
+/// Input and output tokens are counted apart only for a deployment that it or its provider
+/// limits by them: elsewhere no limit reads those counters, and the windows keep the tokens'
+/// sum alone, through admission, settlement and release alike.
+async fn input_and_output_are_counted_only_where_itpm_or_otpm_apply(store: Store) {
+    let yaml = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: P_KEY
+    models:
+      - { name: m, price: { input: 1, output: 2 }, limits: { itpm: 1000, otpm: 200 } }
+      - { name: n, price: { input: 1, output: 2 }, limits: { rpm: 10, tpm: 5000 } }
+"#;
+    let w = World::new(store, yaml).await;
+    let (m, n) = (w.d("m"), w.d("n"));
+    let Admission::Granted(on_m) = w.admit_split(800, 150, &[m]).await else {
+        panic!("m has room");
+    };
+    let Admission::Granted(on_n) = w.admit_split(800, 150, &[n]).await else {
+        panic!("n has room");
+    };
+    // The reservation says how the request splits; only m's window keeps the parts.
+    assert_eq!((on_n.tokens, on_n.input_tokens), (950, 800));
+    let u = w.usage(m).await.usage;
+    assert_eq!((u.tokens, u.input_tokens, u.output_tokens), (950, 800, 150));
+    let u = w.usage(n).await.usage;
+    assert_eq!((u.tokens, u.input_tokens, u.output_tokens), (950, 0, 0));
+    for r in [&on_m, &on_n] {
+        assert!(
+            w.ledger
+                .settle(r, ActualUsage::split(300, 190))
+                .await
+                .unwrap()
+        );
+    }
+    let u = w.usage(m).await.usage;
+    assert_eq!((u.tokens, u.input_tokens, u.output_tokens), (490, 300, 190));
+    let u = w.usage(n).await.usage;
+    assert_eq!(
+        (u.requests, u.tokens, u.input_tokens, u.output_tokens),
+        (1, 490, 0, 0)
+    );
+    let Admission::Granted(again) = w.admit_split(100, 50, &[n]).await else {
+        panic!("n has room");
+    };
+    assert!(w.ledger.release(&again).await.unwrap());
+    let u = w.usage(n).await.usage;
+    assert_eq!(
+        (u.requests, u.tokens, u.input_tokens, u.output_tokens),
+        (1, 490, 0, 0)
     );
 }

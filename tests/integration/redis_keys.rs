@@ -52,6 +52,12 @@ providers:
         store.observe(d, obs).await.expect("observe");
     }
     store.snapshot(&ids).await.expect("snapshot");
+    // A refused admission leaves no reservation key behind.
+    let too_big = Need::new(1_000_000, Duration::from_secs(30));
+    assert!(matches!(
+        store.admit(&too_big, &ids[..1]).await.expect("admit"),
+        Admission::Denied(_)
+    ));
 
     let client = redis::Client::open(server.url.as_str()).expect("url");
     let mut conn = client

@@ -139,7 +139,7 @@ impl<'a> Engine<'a> {
             if self.check(cells, need, rank, d, scopes, false).is_some() {
                 continue;
             }
-            let counts = need_counts(need, rank);
+            let counts = need_counts(self.table, need, rank, d);
             let bucket = cells.scope(scopes[0]).window.expire(nb);
             let slot = Slot {
                 id: need.id,
@@ -208,7 +208,7 @@ impl<'a> Engine<'a> {
             scope,
             verdict,
         };
-        let counts = need_counts(need, rank);
+        let counts = need_counts(self.table, need, rank, d);
         let tenant_limits = need.tenant.as_ref().map(|t| t.spec.limits);
         let own = scopes
             .iter()
@@ -329,7 +329,7 @@ impl<'a> Engine<'a> {
             // other scopes are left alone (their slot of this id may be a newer admission's).
             return Ok(false);
         }
-        let deltas = settle_deltas(r, actual);
+        let deltas = settle_deltas(self.table, r, actual);
         let correct = |st: &mut ScopeState| {
             st.slots.free(r.id);
             st.window.expire(nb);
@@ -560,26 +560,42 @@ pub(crate) fn signed_diff(a: u64, b: u64) -> i64 {
     }
 }
 
-/// What admitting `need` on candidate `rank` counts: one request, its tokens, input and output.
-fn need_counts(need: &Need, rank: usize) -> Counts {
-    [
-        1,
-        need.tokens_on(rank),
-        need.input_on(rank),
-        need.output_on(rank),
-    ]
+/// What admitting `need` on candidate `rank` (`d`) counts: one request, its tokens, and its input
+/// and output tokens where `d` counts them apart ([`ScopeTable::counts_apart`]).
+fn need_counts(table: &ScopeTable, need: &Need, rank: usize, d: DeploymentId) -> Counts {
+    table.kept(
+        d,
+        [
+            1,
+            need.tokens_on(rank),
+            need.input_on(rank),
+            need.output_on(rank),
+        ],
+    )
 }
 
-/// The corrections settling `r` with `actual` makes to each token counter of its bucket.
-fn settle_deltas(r: &Reservation, actual: ActualUsage) -> [(Dim, i64); 3] {
+/// The corrections settling `r` with `actual` makes to its bucket's token, input and output
+/// counters (the last two zero where its deployment does not count them apart). Both stores
+/// take them from here.
+pub(crate) fn settle_deltas(
+    table: &ScopeTable,
+    r: &Reservation,
+    actual: ActualUsage,
+) -> [(Dim, i64); 3] {
     let reserved_output = r.tokens.saturating_sub(r.input_tokens);
-    [
-        (Dim::Tokens, signed_diff(actual.tokens, r.tokens)),
-        (Dim::Input, signed_diff(actual.input_tokens, r.input_tokens)),
-        (
-            Dim::Output,
+    let [_, tokens, input, output] = table.kept(
+        r.deployment,
+        [
+            0,
+            signed_diff(actual.tokens, r.tokens),
+            signed_diff(actual.input_tokens, r.input_tokens),
             signed_diff(actual.output_tokens(), reserved_output),
-        ),
+        ],
+    );
+    [
+        (Dim::Tokens, tokens),
+        (Dim::Input, input),
+        (Dim::Output, output),
     ]
 }
 

@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use redis::{Script, ScriptInvocation};
 
-use super::engine::{CONCURRENCY_POLL_MS, signed_diff};
+use super::engine::{CONCURRENCY_POLL_MS, settle_deltas, signed_diff};
 use super::period::DAY_MS;
 use super::scopes::ScopeTable;
 use super::types::*;
@@ -19,7 +19,10 @@ use crate::clock::Clock;
 use crate::config::redact_url;
 use crate::config::{DeploymentId, Limits, Registry};
 
-/// Every script is the constants (from Rust), the shared prelude, then its own body.
+/// Every script is the constants (from Rust), the shared prelude, then its own body; a script
+/// that corrects windows, follows reports or moves cooldowns and spend also gets
+/// `lua/update.lua`'s helpers (every function a script defines is created anew on each call,
+/// so the admission, on every request's path, carries only what it uses).
 macro_rules! script {
     ($name:literal) => {
         LazyLock::new(|| {
@@ -27,6 +30,17 @@ macro_rules! script {
                 "{}{}{}",
                 lua_constants(),
                 include_str!("../../../lua/common.lua"),
+                include_str!(concat!("../../../lua/", $name, ".lua"))
+            ))
+        })
+    };
+    ($name:literal, update) => {
+        LazyLock::new(|| {
+            Script::new(&format!(
+                "{}{}{}{}",
+                lua_constants(),
+                include_str!("../../../lua/common.lua"),
+                include_str!("../../../lua/update.lua"),
                 include_str!(concat!("../../../lua/", $name, ".lua"))
             ))
         })
@@ -53,20 +67,23 @@ pub(crate) fn lua_constants() -> String {
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
+    // A numeric `redis.call` argument costs a float formatting inside Redis; a literal string
+    // costs nothing.
+    .chain([format!("local SLOTS_TTL_MS_ARG = '{slots_ttl}'\n")])
     .collect()
 }
 
 static ADMIT: LazyLock<Script> = script!("admit");
-static SETTLE: LazyLock<Script> = script!("settle");
+static SETTLE: LazyLock<Script> = script!("settle", update);
 static RENEW: LazyLock<Script> = script!("renew");
-static COOLDOWN: LazyLock<Script> = script!("cooldown");
-static OBSERVE: LazyLock<Script> = script!("observe");
+static COOLDOWN: LazyLock<Script> = script!("cooldown", update);
+static OBSERVE: LazyLock<Script> = script!("observe", update);
 static SNAPSHOT: LazyLock<Script> = script!("snapshot");
 static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
-static HEARTBEAT: LazyLock<Script> = script!("heartbeat");
-static RESTORE: LazyLock<Script> = script!("restore");
-static LEASE: LazyLock<Script> = script!("lease");
-static UNLEASE: LazyLock<Script> = script!("unlease");
+static HEARTBEAT: LazyLock<Script> = script!("heartbeat", update);
+static RESTORE: LazyLock<Script> = script!("restore", update);
+static LEASE: LazyLock<Script> = script!("lease", update);
+static UNLEASE: LazyLock<Script> = script!("unlease", update);
 
 mod conn;
 pub(super) mod lease;
@@ -290,9 +307,13 @@ impl RedisStore {
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
             self.push_window_keys(&mut inv, scopes);
-            inv.arg(need.tokens_on(rank))
-                .arg(need.input_on(rank))
-                .arg(scopes.len());
+            inv.arg(need.tokens_on(rank));
+            if self.table.counts_apart(d) {
+                inv.arg(need.input_on(rank));
+            } else {
+                inv.arg("-");
+            }
+            inv.arg(scopes.len());
             for &s in scopes {
                 push_limits(&mut inv, need.share_of(self.table.def(s).limits));
             }
@@ -318,16 +339,14 @@ impl RedisStore {
         let mut inv = SETTLE.prepare_invoke();
         inv.key(self.reservation_key(r.id));
         self.push_window_keys(&mut inv, scopes);
+        let [(_, tokens), (_, input), (_, output)] = settle_deltas(&self.table, r, actual);
         inv.arg(self.now_arg())
             .arg(r.id.to_string())
             .arg(r.bucket)
-            .arg(signed_diff(actual.tokens, r.tokens))
+            .arg(tokens)
             .arg(request_delta)
-            .arg(signed_diff(actual.input_tokens, r.input_tokens))
-            .arg(signed_diff(
-                actual.output_tokens(),
-                r.tokens.saturating_sub(r.input_tokens),
-            ))
+            .arg(input)
+            .arg(output)
             .arg(scopes.len());
         match &r.tenant {
             Some(h) => {

@@ -148,8 +148,9 @@ struct Own {
 
 impl Own {
     fn add(&mut self, table: &ScopeTable, admitted: &Admitted<'_>) {
+        let counts = table.kept(admitted.deployment, admitted.counts);
         let plus = |to: &mut Counts| {
-            for (t, c) in to.iter_mut().zip(admitted.counts) {
+            for (t, c) in to.iter_mut().zip(counts) {
                 *t += c;
             }
         };
@@ -1048,7 +1049,8 @@ impl State {
     /// Adds `r` to this instance's own windows (in its bucket, if still in the window).
     fn remember(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
         self.own.add(table, admitted);
-        let (bucket, counts) = (admitted.bucket, admitted.counts);
+        let bucket = admitted.bucket;
+        let counts = table.kept(admitted.deployment, admitted.counts);
         let nb = bucket_of(now).max(bucket);
         let add = |w: &mut Window| {
             w.expire(nb);

@@ -43,11 +43,12 @@ impl RedisStore {
                 inv.arg(v.map_or(0, |v| v.get()));
             }
         }
-        inv.arg(corrections.len());
+        inv.arg(u8::from(self.table.counts_apart(d)))
+            .arg(corrections.len());
         for (bucket, deltas) in corrections {
             inv.arg(*bucket);
-            for delta in deltas {
-                inv.arg(*delta);
+            for delta in self.table.kept(d, *deltas) {
+                inv.arg(delta);
             }
         }
         self.push_epoch(&mut inv);
@@ -84,7 +85,7 @@ impl RedisStore {
             inv.key(&self.scope_keys[s].window);
         }
         inv.arg(self.now_arg()).arg(bucket);
-        for delta in deltas {
+        for delta in self.table.kept(d, deltas) {
             inv.arg(delta);
         }
         self.push_report(&mut inv, scopes[0], observed);

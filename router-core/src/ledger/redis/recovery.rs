@@ -17,9 +17,14 @@ use crate::ledger::period::periods;
 use crate::ledger::types::{ActualUsage, Need, Reservation};
 use crate::ledger::window::{BUCKET_MS, Counts};
 
-/// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key.
-static PEEK: LazyLock<Script> =
-    LazyLock::new(|| Script::new("return {tonumber(redis.call('GET', KEYS[1])) or -1}"));
+/// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key, which holds
+/// 'r' and the bucket (see lua/common.lua).
+static PEEK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local v = redis.call('GET', KEYS[1])\n\
+         return {v and tonumber(string.sub(v, 2)) or -1}",
+    )
+});
 
 /// What one heartbeat saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -177,7 +182,7 @@ impl RedisStore {
             }
             inv.arg(next_key).arg(scopes.len()).arg(o.bucket);
             next_key += scopes.len();
-            for delta in o.deltas {
+            for delta in self.table.kept(o.deployment, o.deltas) {
                 inv.arg(delta);
             }
             self.push_report(&mut inv, scopes[0], o.observed.as_ref());
@@ -276,7 +281,7 @@ impl RedisStore {
                 args.push(keys.of(self.tenant_key("s", &t.name)) as u64);
             }
             args.push(res.bucket);
-            args.extend(e.counts);
+            args.extend(self.table.kept(res.deployment, e.counts));
             args.extend([res.id, e.expiry]);
             match &res.tenant {
                 Some(t) => {

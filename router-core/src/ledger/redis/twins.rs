@@ -3,8 +3,9 @@
 
 use super::lua_constants;
 
-const SCRIPTS: [(&str, &str); 12] = [
+const SCRIPTS: [(&str, &str); 13] = [
     ("common.lua", include_str!("../../../../lua/common.lua")),
+    ("update.lua", include_str!("../../../../lua/update.lua")),
     ("admit.lua", include_str!("../../../../lua/admit.lua")),
     ("settle.lua", include_str!("../../../../lua/settle.lua")),
     ("renew.lua", include_str!("../../../../lua/renew.lua")),
@@ -99,6 +100,7 @@ fn the_prelude_carries_the_rust_values() {
         "local WINDOW_TTL_MS = 62000\n",
         "local SETTLE_GRACE_MS = 3600000\n",
         "local SLOTS_TTL_MS = 7202000\n",
+        "local SLOTS_TTL_MS_ARG = '7202000'\n",
         "local TIME_CAP_MS = 9007199254740991\n",
         "local DAY_MS = 86400000\n",
         "local CONCURRENCY_POLL_MS = 1000\n",
