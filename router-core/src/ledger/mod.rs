@@ -58,7 +58,7 @@ use futures_util::future::BoxFuture;
 
 pub use memory::MemoryStore;
 pub use period::calendar;
-pub use redis::{RedisStore, RedisStoreOptions};
+pub use redis::{RedisStore, RedisStoreOptions, script_text};
 pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};

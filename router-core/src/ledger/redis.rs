@@ -19,32 +19,51 @@ use crate::clock::Clock;
 use crate::config::redact_url;
 use crate::config::{DeploymentId, Limits, Registry};
 
-/// Every script is the constants (from Rust), the shared prelude, then its own body; a script
-/// that corrects windows, follows reports or moves cooldowns and spend also gets
-/// `lua/update.lua`'s helpers (every function a script defines is created anew on each call,
-/// so the admission, on every request's path, carries only what it uses).
-macro_rules! script {
-    ($name:literal) => {
-        LazyLock::new(|| {
-            Script::new(&format!(
-                "{}{}{}",
-                lua_constants(),
-                include_str!("../../../lua/common.lua"),
-                include_str!(concat!("../../../lua/", $name, ".lua"))
-            ))
-        })
-    };
-    ($name:literal, update) => {
-        LazyLock::new(|| {
-            Script::new(&format!(
-                "{}{}{}{}",
-                lua_constants(),
-                include_str!("../../../lua/common.lua"),
-                include_str!("../../../lua/update.lua"),
-                include_str!(concat!("../../../lua/", $name, ".lua"))
-            ))
-        })
-    };
+/// The shared prelude every script starts with (after the constants).
+const COMMON: &str = include_str!("../../../lua/common.lua");
+/// The helpers of the scripts that correct windows, follow reports or move cooldowns and spend.
+const UPDATE: &str = include_str!("../../../lua/update.lua");
+
+/// Every ledger script: its name (its file in `lua/`), its body, and whether it takes
+/// `lua/update.lua`'s helpers. Every function a script defines is created anew on each call, so
+/// the admission, on every request's path, carries only the ones it uses.
+pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 11] = [
+    ("admit", include_str!("../../../lua/admit.lua"), false),
+    ("settle", include_str!("../../../lua/settle.lua"), true),
+    ("renew", include_str!("../../../lua/renew.lua"), false),
+    ("cooldown", include_str!("../../../lua/cooldown.lua"), true),
+    ("observe", include_str!("../../../lua/observe.lua"), true),
+    ("snapshot", include_str!("../../../lua/snapshot.lua"), false),
+    (
+        "tenant_snapshot",
+        include_str!("../../../lua/tenant_snapshot.lua"),
+        false,
+    ),
+    (
+        "heartbeat",
+        include_str!("../../../lua/heartbeat.lua"),
+        true,
+    ),
+    ("restore", include_str!("../../../lua/restore.lua"), true),
+    ("lease", include_str!("../../../lua/lease.lua"), true),
+    ("unlease", include_str!("../../../lua/unlease.lua"), true),
+];
+
+/// The text of ledger script `name` (`admit`, `settle`, ...: a file of `lua/` without `.lua`)
+/// as it is loaded into Redis: the constants Rust writes, the prelude, the helpers it takes,
+/// then its body. For tools that measure a script inside Redis (`bench/admit_cost.sh`).
+pub fn script_text(name: &str) -> Option<String> {
+    let (_, body, update) = SCRIPT_FILES.iter().find(|(n, _, _)| *n == name)?;
+    Some(format!(
+        "{}{COMMON}{}{body}",
+        lua_constants(),
+        if *update { UPDATE } else { "" }
+    ))
+}
+
+/// A script of [`SCRIPT_FILES`], loaded lazily.
+fn script(name: &str) -> Script {
+    Script::new(&script_text(name).unwrap_or_default())
 }
 
 /// The constants the Lua scripts share with the Rust stores, written from the Rust ones so the
@@ -73,17 +92,17 @@ pub(crate) fn lua_constants() -> String {
     .collect()
 }
 
-static ADMIT: LazyLock<Script> = script!("admit");
-static SETTLE: LazyLock<Script> = script!("settle", update);
-static RENEW: LazyLock<Script> = script!("renew");
-static COOLDOWN: LazyLock<Script> = script!("cooldown", update);
-static OBSERVE: LazyLock<Script> = script!("observe", update);
-static SNAPSHOT: LazyLock<Script> = script!("snapshot");
-static TENANT_SNAPSHOT: LazyLock<Script> = script!("tenant_snapshot");
-static HEARTBEAT: LazyLock<Script> = script!("heartbeat", update);
-static RESTORE: LazyLock<Script> = script!("restore", update);
-static LEASE: LazyLock<Script> = script!("lease", update);
-static UNLEASE: LazyLock<Script> = script!("unlease", update);
+static ADMIT: LazyLock<Script> = LazyLock::new(|| script("admit"));
+static SETTLE: LazyLock<Script> = LazyLock::new(|| script("settle"));
+static RENEW: LazyLock<Script> = LazyLock::new(|| script("renew"));
+static COOLDOWN: LazyLock<Script> = LazyLock::new(|| script("cooldown"));
+static OBSERVE: LazyLock<Script> = LazyLock::new(|| script("observe"));
+static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| script("snapshot"));
+static TENANT_SNAPSHOT: LazyLock<Script> = LazyLock::new(|| script("tenant_snapshot"));
+static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script("heartbeat"));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| script("restore"));
+static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
+static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
 
 mod conn;
 pub(super) mod lease;

@@ -1,29 +1,21 @@
 //! The Lua scripts and the Rust stores share their constants: Rust writes them into the Lua
 //! prelude, and no script may define its own copy (or use one Rust does not write).
 
-use super::lua_constants;
+use super::{COMMON, SCRIPT_FILES, UPDATE, lua_constants, script_text};
 
-const SCRIPTS: [(&str, &str); 13] = [
-    ("common.lua", include_str!("../../../../lua/common.lua")),
-    ("update.lua", include_str!("../../../../lua/update.lua")),
-    ("admit.lua", include_str!("../../../../lua/admit.lua")),
-    ("settle.lua", include_str!("../../../../lua/settle.lua")),
-    ("renew.lua", include_str!("../../../../lua/renew.lua")),
-    ("cooldown.lua", include_str!("../../../../lua/cooldown.lua")),
-    ("observe.lua", include_str!("../../../../lua/observe.lua")),
-    ("snapshot.lua", include_str!("../../../../lua/snapshot.lua")),
-    (
-        "tenant_snapshot.lua",
-        include_str!("../../../../lua/tenant_snapshot.lua"),
-    ),
-    (
-        "heartbeat.lua",
-        include_str!("../../../../lua/heartbeat.lua"),
-    ),
-    ("restore.lua", include_str!("../../../../lua/restore.lua")),
-    ("lease.lua", include_str!("../../../../lua/lease.lua")),
-    ("unlease.lua", include_str!("../../../../lua/unlease.lua")),
-];
+/// The prelude, the helpers, then every script, each with its file name.
+fn scripts() -> Vec<(String, &'static str)> {
+    let mut all = vec![
+        ("common.lua".to_owned(), COMMON),
+        ("update.lua".to_owned(), UPDATE),
+    ];
+    all.extend(
+        SCRIPT_FILES
+            .iter()
+            .map(|(name, body, _)| (format!("{name}.lua"), *body)),
+    );
+    all
+}
 
 /// The names the Rust prelude defines.
 fn generated() -> Vec<String> {
@@ -71,13 +63,14 @@ fn no_script_defines_a_constant_rust_writes_and_every_one_used_is_defined() {
     let generated = generated();
     assert!(generated.len() >= 8, "{generated:?}");
     // Constants the prelude itself defines (Lua-only, no Rust twin).
-    let lua_only: Vec<String> = constants_used(SCRIPTS[0].1)
+    let scripts = scripts();
+    let lua_only: Vec<String> = constants_used(scripts[0].1)
         .into_iter()
         .filter(|(_, defined)| *defined)
         .map(|(name, _)| name)
         .collect();
     assert_eq!(lua_only, ["LAYOUT_NOTE"], "common.lua defines these itself");
-    for (file, src) in SCRIPTS {
+    for (file, src) in &scripts {
         for (name, defined) in constants_used(src) {
             assert!(
                 !(defined && generated.contains(&name)),
@@ -107,4 +100,26 @@ fn the_prelude_carries_the_rust_values() {
     ] {
         assert!(prelude.contains(line), "{line:?} not in {prelude}");
     }
+}
+
+#[test]
+fn every_file_in_lua_is_loaded_and_only_scripts_that_correct_windows_take_the_helpers() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../lua");
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".lua"))
+        .collect();
+    let mut known: Vec<String> = scripts().into_iter().map(|(f, _)| f).collect();
+    on_disk.sort();
+    known.sort();
+    assert_eq!(on_disk, known);
+    let has = |name: &str, what: &str| script_text(name).is_some_and(|t| t.contains(what));
+    assert!(has("admit", "local function expire"));
+    assert!(!has("admit", "local function adjust"));
+    assert!(has("settle", "local function adjust"));
+    assert!(has("settle", "local SLOTS_TTL_MS_ARG = '7202000'"));
+    assert!(script_text("no_such_script").is_none());
 }
