@@ -40,8 +40,7 @@ local now = now_ms()
 if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
   return {2, now}
 end
--- Numbers come from ARGV by arithmetic coercion (`s + 0`), which in Redis's Lua costs about half
--- of what a call to `tonumber` does.
+-- Numbers come from ARGV by coercion (see now_ms).
 local id, n = ARGV[2], ARGV[4] + 0
 -- The candidate being looked at (set by `load`): the tokens to reserve there, their input and
 -- output parts, and whether its windows count those apart.
