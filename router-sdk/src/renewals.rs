@@ -57,10 +57,10 @@ impl Renewals {
             return;
         };
         // The task sleeps at most IDLE, or until the soonest due: only a reservation due sooner
-        // than that, or the first after an idle spell, needs to wake it.
+        // than that needs to wake it (a request of the default TTL wakes nothing).
         let wake = {
             let mut live = self.live();
-            let wake = live.is_empty() || every(ttl) < IDLE;
+            let wake = every(ttl) < IDLE;
             let due = Instant::now() + every(ttl);
             let reservation = reservation.clone();
             live.insert(

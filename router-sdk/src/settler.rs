@@ -120,6 +120,9 @@ impl Settler {
     /// Pays `owed`: queued for a remote ledger (waiting only while the queue is full), else at
     /// once; what the ledger fails to take is retried in the background.
     pub(crate) async fn pay(&self, owed: Owed) {
+        if self.paid_here(&owed) {
+            return;
+        }
         if let Some(queue) = &self.queue {
             self.books.add();
             match queue.send(owed).await {
@@ -133,6 +136,25 @@ impl Settler {
             }
         }
         self.pay_here(owed).await;
+    }
+
+    /// Whether the ledger settled `owed` at once, with no I/O ([`Ledger::settle_here`]: a
+    /// reservation from a leased block): no queue, no task woken. What it refuses is retried in
+    /// the background, as any refused settlement.
+    fn paid_here(&self, owed: &Owed) -> bool {
+        match self.ledger.settle_here(&owed.settlement) {
+            None => false,
+            Some(Ok(_)) => true,
+            Some(Err(e)) => {
+                tracing::warn!(
+                    reservation = owed.settlement.reservation.id,
+                    error = %e,
+                    "ledger refused a settlement; retrying it in the background"
+                );
+                self.retry_in_background(owed.clone());
+                true
+            }
+        }
     }
 
     async fn pay_here(&self, owed: Owed) {
@@ -150,6 +172,9 @@ impl Settler {
     /// room, else paid now if the ledger answers at once, else retried in the background.
     pub(crate) fn pay_soon(&self, owed: Owed) {
         use futures_util::FutureExt;
+        if self.paid_here(&owed) {
+            return;
+        }
         let owed = match &self.queue {
             Some(queue) => {
                 self.books.add();

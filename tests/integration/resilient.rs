@@ -10,7 +10,7 @@ use router_core::clock::SystemClock;
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, RedisStore, RedisStoreOptions,
-    Reservation, ResilientStore,
+    Reservation, ResilientStore, Settlement,
 };
 
 use crate::support::one_model;
@@ -281,6 +281,35 @@ async fn leased_blocks_never_admit_over_the_limit_and_cost_a_call_per_block() {
         (s[0].usage.requests, s[0].usage.tokens, s[0].usage.in_flight),
         (100, 500, 0)
     );
+}
+
+#[tokio::test]
+async fn a_reservation_from_a_block_settles_in_place_and_a_shared_one_does_not() {
+    let redis = redis_server();
+    let a = leasing(&redis, "{ requests: 30, secs: 60 }").await;
+    let from_block = admit(&*a).await.unwrap().unwrap();
+    let before = script_calls(&redis).await;
+    let settle = |reservation: &Reservation| Settlement {
+        reservation: reservation.clone(),
+        actual: Some(ActualUsage::tokens(7)),
+        observed: None,
+    };
+    assert!(matches!(
+        a.settle_here(&settle(&from_block)),
+        Some(Ok(true))
+    ));
+    // Settled once: the second time there is nothing left to settle, still without a call.
+    assert!(matches!(
+        a.settle_here(&settle(&from_block)),
+        None | Some(Ok(false))
+    ));
+    assert_eq!(script_calls(&redis).await, before, "no call to Redis");
+    // A reservation the block did not admit needs the store (the block handed back first).
+    a.close().await.unwrap();
+    let shared = instance(&redis, OnError::Local).await;
+    let r = admit(&shared).await.unwrap().unwrap();
+    assert!(shared.settle_here(&settle(&r)).is_none());
+    assert!(shared.settle(&r, ActualUsage::tokens(7)).await.unwrap());
 }
 
 #[tokio::test]

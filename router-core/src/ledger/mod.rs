@@ -242,4 +242,12 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     fn remote(&self) -> bool {
         false
     }
+
+    /// Settles `s` at once, as [`Ledger::settle_batch`] would, when that needs no I/O (a
+    /// remote ledger's reservation admitted from a block it leased): a driver then pays it in
+    /// place rather than handing it to its queue's task. `None`: it needs the store.
+    fn settle_here(&self, s: &Settlement) -> Option<Result<bool, LedgerError>> {
+        let _ = s;
+        None
+    }
 }

@@ -1447,20 +1447,8 @@ impl Ledger for ResilientStore {
             let mut out: Vec<Option<Result<bool, LedgerError>>> = Vec::with_capacity(batch.len());
             let mut shared = Vec::new();
             for s in batch {
-                let leased = {
-                    let mut st = self.inner.lock();
-                    let leased = st.leases.holds(s.reservation.id);
-                    if let (true, Some(obs)) = (leased, s.observed) {
-                        st.leases.report(s.reservation.deployment, obs);
-                    }
-                    leased
-                };
-                if leased {
-                    out.push(Some(
-                        self.inner
-                            .finish_here(&s.reservation, s.actual)
-                            .map(|d| d.unwrap_or(false)),
-                    ));
+                if let Some(done) = self.settle_here(s) {
+                    out.push(Some(done));
                     continue;
                 }
                 match self.inner.finish_here(&s.reservation, s.actual) {
@@ -1519,6 +1507,25 @@ impl Ledger for ResilientStore {
 
     fn remote(&self) -> bool {
         true
+    }
+
+    /// A reservation admitted from a leased block settles in this process (its block's
+    /// accounting, the provider's report kept for the next correction): no call.
+    fn settle_here(&self, s: &Settlement) -> Option<Result<bool, LedgerError>> {
+        {
+            let mut st = self.inner.lock();
+            if !st.leases.holds(s.reservation.id) {
+                return None;
+            }
+            if let Some(obs) = s.observed {
+                st.leases.report(s.reservation.deployment, obs);
+            }
+        }
+        Some(
+            self.inner
+                .finish_here(&s.reservation, s.actual)
+                .map(|d| d.unwrap_or(false)),
+        )
     }
 
     fn health(&self) -> Option<Health> {
