@@ -97,7 +97,8 @@ end
 
 -- An admission repeated with an id that holds a live slot on a candidate gets it back.
 if prior then
-  local b = tonumber(string.sub(prior, 2))
+  -- (A bare bucket number is what instances of earlier versions wrote.)
+  local b = tonumber(prior) or tonumber(string.sub(prior, 2))
   local k, a = k1, a1
   for c = 1, n do
     local score = redis.call('ZSCORE', KEYS[k + 1], id)

@@ -205,3 +205,47 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
         "slots zset TTL {ttl} ms < the slot's hour"
     );
 }
+
+#[tokio::test]
+async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admission() {
+    let registry = router_core::config::Registry::from_yaml_str(
+        &one_model("rpm: 100, tpm: 100000, concurrency: 10"),
+        "test.yaml",
+    )
+    .expect("valid");
+    let m = registry.resolve("m")[0];
+    let server = redis_server();
+    let clock = ManualClock::new(T0);
+    let store = connect(&server, &registry, Some(clock.clone())).await;
+    let need = Need::new(100, Duration::from_secs(60));
+    let Admission::Granted(r) = store.admit(&need, &[m]).await.expect("admit") else {
+        panic!("a fresh deployment refused");
+    };
+    // Instances of earlier versions stored the bare bucket; a fleet upgraded one instance at a
+    // time holds both forms.
+    let client = redis::Client::open(server.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let key = format!("llmroute:{{{}}}:v3:r:{}", server.namespace, need.id);
+    let stored: String = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    assert_eq!(stored, format!("r{}", r.bucket));
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(r.bucket)
+        .arg("KEEPTTL")
+        .query_async(&mut conn)
+        .await
+        .expect("set");
+    let Admission::Granted(again) = store.admit(&need, &[m]).await.expect("admit") else {
+        panic!("refused");
+    };
+    assert_eq!(again, r);
+    let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    assert_eq!((u.requests, u.tokens, u.in_flight), (1, 100, 1));
+}

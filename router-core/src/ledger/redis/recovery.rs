@@ -18,11 +18,11 @@ use crate::ledger::types::{ActualUsage, Need, Reservation};
 use crate::ledger::window::{BUCKET_MS, Counts};
 
 /// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key, which holds
-/// 'r' and the bucket (see lua/common.lua).
+/// 'r' and the bucket (see lua/common.lua), or the bare bucket (written by earlier versions).
 static PEEK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local v = redis.call('GET', KEYS[1])\n\
-         return {v and tonumber(string.sub(v, 2)) or -1}",
+         return {v and (tonumber(v) or tonumber(string.sub(v, 2))) or -1}",
     )
 });
 
