@@ -11,8 +11,9 @@ settlement after each admission, which empties the slot as a router would) throu
 plain commands. Four deployments are filled to their rpm of 1 first; then each case runs
 `--warmup` admissions through EVAL (not counted), then `--calls` more through EVALSHA, each
 settled. Prints instructions per admission.
-Counts are exact for a given redis-server binary and script: two runs agree to a few
-instructions, whatever else the machine is doing.
+Counts do not depend on what else the machine is doing; two runs of the same script agree
+to within about 1 % (Lua's garbage collector steps, whose work includes the settlements'
+garbage, fall on different calls from one server start to the next).
 """
 import argparse
 import os

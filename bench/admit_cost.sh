@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions one admission (lua/admit.lua) costs inside redis-server, counted by callgrind:
-# exact for a given redis-server and script, whatever else the machine is doing (wall-clock
-# figures of the ledger bench move by ±10 µs from run to run on a small VM).
+# within about 1 % from run to run, whatever else the machine is doing (wall-clock figures of
+# the ledger bench move by ±10 µs from run to run on a small VM).
 #
 #   bench/admit_cost.sh                # this tree's scripts
 #   bench/admit_cost.sh --rev 8d8d2b1  # a commit's, if it predates the constants written from

@@ -12,35 +12,35 @@ local function keep_window(key, w, now)
   redis.call('PEXPIRE', key, math.max(WINDOW_TTL_MS, w.cd - now))
 end
 
--- Appends to `out` the HSET fields and values that add da and db to the counters of bucket k
--- named pa and pb ('r' and 't', or 'i' and 'x'), never below zero, and the same difference to
--- their totals total_a and total_b ('R' and 'T', or 'I' and 'X': fields of the hash and of w
--- alike). ca and cb are the counters' values
--- when k is w's bucket; an older bucket costs a read. Integers are written through fmt('%d').
-local function corrected(out, key, w, k, pa, pb, ca, cb, da, db, total_a, total_b)
-  local ka, kb = fmt(pa .. '%d', k), fmt(pb .. '%d', k)
-  local a, b = ca, cb
-  if k ~= w.b then
-    local v = redis.call('HMGET', key, ka, kb)
-    a, b = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-  end
-  local na, nb = math.max(0, a + da), math.max(0, b + db)
-  for _, x in ipairs({ka, fmt('%d', na), kb, fmt('%d', nb), total_a,
-      fmt('%d', w[total_a] + na - a), total_b, fmt('%d', w[total_b] + nb - b)}) do
-    out[#out + 1] = x
-  end
-end
-
 -- Adds dr requests, dt tokens, di input and dx output tokens to bucket k (live) of window `key`
--- as read by `expire` (w). With no input or output to add (di and dx 0, as for a deployment that
--- does not count them apart), those counters are left alone.
+-- as read by `expire` (w), never taking a counter below zero. The current bucket's counters
+-- come with w; an older one costs a read. Integers are written through fmt('%d'). With no
+-- input or output to add (di and dx 0, as for a deployment that does not count them apart),
+-- those counters are left alone.
 local function adjust(key, w, k, dr, dt, di, dx)
-  local fields = {}
-  corrected(fields, key, w, k, 'r', 't', w.cr, w.ct, dr, dt, 'R', 'T')
-  if di ~= 0 or dx ~= 0 then
-    corrected(fields, key, w, k, 'i', 'x', w.ci, w.cx, di, dx, 'I', 'X')
+  local split = di ~= 0 or dx ~= 0
+  local rk, tk = fmt('r%d', k), fmt('t%d', k)
+  local r, t = w.cr, w.ct
+  if k ~= w.b then
+    local v = redis.call('HMGET', key, rk, tk)
+    r, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
   end
-  redis.call('HSET', key, unpack(fields))
+  local nr, nt = math.max(0, r + dr), math.max(0, t + dt)
+  if not split then
+    redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt),
+      'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t))
+    return
+  end
+  local ik, xk = fmt('i%d', k), fmt('x%d', k)
+  local i, x = w.ci, w.cx
+  if k ~= w.b then
+    local v = redis.call('HMGET', key, ik, xk)
+    i, x = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  end
+  local ni, nx = math.max(0, i + di), math.max(0, x + dx)
+  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), ik, fmt('%d', ni),
+    xk, fmt('%d', nx), 'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t),
+    'I', fmt('%d', w.I + ni - i), 'X', fmt('%d', w.X + nx - x))
 end
 
 -- Extends the cooldown held in deployment window `key` (whose current end is cur) to `untl` ms;
