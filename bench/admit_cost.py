@@ -10,7 +10,9 @@ port, so that only EVALSHA is counted: admissions go through EVALSHA, everything
 settlement after each admission, which empties the slot as a router would) through EVAL or
 plain commands. Four deployments are filled to their rpm of 1 first; then each case runs
 `--warmup` admissions through EVAL (not counted), then `--calls` more through EVALSHA, each
-settled. Prints instructions per admission.
+settled. Prints instructions per admission. With `--wall ROUNDS` it times the same loop
+(5,000 admissions) in a plain redis-server instead, by `INFO commandstats`, alternating with the
+scripts of `--against` when given.
 Counts do not depend on what else the machine is doing; two runs of the same script agree
 to within about 1 % (Lua's garbage collector steps, whose work includes the settlements'
 garbage, fall on different calls from one server start to the next).
@@ -97,49 +99,66 @@ def free_port():
     return port
 
 
-def measure(scripts, contract, candidates, apart, warmup, calls):
+def start_server(valgrind_out=None):
+    """A redis-server on a free port (under callgrind when `valgrind_out` names its output)."""
+    port = free_port()
+    argv = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"]
+    if valgrind_out:
+        argv = ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+                "--callgrind-out-file=" + valgrind_out] + argv
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            conn = Conn(port)
+            conn.cmd("PING")
+            return server, port, conn
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    sys.exit("admit_cost: redis-server did not start on port %d" % port)
+
+
+def stop_server(server, port):
+    try:
+        Conn(port).sock.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
+    except OSError:
+        pass
+    server.wait(timeout=120)
+
+
+def admissions(conn, scripts, contract, candidates, apart, warmup, calls):
+    """Fills the four full deployments, then runs `warmup` admissions through EVAL and `calls`
+    through EVALSHA (the measured ones), each settled through EVAL."""
     admit = open(os.path.join(scripts, "admit.lua")).read()
     settle = open(os.path.join(scripts, "settle.lua")).read()
-    port = free_port()
+    conn.cmd("FLUSHALL")
+    sha = conn.cmd("SCRIPT", "LOAD", admit)
+    for i, full in enumerate(FULL):
+        keys, argv = admit_args(contract, "fill-%d" % i, [full], apart)
+        conn.cmd("EVAL", admit, len(keys), *keys, *argv)
+    cands = [ROOMY] if candidates == 1 else FULL + [ROOMY]
+    for i in range(warmup + calls):
+        if i == warmup:
+            conn.cmd("CONFIG", "RESETSTAT")
+        rid = "r-%d" % i
+        keys, argv = admit_args(contract, rid, cands, apart)
+        head = ("EVALSHA", sha) if i >= warmup else ("EVAL", admit)
+        reply = conn.cmd(*head, len(keys), *keys, *argv)
+        if reply[0] != 1 or reply[2] != len(cands) - 1:
+            sys.exit("admit_cost: admission %d was not granted on roomy: %r" % (i, reply))
+        keys, argv = settle_args(contract, rid, reply[3], apart)
+        if conn.cmd("EVAL", settle, len(keys), *keys, *argv) != [1]:
+            sys.exit("admit_cost: settling admission %d failed" % i)
+
+
+def measure(scripts, contract, candidates, apart, warmup, calls):
+    """Instructions per admission, counted by callgrind (EVALSHA only)."""
     out = tempfile.NamedTemporaryFile(prefix="callgrind.", delete=False).name
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
-         "--callgrind-out-file=" + out, "redis-server", "--port", str(port), "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, port, conn = start_server(out)
     try:
-        conn = None
-        for _ in range(300):
-            try:
-                conn = Conn(port)
-                conn.cmd("PING")
-                break
-            except OSError:
-                time.sleep(0.1)
-        if conn is None:
-            sys.exit("admit_cost: redis-server under valgrind did not start on port %d" % port)
-        sha = conn.cmd("SCRIPT", "LOAD", admit)
-        for i, full in enumerate(FULL):
-            keys, argv = admit_args(contract, "fill-%d" % i, [full], apart)
-            conn.cmd("EVAL", admit, len(keys), *keys, *argv)
-        cands = [ROOMY] if candidates == 1 else FULL + [ROOMY]
-        for i in range(warmup + calls):
-            rid = "r-%d" % i
-            keys, argv = admit_args(contract, rid, cands, apart)
-            # Only the measured calls go through EVALSHA, the one command callgrind counts.
-            head = ("EVALSHA", sha) if i >= warmup else ("EVAL", admit)
-            reply = conn.cmd(*head, len(keys), *keys, *argv)
-            if reply[0] != 1 or reply[2] != len(cands) - 1:
-                sys.exit("admit_cost: admission %d was not granted on roomy: %r" % (i, reply))
-            keys, argv = settle_args(contract, rid, reply[3], apart)
-            if conn.cmd("EVAL", settle, len(keys), *keys, *argv) != [1]:
-                sys.exit("admit_cost: settling admission %d failed" % i)
+        admissions(conn, scripts, contract, candidates, apart, warmup, calls)
     finally:
-        try:
-            Conn(port).sock.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
-        except OSError:
-            pass
-        server.wait(timeout=120)
+        stop_server(server, port)
     total = 0
     with open(out) as f:
         for line in f:
@@ -150,13 +169,46 @@ def measure(scripts, contract, candidates, apart, warmup, calls):
     return total / calls
 
 
+def wall(sets, rounds, calls):
+    """Microseconds per admission inside a plain redis-server (INFO commandstats, EVALSHA
+    only), each set of scripts in turn, `rounds` times; prints each one's median and range."""
+    server, port, conn = start_server()
+    seen = {}
+    try:
+        for _ in range(rounds):
+            for name, scripts, contract in sets:
+                for candidates in (1, 5):
+                    admissions(conn, scripts, contract, candidates, False, 200, calls)
+                    stats = conn.cmd("INFO", "commandstats")
+                    per = [float(line.split("usec_per_call=")[1].split(",")[0])
+                           for line in stats.splitlines() if line.startswith("cmdstat_evalsha:")]
+                    seen.setdefault((name, candidates), []).extend(per)
+    finally:
+        stop_server(server, port)
+    for (name, candidates), values in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        values.sort()
+        print("admit.lua of %s, %d candidate%s: median %.1f µs inside Redis (%.1f–%.1f over %d rounds)"
+              % (name, candidates, "" if candidates == 1 else "s (4 full)",
+                 values[len(values) // 2], values[0], values[-1], len(values)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scripts", help="directory holding admit.lua, settle.lua and contract")
+    ap.add_argument("--against", help="with --wall: a second such directory, measured in turn")
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--wall", type=int, metavar="ROUNDS",
+                    help="time inside a plain redis-server instead, 5,000 admissions a round")
     a = ap.parse_args()
     contract = open(os.path.join(a.scripts, "contract")).read().strip()
+    if a.wall:
+        sets = [(open(os.path.join(a.scripts, "name")).read().strip(), a.scripts, contract)]
+        if a.against:
+            other = open(os.path.join(a.against, "contract")).read().strip()
+            sets.append((open(os.path.join(a.against, "name")).read().strip(), a.against, other))
+        wall(sets, a.wall, 5000)
+        return
     cases = [(1, False), (5, False)] + ([(1, True), (5, True)] if contract == "v3" else [])
     for candidates, apart in cases:
         per = measure(a.scripts, contract, candidates, apart, a.warmup, a.calls)
