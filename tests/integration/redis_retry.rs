@@ -6,13 +6,31 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use llmroute_tests::redis_server;
+use llmroute_tests::{TestRedis, redis_server};
+use redis::aio::MultiplexedConnection;
 use router_core::clock::ManualClock;
+use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{Admission, Ledger, Need, Observation};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::{T0, connect, connect_to, one_model};
+
+/// A registry of one model `m` with `limits`, and `m`.
+fn one_deployment(limits: &str) -> (Registry, DeploymentId) {
+    let registry = Registry::from_yaml_str(&one_model(limits), "test.yaml").expect("valid");
+    let m = registry.resolve("m")[0];
+    (registry, m)
+}
+
+/// A plain connection to the test server, to look at or change keys by hand.
+async fn by_hand(server: &TestRedis) -> MultiplexedConnection {
+    redis::Client::open(server.url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
 
 /// A TCP proxy in front of Redis that, when armed, lets the next script call (`EVALSHA`) reach
 /// the server, then drops the server's reply and closes the connection: Redis ran the script,
@@ -101,12 +119,7 @@ async fn write_all(to: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()>
 
 #[tokio::test]
 async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
-    let registry = router_core::config::Registry::from_yaml_str(
-        &one_model("rpm: 100, tpm: 100000, concurrency: 10"),
-        "test.yaml",
-    )
-    .expect("valid");
-    let m = registry.resolve("m")[0];
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
     let server = redis_server();
     let upstream: SocketAddr = server
         .url
@@ -149,12 +162,7 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
 
 #[tokio::test]
 async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
-    let registry = router_core::config::Registry::from_yaml_str(
-        &one_model("tpm: 100000, concurrency: 10"),
-        "test.yaml",
-    )
-    .expect("valid");
-    let m = registry.resolve("m")[0];
+    let (registry, m) = one_deployment("tpm: 100000, concurrency: 10");
     let server = redis_server();
     let clock = ManualClock::new(T0);
     let store = connect(&server, &registry, Some(clock.clone())).await;
@@ -166,11 +174,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
     else {
         panic!("refused");
     };
-    let client = redis::Client::open(server.url.as_str()).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut conn = by_hand(&server).await;
     let zset = format!("llmroute:{{{}}}:v3:s:d:p/m", server.namespace);
     // Most of the zset's life has passed (in Redis's time; the ledger's clock is manual).
     let _: () = redis::cmd("PEXPIRE")
@@ -208,12 +212,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
 
 #[tokio::test]
 async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admission() {
-    let registry = router_core::config::Registry::from_yaml_str(
-        &one_model("rpm: 100, tpm: 100000, concurrency: 10"),
-        "test.yaml",
-    )
-    .expect("valid");
-    let m = registry.resolve("m")[0];
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
     let server = redis_server();
     let clock = ManualClock::new(T0);
     let store = connect(&server, &registry, Some(clock.clone())).await;
@@ -223,11 +222,7 @@ async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admiss
     };
     // Instances of earlier versions stored the bare bucket; a fleet upgraded one instance at a
     // time holds both forms.
-    let client = redis::Client::open(server.url.as_str()).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut conn = by_hand(&server).await;
     let key = format!("llmroute:{{{}}}:v3:r:{}", server.namespace, need.id);
     let stored: String = redis::cmd("GET")
         .arg(&key)
