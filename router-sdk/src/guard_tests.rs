@@ -179,3 +179,29 @@ async fn one_task_keeps_every_live_slot_a_short_ttl_arriving_later_included() {
     drop(guards.pop());
     assert_eq!(in_flight(&ledger).await, 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_renewing_task_ends_with_its_router_without_waiting_for_a_timer() {
+    let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+    let ledger = Arc::new(MemoryStore::new(&registry));
+    let ttl = Duration::from_secs(600);
+    let Ok(Admission::Granted(r)) = ledger.admit(&Need::new(10, ttl), &[DeploymentId(0)]).await
+    else {
+        panic!("an empty ledger admits");
+    };
+    let price = registry.deployment(DeploymentId(0)).price;
+    let settler = Arc::new(Settler::new(ledger.clone()));
+    let guard = Guard::new(settler.clone(), r, price, Accounting::AtArrival, ttl);
+    // The task starts and sleeps until the reservation is due, 200 s from now.
+    tokio::task::yield_now().await;
+    guard.release().await;
+    drop(settler);
+    // Time stands still: only the router going away can end the task (and free the ledger).
+    for _ in 0..10 {
+        if Arc::strong_count(&ledger) == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(Arc::strong_count(&ledger), 1, "the background tasks ended");
+}

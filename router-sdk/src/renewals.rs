@@ -2,6 +2,8 @@
 //! TTL, so a long request (a slow stream, a long deadline) never loses its slot while its holder
 //! lives, and a crashed holder's slot still expires within the TTL. One task per router renews
 //! every due reservation, so a request costs a map entry, not a task and a timer of its own.
+//! The task sleeps until the soonest reservation is due and not at all while none is held: an
+//! idle router, or one whose requests end before their first renewal, never wakes it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +14,6 @@ use router_core::ledger::{Ledger, Reservation};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// The longest the renewing task sleeps, so that it notices soon when its router is gone.
-const IDLE: Duration = Duration::from_secs(1);
 /// Renewals never come closer together than this, whatever the TTL.
 const MIN_EVERY: Duration = Duration::from_millis(100);
 
@@ -25,13 +25,22 @@ struct Held {
     due: Instant,
 }
 
+/// The held reservations, and when the task wakes next.
+#[derive(Debug, Default)]
+struct Live {
+    held: HashMap<u64, Held>,
+    /// When the task wakes next: `None` while it waits for a reservation to arrive.
+    wakes: Option<Instant>,
+}
+
 /// The reservations guards hold, and the task that renews them.
 #[derive(Debug)]
 pub(crate) struct Renewals {
     ledger: Arc<dyn Ledger>,
-    live: Mutex<HashMap<u64, Held>>,
-    /// Wakes the task when a reservation arrives that may be due before the task wakes.
-    arrived: Notify,
+    live: Mutex<Live>,
+    /// Wakes the task when a reservation arrives that is due before the task would wake, and
+    /// when the router is gone (the task holds no strong reference while it waits).
+    arrived: Arc<Notify>,
     /// Whether the task runs (it starts with the first reservation held in a runtime).
     started: AtomicBool,
 }
@@ -40,13 +49,13 @@ impl Renewals {
     pub(crate) fn new(ledger: Arc<dyn Ledger>) -> Arc<Self> {
         Arc::new(Self {
             ledger,
-            live: Mutex::new(HashMap::new()),
-            arrived: Notify::new(),
+            live: Mutex::new(Live::default()),
+            arrived: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
         })
     }
 
-    fn live(&self) -> MutexGuard<'_, HashMap<u64, Held>> {
+    fn live(&self) -> MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -56,14 +65,13 @@ impl Renewals {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        // The task sleeps at most IDLE, or until the soonest due: only a reservation due sooner
-        // than that needs to wake it (a request of the default TTL wakes nothing).
+        // Only a reservation due before the task wakes needs to wake it: while requests keep
+        // arriving, that is the first after an idle spell (or one of a shorter TTL).
         let wake = {
             let mut live = self.live();
-            let wake = every(ttl) < IDLE;
             let due = Instant::now() + every(ttl);
             let reservation = reservation.clone();
-            live.insert(
+            live.held.insert(
                 reservation.id,
                 Held {
                     reservation,
@@ -71,10 +79,18 @@ impl Renewals {
                     due,
                 },
             );
+            let wake = live.wakes.is_none_or(|wakes| due < wakes);
+            if wake {
+                live.wakes = Some(due);
+            }
             wake
         };
         if !self.started.swap(true, Ordering::AcqRel) {
-            runtime.spawn(renew_due(Arc::downgrade(self), self.ledger.clone()));
+            runtime.spawn(renew_due(
+                Arc::downgrade(self),
+                self.arrived.clone(),
+                self.ledger.clone(),
+            ));
         } else if wake {
             self.arrived.notify_one();
         }
@@ -82,7 +98,14 @@ impl Renewals {
 
     /// Stops renewing reservation `id` (it is being settled or released).
     pub(crate) fn drop_held(&self, id: u64) {
-        self.live().remove(&id);
+        self.live().held.remove(&id);
+    }
+}
+
+impl Drop for Renewals {
+    /// Wakes the task so that it ends.
+    fn drop(&mut self) {
+        self.arrived.notify_one();
     }
 }
 
@@ -91,38 +114,50 @@ fn every(ttl: Duration) -> Duration {
     (ttl / 3).max(MIN_EVERY)
 }
 
-/// The task: renews what is due, then sleeps until the next is due (at most [`IDLE`]); ends once
-/// the router is gone.
-async fn renew_due(renewals: Weak<Renewals>, ledger: Arc<dyn Ledger>) {
+/// The task: renews what is due, then sleeps until the next is due, or until a reservation
+/// arrives while none is held; ends once the router is gone.
+async fn renew_due(renewals: Weak<Renewals>, arrived: Arc<Notify>, ledger: Arc<dyn Ledger>) {
     loop {
-        let Some(this) = renewals.upgrade() else {
-            return;
+        let next = {
+            let Some(this) = renewals.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            let mut due = Vec::new();
+            let next = {
+                let mut live = this.live();
+                let mut next: Option<Instant> = None;
+                for held in live.held.values_mut() {
+                    if held.due <= now {
+                        due.push((held.reservation.clone(), held.ttl));
+                        held.due = now + every(held.ttl);
+                    }
+                    next = Some(next.map_or(held.due, |next| next.min(held.due)));
+                }
+                live.wakes = next;
+                next
+            };
+            for (r, ttl) in due {
+                match ledger.renew(&r, ttl).await {
+                    Ok(true) => {}
+                    // Settled, released, or expired: nothing left to keep.
+                    Ok(false) => this.drop_held(r.id),
+                    Err(e) => tracing::warn!(
+                        reservation = r.id,
+                        error = %e,
+                        "could not renew a slot; trying again at the next beat"
+                    ),
+                }
+            }
+            next
         };
-        let now = Instant::now();
-        let mut due = Vec::new();
-        let mut next = now + IDLE;
-        for held in this.live().values_mut() {
-            if held.due <= now {
-                due.push((held.reservation.clone(), held.ttl));
-                held.due = now + every(held.ttl);
-            }
-            next = next.min(held.due);
-        }
-        for (r, ttl) in due {
-            match ledger.renew(&r, ttl).await {
-                Ok(true) => {}
-                // Settled, released, or expired: nothing left to keep.
-                Ok(false) => this.drop_held(r.id),
-                Err(e) => tracing::warn!(
-                    reservation = r.id,
-                    error = %e,
-                    "could not renew a slot; trying again at the next beat"
-                ),
-            }
-        }
-        tokio::select! {
-            _ = this.arrived.notified() => {}
-            _ = tokio::time::sleep_until(next) => {}
+        // No strong reference across the wait: dropping the router wakes the task to end it.
+        match next {
+            Some(next) => tokio::select! {
+                _ = arrived.notified() => {}
+                _ = tokio::time::sleep_until(next) => {}
+            },
+            None => arrived.notified().await,
         }
     }
 }
