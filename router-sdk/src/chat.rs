@@ -114,7 +114,7 @@ impl Router {
         let key = input.keys.get(&deployment.provider);
         let target = wire::Target {
             api: provider.api,
-            base_url: &provider.base_url,
+            endpoints: self.inner.endpoints.of(d),
             model: &deployment.model,
             output_cap: registry.output_cap(d),
         };

@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) settler: Arc<Settler>,
     /// Where each finished request's usage record goes; `None`: nowhere.
     pub(crate) recorder: Option<router_usage::Recorder>,
+    /// Each deployment's endpoints, parsed once.
+    pub(crate) endpoints: wire::Endpoints,
 }
 
 /// Builds a [`Router`], with any of its parts replaced.
@@ -117,6 +119,7 @@ impl RouterBuilder {
     pub async fn build(self) -> Result<Router, Error> {
         let registry = Arc::new(self.registry);
         let deployments = registry.deployments.len();
+        let endpoints = wire::Endpoints::new(&registry).map_err(Error::InvalidRequest)?;
         let ledger: Arc<dyn Ledger> = match self.ledger {
             Some(ledger) => ledger,
             None => {
@@ -155,6 +158,7 @@ impl RouterBuilder {
             reports: Reports::new(deployments, policy.settings().max_cooldown),
             settler: Arc::new(Settler::new(ledger.clone())),
             recorder: self.recorder,
+            endpoints,
         };
         Ok(Router {
             inner: Arc::new(inner),

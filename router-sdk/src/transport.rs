@@ -92,7 +92,7 @@ pub(crate) async fn send(
     now: SystemTime,
 ) -> Result<reqwest::Response, CallFailure> {
     let sending = http
-        .post(&request.url)
+        .post(request.url)
         .headers(request.headers)
         .json(&request.body)
         .timeout(deadline)
@@ -137,12 +137,14 @@ pub(crate) fn decode(
     body: &[u8],
     now: SystemTime,
 ) -> Result<(crate::types::Completion, HeaderMap), CallFailure> {
-    if let Some(failure) = error::answer_failure(for_api(api), 200, &headers, body, now) {
-        return Err(CallFailure::Provider { failure, headers });
-    }
+    // A body that reads as an answer is one (the common case pays for one parse); one that does
+    // not may be an error object sent with a 2xx status.
     match wire::parse_response(api, req, body) {
         Ok(completion) => Ok((completion, headers)),
         Err(e) => {
+            if let Some(failure) = error::answer_failure(for_api(api), 200, &headers, body, now) {
+                return Err(CallFailure::Provider { failure, headers });
+            }
             // The provider answered 200; we could not read it.
             let failure = Failure {
                 status: Some(200),

@@ -22,8 +22,9 @@ pub(crate) mod test_support;
 
 use std::time::{Duration, SystemTime};
 
+use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use router_core::config::{Api, RESERVED_HEADERS};
+use router_core::config::{Api, DeploymentId, RESERVED_HEADERS, Registry, redact_url};
 use router_core::ledger::Observation;
 use serde::{Deserialize, Deserializer};
 
@@ -83,7 +84,7 @@ pub(crate) fn for_api(api: Api) -> &'static dyn WireFormat {
 #[derive(Debug, Clone)]
 pub(crate) struct WireRequest {
     /// Full URL.
-    pub(crate) url: String,
+    pub(crate) url: Url,
     /// Headers, auth included (sensitive).
     pub(crate) headers: HeaderMap,
     /// JSON body.
@@ -96,8 +97,8 @@ pub(crate) struct WireRequest {
 pub(crate) struct Target<'a> {
     /// The wire format.
     pub(crate) api: Api,
-    /// Base URL (a trailing `/` is ignored).
-    pub(crate) base_url: &'a str,
+    /// The deployment's endpoints, `[answer, stream]` (see [`Endpoints`]).
+    pub(crate) endpoints: &'a [Url; 2],
     /// The model as the provider names it.
     pub(crate) model: &'a str,
     /// The model's output cap (`max_output_tokens`, else `defaults.max_output_tokens`): what
@@ -119,7 +120,6 @@ pub(crate) fn build(
     stream: bool,
 ) -> WireRequest {
     let format = for_api(target.api);
-    let base = target.base_url.trim_end_matches('/');
     // The caller's headers first: the format's own and the key are set after them and win
     // (validation already refuses the names that carry a key or frame the body).
     let mut headers = extra.clone();
@@ -142,10 +142,51 @@ pub(crate) fn build(
         }
     }
     WireRequest {
-        url: format.url(base, target.model, stream),
+        url: target.endpoints[usize::from(stream)].clone(),
         headers,
         body,
     }
+}
+
+/// Each deployment's two endpoints, `[answer, stream]`, parsed once when the router is built: a
+/// request clones its URL rather than formatting and parsing it.
+#[derive(Debug)]
+pub(crate) struct Endpoints(Vec<[Url; 2]>);
+
+impl Endpoints {
+    /// Every deployment's endpoints, or an error naming the provider whose `base_url` the HTTP
+    /// client cannot use.
+    pub(crate) fn new(registry: &Registry) -> Result<Self, String> {
+        let mut all = Vec::with_capacity(registry.deployments.len());
+        for d in registry.deployment_ids() {
+            let deployment = registry.deployment(d);
+            let provider = registry.provider(deployment.provider);
+            let pair = endpoints(provider.api, &provider.base_url, &deployment.model).map_err(|e| {
+                format!(
+                    "provider `{}`: base_url `{}` is not a URL the HTTP client can send to ({e}); \
+                     write the full URL as the provider documents it",
+                    provider.name,
+                    redact_url(&provider.base_url)
+                )
+            })?;
+            all.push(pair);
+        }
+        Ok(Self(all))
+    }
+
+    /// Deployment `d`'s endpoints.
+    pub(crate) fn of(&self, d: DeploymentId) -> &[Url; 2] {
+        &self.0[d.0]
+    }
+}
+
+/// The endpoints `[answer, stream]` of `model` at `base` (a trailing `/` is ignored) in `api`'s
+/// wire format.
+pub(crate) fn endpoints(api: Api, base: &str, model: &str) -> Result<[Url; 2], String> {
+    let format = for_api(api);
+    let base = base.trim_end_matches('/');
+    let parse = |stream| Url::parse(&format.url(base, model, stream)).map_err(|e| e.to_string());
+    Ok([parse(false)?, parse(true)?])
 }
 
 /// A request's extra headers as sent upstream, or an error naming the header that cannot be sent.

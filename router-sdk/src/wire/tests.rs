@@ -36,13 +36,13 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
     ];
     for (api, base, url, auth, value) in table {
         let wire = build(
-            &target(api, base),
+            &target(api, &endpoints(api, base, "m").unwrap()),
             &key,
             &request(),
             &HeaderMap::new(),
             true,
         );
-        assert_eq!(wire.url, url, "{api:?}");
+        assert_eq!(wire.url.as_str(), url, "{api:?}");
         assert_eq!(wire.headers["content-type"], "application/json");
         assert_eq!(wire.headers[auth], value.as_str(), "{api:?}");
         assert!(wire.headers[auth].is_sensitive(), "{api:?}");
@@ -51,7 +51,10 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
         assert!(!wire.body.to_string().contains(PLANTED));
     }
     let anthropic = build(
-        &target(Api::Anthropic, "http://x"),
+        &target(
+            Api::Anthropic,
+            &endpoints(Api::Anthropic, "http://x", "m").unwrap(),
+        ),
         &key,
         &request(),
         &HeaderMap::new(),
@@ -65,7 +68,10 @@ fn requests_put_the_key_only_in_a_sensitive_header() {
 fn a_key_that_cannot_be_a_header_is_left_out() {
     let key = ApiKey::new("sk-bad\nkey".to_owned());
     let wire = build(
-        &target(Api::OpenAi, "http://x/v1"),
+        &target(
+            Api::OpenAi,
+            &endpoints(Api::OpenAi, "http://x/v1", "m").unwrap(),
+        ),
         &key,
         &request(),
         &HeaderMap::new(),
@@ -289,7 +295,8 @@ fn extra_headers_go_upstream_on_every_wire_format_and_never_replace_the_key() {
     ])
     .unwrap();
     for api in [Api::OpenAi, Api::Anthropic, Api::Gemini] {
-        let wire = build(&target(api, "http://x"), &key, &request(), &extra, false);
+        let endpoints = endpoints(api, "http://x", "m").unwrap();
+        let wire = build(&target(api, &endpoints), &key, &request(), &extra, false);
         assert_eq!(wire.headers["x-bench-id"], "req-7", "{api:?}");
         assert_eq!(wire.headers["anthropic-beta"], "feature-1", "{api:?}");
         assert_eq!(wire.headers["content-type"], "application/json", "{api:?}");
@@ -319,11 +326,40 @@ fn extra_headers_that_carry_a_key_or_are_malformed_are_refused_by_name() {
 }
 
 /// Model `m` of `api` at `base`, with a 4,096-token output cap.
-fn target(api: Api, base: &str) -> Target<'_> {
+fn target(api: Api, endpoints: &[Url; 2]) -> Target<'_> {
     Target {
         api,
-        base_url: base,
+        endpoints,
         model: "m",
         output_cap: 4096,
     }
+}
+
+#[test]
+fn a_base_url_the_client_cannot_send_to_is_refused_when_the_router_is_built() {
+    let yaml = "providers:\n  - name: far\n    api: openai\n    base_url: http://user:pw-planted@host:99999/v1\n    \
+                api_key_env: FAR_KEY\n    models:\n      - { name: m, price: { input: 1, output: 1 } }\n";
+    let registry = Registry::from_yaml_str(yaml, "endpoints.yaml").unwrap();
+    let err = Endpoints::new(&registry).unwrap_err();
+    assert!(err.contains("provider `far`"), "{err}");
+    assert!(err.contains("base_url"), "{err}");
+    assert!(err.contains("port"), "{err}");
+    assert!(
+        !err.contains("pw-planted"),
+        "the URL's password leaked: {err}"
+    );
+    let fine = registry_with("http://host:8080/v1/");
+    let got = Endpoints::new(&fine).unwrap();
+    assert_eq!(
+        got.of(DeploymentId(0))[0].as_str(),
+        "http://host:8080/v1/chat/completions"
+    );
+}
+
+fn registry_with(base: &str) -> Registry {
+    let yaml = format!(
+        "providers:\n  - name: near\n    api: openai\n    base_url: {base}\n    api_key_env: NEAR_KEY\n    \
+         models:\n      - {{ name: m, price: {{ input: 1, output: 1 }} }}\n"
+    );
+    Registry::from_yaml_str(&yaml, "endpoints.yaml").unwrap()
 }
