@@ -393,3 +393,67 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     a.heartbeat_now().await;
     assert_eq!(tokens().await, (4, 10));
 }
+
+#[tokio::test]
+async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are_full() {
+    let redis = redis_server();
+    let model = |name: &str, rpm: u32| {
+        format!(
+            "      - {{ name: {name}, aliases: [chat], price: {{ input: 1, output: 2 }}, \
+             lease: {{ requests: 5, secs: 60 }}, limits: {{ rpm: {rpm} }} }}\n"
+        )
+    };
+    let yaml = format!(
+        "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+         api_key_env: P_KEY\n    models:\n{}{}{}",
+        model("a", 1),
+        model("b", 1),
+        model("c", 100)
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let [a, b, c] = [DeploymentId(0), DeploymentId(1), DeploymentId(2)];
+    // Another instance (no leases) fills `a` and `b`.
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        ..RedisStoreOptions::default()
+    };
+    let other = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let need = || Need::new(10, Duration::from_secs(60));
+    for d in [a, b] {
+        let got = other.admit(&need(), &[d]).await.unwrap();
+        assert!(matches!(got, Admission::Granted(_)));
+    }
+    let leasing = by_hand(&redis, registry, OnError::Local).await;
+    // Loaded beforehand, so that each call below is one EVALSHA (no NOSCRIPT and retry).
+    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _sha: String = ::redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(router_core::ledger::script_text("lease").unwrap())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = script_calls(&redis).await;
+    let Admission::Granted(r) = leasing.admit(&need(), &[a, b, c]).await.unwrap() else {
+        panic!("`c` has room");
+    };
+    assert_eq!(r.deployment, c);
+    // `a`'s block is refused; `b` is not asked for one: the shared store admits on `c`.
+    assert_eq!(script_calls(&redis).await - before, 2);
+    // The next request asks `b` (not yet known to be full), not `a` (full for a while).
+    let before = script_calls(&redis).await;
+    let Admission::Granted(r) = leasing.admit(&need(), &[a, b, c]).await.unwrap() else {
+        panic!("`c` has room");
+    };
+    assert_eq!(r.deployment, c);
+    assert_eq!(script_calls(&redis).await - before, 2);
+    // Both known full now: `c`'s block is asked for, in one call.
+    let before = script_calls(&redis).await;
+    let Admission::Granted(r) = leasing.admit(&need(), &[a, b, c]).await.unwrap() else {
+        panic!("`c` has room");
+    };
+    assert_eq!(r.deployment, c);
+    assert_eq!(script_calls(&redis).await - before, 1);
+}

@@ -772,8 +772,11 @@ impl Inner {
     }
 
     /// Admits `need` from a leased block, walking the candidates in order while each leases:
-    /// from its open block, or from a new one (one call). `None`: a candidate that does not
-    /// lease was reached, or none had room for a block: the shared store decides.
+    /// from its open block, or from a new one (one call). At most one block is asked for per
+    /// admission: after that call, later candidates are tried from their open blocks only, so
+    /// a request waits for two round trips at most before its provider call (the refused block
+    /// and the shared admission), however many candidates are full. `None`: a candidate that
+    /// does not lease was reached, or none had room: the shared store decides.
     async fn admit_leased(
         &self,
         need: &Need,
@@ -783,13 +786,14 @@ impl Inner {
         if need.tenant.is_some() {
             return None;
         }
+        let mut asked_once = false;
         for (rank, &d) in candidates.iter().enumerate() {
             let spec = self.lease.get(d.0).copied().flatten()?;
             let taken = |this: &Self| this.lock().leases.take(d, need, rank, this.now());
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
             }
-            if self.lock().leases.is_full(d, self.now()) {
+            if asked_once || self.lock().leases.is_full(d, self.now()) {
                 continue;
             }
             let _one = self.leasing[d.0].lock().await;
@@ -801,6 +805,7 @@ impl Inner {
             let asked = self
                 .timed(self.shared.lease(d, want, least, &owed).boxed())
                 .await;
+            asked_once = true;
             if asked.is_err() {
                 // Not applied (or not known to be): kept for the next call.
                 let mut st = self.lock();
