@@ -10,13 +10,28 @@ use llmroute_tests::{TestRedis, redis_server};
 use redis::aio::MultiplexedConnection;
 use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
-use router_core::ledger::{Admission, Ledger, Need, Observation};
+use router_core::ledger::{Admission, Ledger, Need, Observation, Reservation};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::{T0, connect, connect_to, one_model};
 
 /// A registry of one model `m` with `limits`, and `m`.
+/// Admits `need` on `m`: the reservation, or a failure saying `error` (the call failed) or
+/// `refused` (it was refused).
+async fn granted(
+    store: &dyn Ledger,
+    need: &Need,
+    m: DeploymentId,
+    error: &str,
+    refused: &str,
+) -> Reservation {
+    match store.admit(need, &[m]).await.expect(error) {
+        Admission::Granted(r) => r,
+        Admission::Denied(_) => panic!("{refused}"),
+    }
+}
+
 fn one_deployment(limits: &str) -> (Registry, DeploymentId) {
     let registry = Registry::from_yaml_str(&one_model(limits), "test.yaml").expect("valid");
     let m = registry.resolve("m")[0];
@@ -132,25 +147,29 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
     let url = format!("redis://{}/0", proxy.addr);
     let store = connect_to(&url, &server.namespace, &registry, Some(clock.clone())).await;
     // Loads the script, so the armed call is the admission itself.
-    let Admission::Granted(_warm) = store
-        .admit(&Need::new(1, Duration::from_secs(60)), &[m])
-        .await
-        .expect("admit")
-    else {
-        panic!("a fresh deployment refused");
-    };
+    let _warm = granted(
+        &store,
+        &Need::new(1, Duration::from_secs(60)),
+        m,
+        "admit",
+        "a fresh deployment refused",
+    )
+    .await;
     let need = Need::new(100, Duration::from_secs(60));
     proxy.armed.store(true, Ordering::SeqCst);
-    let Admission::Granted(r) = store.admit(&need, &[m]).await.expect("the retry answers") else {
-        panic!("a roomy deployment refused");
-    };
+    let r = granted(
+        &store,
+        &need,
+        m,
+        "the retry answers",
+        "a roomy deployment refused",
+    )
+    .await;
     assert!(!proxy.armed.load(Ordering::SeqCst), "the reply was dropped");
     let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
     assert_eq!((u.requests, u.tokens, u.in_flight), (2, 101, 2));
     // Asked again, the same reservation.
-    let Admission::Granted(again) = store.admit(&need, &[m]).await.expect("admit") else {
-        panic!("refused");
-    };
+    let again = granted(&store, &need, m, "admit", "refused").await;
     assert_eq!(again, r);
     assert_eq!(
         store.snapshot(&[m]).await.expect("snapshot")[0]
@@ -167,13 +186,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
     let clock = ManualClock::new(T0);
     let store = connect(&server, &registry, Some(clock.clone())).await;
     let hour = Duration::from_secs(3600);
-    let Admission::Granted(_first) = store
-        .admit(&Need::new(10, hour), &[m])
-        .await
-        .expect("admit")
-    else {
-        panic!("refused");
-    };
+    let _first = granted(&store, &Need::new(10, hour), m, "admit", "refused").await;
     let mut conn = by_hand(&server).await;
     let zset = format!("llmroute:{{{}}}:v3:s:d:p/m", server.namespace);
     // Most of the zset's life has passed (in Redis's time; the ledger's clock is manual).
@@ -192,13 +205,7 @@ async fn every_admission_that_adds_a_slot_keeps_the_slots_zset_alive() {
     };
     store.observe(m, obs).await.expect("observe");
     // ...so the next admission is not the bucket's first: it must still refresh the TTL.
-    let Admission::Granted(_second) = store
-        .admit(&Need::new(10, hour), &[m])
-        .await
-        .expect("admit")
-    else {
-        panic!("refused");
-    };
+    let _second = granted(&store, &Need::new(10, hour), m, "admit", "refused").await;
     let ttl: i64 = redis::cmd("PTTL")
         .arg(&zset)
         .query_async(&mut conn)
@@ -217,9 +224,7 @@ async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admiss
     let clock = ManualClock::new(T0);
     let store = connect(&server, &registry, Some(clock.clone())).await;
     let need = Need::new(100, Duration::from_secs(60));
-    let Admission::Granted(r) = store.admit(&need, &[m]).await.expect("admit") else {
-        panic!("a fresh deployment refused");
-    };
+    let r = granted(&store, &need, m, "admit", "a fresh deployment refused").await;
     // Instances of earlier versions stored the bare bucket; a fleet upgraded one instance at a
     // time holds both forms.
     let mut conn = by_hand(&server).await;
@@ -237,9 +242,7 @@ async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admiss
         .query_async(&mut conn)
         .await
         .expect("set");
-    let Admission::Granted(again) = store.admit(&need, &[m]).await.expect("admit") else {
-        panic!("refused");
-    };
+    let again = granted(&store, &need, m, "admit", "refused").await;
     assert_eq!(again, r);
     let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
     assert_eq!((u.requests, u.tokens, u.in_flight), (1, 100, 1));
