@@ -67,6 +67,25 @@ local function forget_slots(z, now)
   end
 end
 
+-- Rejoin set (llmroute:{ns}:v3:rejoin): the instances that may hold admissions made while the
+-- store did not answer them and not yet written back (heartbeat.lua adds them, restore.lua takes
+-- them out). An instance back from such an outage admits through the store only once no other
+-- live instance is in it: until then the windows miss what those admitted. Returns how many
+-- live instances (registered in the instances zset past now) other than `me` are in the set,
+-- and forgets those that are not live.
+local function rejoin_waiting(rejoin, instances, me, now)
+  local waiting = 0
+  for _, id in ipairs(redis.call('SMEMBERS', rejoin)) do
+    local until_ms = tonumber(redis.call('ZSCORE', instances, id))
+    if not until_ms or until_ms <= now then
+      redis.call('SREM', rejoin, id)
+    elseif id ~= me then
+      waiting = waiting + 1
+    end
+  end
+  return waiting
+end
+
 -- The empty window state: totals and current-bucket counters at zero.
 local function clear(w, live)
   w.o, w.R, w.T, w.I, w.X, w.cr, w.ct, w.ci, w.cx, w.init = live, 0, 0, 0, 0, 0, 0, 0, 0, true

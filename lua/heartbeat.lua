@@ -9,15 +9,24 @@
 -- once per sequence number: a beat whose reply was lost is sent again with the same corrections
 -- and number, and must not give back twice.
 --
+-- It also keeps the rejoin set (see common.lua): an instance that admitted on its own while the
+-- store did not answer it says so (ARGV[8]) with every beat until it has written that back. The
+-- first to say so after an outage puts every live instance in the set, since any of them may
+-- have done the same and not yet said; every beat of an instance that holds nothing unwritten
+-- takes it out. The reply says how many others are still in it.
+--
 -- KEYS: [1] the instances zset (llmroute:{ns}:v3:instances: member = instance id, score = when
---   its registration expires, ms), [2] the epoch key (llmroute:{ns}:v3:epoch), then the window
+--   its registration expires, ms), [2] the epoch key (llmroute:{ns}:v3:epoch), [3] the rejoin
+--   set (llmroute:{ns}:v3:rejoin), then the window
 --   hash of each of the n scopes, then per tenant its window hash and spend hash, then the
 --   window hashes the corrections name, then (with corrections) the instance's last applied
 --   sequence number (llmroute:{ns}:v3:cs:{instance}).
 -- ARGV: [1] now ms or '', [2] this instance's id, [3] how long its registration lasts (ms),
 --   [4] n, the number of scopes, [5] the number of tenants, [6] the epoch this instance knows
 --   ('' none: no correction is applied), [7] the corrections' sequence number (above every one
---   this instance sent before), [8] c, the number of corrections, then per correction:
+--   this instance sent before), [8] 1 when this instance holds admissions made while the store
+--   did not answer it, not yet written back, else 0, [9] c, the number of corrections, then per
+--   correction:
 --   the index in KEYS of its first window hash, how many follow it (the deployment's, then the
 --   provider's when limited provider-wide), the bucket, the request, token, input and output
 --   token corrections, 1 when a report follows (what observe.lua takes from its ARGV[2] on, 12
@@ -26,7 +35,8 @@
 --   restarted Redis without persistence) has no epoch, and every instance then knows the
 --   windows it sees are not the whole story. Its TTL (EPOCH_TTL_MS) is refreshed here.
 -- Reply: {live instances (this one included), epoch (0: none), the current UTC day and month
---   (budget periods, see common.lua), 1 when the corrections were applied else 0, then per
+--   (budget periods, see common.lua), 1 when the corrections were applied else 0, how many other
+--   live instances are in the rejoin set, then per
 --   scope R, T, I, X (its window totals, the corrections in), then per tenant R, T, I, X, spent
 --   today, spent this month (micro-USD)}.
 
@@ -36,19 +46,32 @@ redis.call('ZADD', KEYS[1], fmt('%d', now + ttl), ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt('%d', now))
 redis.call('PEXPIRE', KEYS[1], ttl)
 local live = redis.call('ZCARD', KEYS[1])
+local rejoin = KEYS[3]
+if ARGV[8] == '1' then
+  if redis.call('EXISTS', rejoin) == 0 then
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+      redis.call('SADD', rejoin, id)
+    end
+  end
+  redis.call('SADD', rejoin, ARGV[2])
+  redis.call('PEXPIRE', rejoin, EPOCH_TTL_MS)
+else
+  redis.call('SREM', rejoin, ARGV[2])
+end
+local waiting = rejoin_waiting(rejoin, KEYS[1], ARGV[2], now)
 local epoch = tonumber(redis.call('GET', KEYS[2])) or 0
 if epoch ~= 0 then
   redis.call('PEXPIRE', KEYS[2], EPOCH_TTL_MS)
 end
 local applied = 0
-local c = tonumber(ARGV[8])
+local c = tonumber(ARGV[9])
 if ARGV[6] ~= '' and tonumber(ARGV[6]) == epoch then
   applied = 1
 end
 local seq_key = KEYS[#KEYS]
 if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', seq_key)) or 0) then
   redis.call('SET', seq_key, ARGV[7], 'PX', EPOCH_TTL_MS)
-  local a = 9
+  local a = 10
   for _ = 1, c do
     local first, count, bucket = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local dr, dt, di, dx = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
@@ -68,16 +91,16 @@ if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', se
   end
 end
 local p = periods(now)
-local out = {live, epoch, p.day, p.month, applied}
+local out = {live, epoch, p.day, p.month, applied, waiting}
 for s = 1, n do
-  local w = expire(KEYS[2 + s], now)
+  local w = expire(KEYS[3 + s], now)
   out[#out + 1] = w.R
   out[#out + 1] = w.T
   out[#out + 1] = w.I
   out[#out + 1] = w.X
 end
 for t = 1, tenants do
-  local k = 2 + n + 2 * (t - 1)
+  local k = 3 + n + 2 * (t - 1)
   local w = expire(KEYS[k + 1], now)
   local day, month = spent(KEYS[k + 2], p)
   out[#out + 1] = w.R

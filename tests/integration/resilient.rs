@@ -114,8 +114,12 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
     // A finds the keys lost and writes its own back, but B has not yet: A stays local.
     a.heartbeat_now().await;
     assert_eq!(a.status().mode, Mode::Local);
+    assert_eq!(admit(&a).await.unwrap(), None, "A waits for B");
+    // B writes its own back, and then waits for A to say that it holds nothing unwritten (B's
+    // first beat back could not tell A had already written): each needs one more beat.
     b.heartbeat_now().await;
     a.heartbeat_now().await;
+    b.heartbeat_now().await;
     assert_eq!(
         (a.status().mode, b.status().mode),
         (Mode::Shared, Mode::Shared)
@@ -155,6 +159,65 @@ async fn a_frozen_redis_sends_admissions_local_and_late_replies_are_voided() {
         assert!(a.release(r).await.unwrap());
     }
     assert_eq!(shared_requests(&redis).await, (2, 0));
+}
+
+/// After Redis froze, each instance back writes what it admitted on its own into the shared
+/// windows, but admits nothing through them until every other live instance has done the same or
+/// said it holds nothing unwritten: until then the windows miss what the others admitted. An
+/// instance idle through the outage noticed it by its heartbeat, and waits too.
+#[tokio::test]
+async fn after_an_outage_none_admits_through_redis_before_all_have_written_back() {
+    let redis = redis_server();
+    let (a, b, idle) = (
+        instance(&redis, OnError::Local).await,
+        instance(&redis, OnError::Local).await,
+        instance(&redis, OnError::Local).await,
+    );
+    let r = admit(&a).await.unwrap().unwrap();
+    assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    for i in [&a, &b, &idle] {
+        i.heartbeat_now().await;
+    }
+    redis.pause();
+    // A third of 10 is 3 each, less a third of the 1 used, rounded up.
+    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    assert_eq!((ra.len(), rb.len()), (2, 2));
+    idle.heartbeat_now().await;
+    assert_eq!(idle.status().mode, Mode::Local, "a beat without an answer");
+    redis.resume();
+
+    // A is back: 1 + A's 2 are in the windows, not B's 2 (but B's first admission, whose reply
+    // never came, which Redis ran when it woke: B hands it back before it writes its own). Were
+    // A to admit through them, it could take 6 more, 1 of them over the limit.
+    a.heartbeat_now().await;
+    assert_eq!(shared_requests(&redis).await, (4, 3));
+    assert_eq!(a.status().mode, Mode::Local);
+    assert_eq!(
+        admit(&a).await.unwrap(),
+        None,
+        "A waits for B and the idle one"
+    );
+    idle.heartbeat_now().await;
+    assert_eq!(
+        admit(&idle).await.unwrap(),
+        None,
+        "the idle one waits for B"
+    );
+    b.heartbeat_now().await;
+    assert_eq!(b.status().mode, Mode::Shared, "B was the last one");
+    a.heartbeat_now().await;
+    idle.heartbeat_now().await;
+    assert_eq!(
+        (a.status().mode, idle.status().mode),
+        (Mode::Shared, Mode::Shared)
+    );
+    assert_eq!(shared_requests(&redis).await, (5, 4));
+    let more = fill(&a).await;
+    assert_eq!(
+        more.len(),
+        5,
+        "the limit, with all 5 admitted so far in the windows"
+    );
 }
 
 #[tokio::test]
@@ -386,10 +449,13 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     // when it wakes; the next beat sends the same correction under the same number.
     redis.pause();
     a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Local, "a beat without an answer");
     redis.resume();
     a.heartbeat_now().await;
-    // Two beats, no call of the correction's own.
-    assert_eq!(script_calls(&redis).await - calls, 2);
+    assert_eq!(a.status().mode, Mode::Shared);
+    // The two beats, the restore that takes it back to the shared store (it wrote nothing) and
+    // the beat after it: no call of the correction's own.
+    assert_eq!(script_calls(&redis).await - calls, 4);
     assert_eq!(tokens().await, (4, 10), "applied once, not twice");
     a.heartbeat_now().await;
     assert_eq!(tokens().await, (4, 10));

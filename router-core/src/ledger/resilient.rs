@@ -12,7 +12,11 @@
 //!   flight, so the instances together stay within each limit while Redis is away. The heartbeat
 //!   keeps checking; when Redis answers, what was admitted locally is written into the shared
 //!   windows (lua/restore.lua) before shared admission resumes, so the minute after the outage
-//!   stays within the limits too.
+//!   stays within the limits too. Until every other live instance has done the same (or said
+//!   with a heartbeat that it admitted nothing on its own), an instance back from local mode
+//!   admits nothing: the shared windows would miss what the others admitted meanwhile. A
+//!   heartbeat that fails puts an instance in local mode too, so that one idle through an
+//!   outage waits for the others as well (see lua/common.lua, the rejoin set).
 //! - **closed**: the request fails with the store's error.
 //! - **open**: admit without counting anything until Redis answers again.
 //!
@@ -109,6 +113,9 @@ struct Local {
     instances: u64,
     /// What it admitted, by reservation id, until written into the shared windows.
     log: HashMap<u64, Entry>,
+    /// Writing its log back, or written and waiting for the other instances to (see
+    /// [`Inner::restore`]): it admits nothing, until the time given (ms) at the latest.
+    closing: Option<u64>,
 }
 
 /// Scope and tenant state of the local ledger.
@@ -384,7 +391,11 @@ async fn beat_forever(inner: Weak<Inner>) {
             let Some(inner) = inner.upgrade() else {
                 return;
             };
-            let every = inner.settings.heartbeat.as_millis().max(1) as u64;
+            let mut every = inner.settings.heartbeat.as_millis().max(1) as u64;
+            if inner.lock().rejoining() {
+                // It admits nothing until the others are back: look ten times as often.
+                every = (every / 10).max(1);
+            }
             every - inner.now() % every
         };
         tokio::time::sleep(Duration::from_millis(wait)).await;
@@ -403,6 +414,13 @@ impl Inner {
 
     fn now(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// How long an instance back from local mode waits for the others to write back what they
+    /// admitted on their own, ms: five heartbeats. Those that cannot (stopped, or cut off from
+    /// the store) leave the instances zset within three.
+    fn rejoin_grace(&self) -> u64 {
+        5 * self.settings.heartbeat.as_millis() as u64
     }
 
     /// `fut` bounded by `ledger.timeout_ms`.
@@ -460,14 +478,31 @@ impl Inner {
                 }
             };
             let corrections = carried.as_ref().map(|(seq, owed)| (*seq, owed.as_slice()));
+            let away = matches!(&self.lock().admitting, Admitting::Local(l) if l.closing.is_none());
             let beat = self
                 .shared
-                .heartbeat(&self.instance, ttl, &tenants, corrections);
+                .heartbeat(&self.instance, ttl, &tenants, corrections, away);
             let (beat, applied) = match self.timed(beat.boxed()).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     tracing::debug!(error = %e, "ledger heartbeat failed");
-                    self.lock().carrying = carried;
+                    let mut st = self.lock();
+                    st.carrying = carried;
+                    // Other instances may be admitting on their own now: this one does too,
+                    // so that it waits for them to write it back before it admits through
+                    // the store again.
+                    let local = self.settings.on_error == OnError::Local;
+                    if let Admitting::Local(l) = &mut st.admitting {
+                        // Away again while it waited for the others: its own share again.
+                        l.closing = None;
+                    } else if local && st.mode() == Mode::Shared && st.seen.is_some() {
+                        let n = st.enter_local(self, None);
+                        tracing::warn!(
+                            error = %e,
+                            instances = n,
+                            "ledger mode: local (the heartbeat got no answer)"
+                        );
+                    }
                     return;
                 }
             };
@@ -524,7 +559,7 @@ impl Inner {
             }
         }
         loop {
-            let (seq, seen, own, own_windows, known, slots, snapshot) = {
+            let (seq, seen, own, own_windows, known, slots, snapshot, complete) = {
                 let mut st = self.lock();
                 let own = st.own.since(&st.own_at_beat, self.now());
                 let own_windows = st.own_rows(self.now());
@@ -534,6 +569,12 @@ impl Inner {
                     .values()
                     .map(|h| (h.reservation.clone(), h.expiry))
                     .collect();
+                // It stops admitting on its own before the snapshot, so that the snapshot is
+                // all it admitted: from then on it holds nothing the store has not been sent.
+                let grace = self.now() + self.rejoin_grace();
+                if let Admitting::Local(l) = &mut st.admitting {
+                    l.closing.get_or_insert(grace);
+                }
                 let (seq, snapshot) = pending.unwrap_or_else(|| {
                     let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
                     let snapshot = match &st.admitting {
@@ -542,6 +583,13 @@ impl Inner {
                     };
                     (seq, snapshot)
                 });
+                let complete = match &st.admitting {
+                    Admitting::Local(l) => l
+                        .log
+                        .keys()
+                        .all(|id| snapshot.iter().any(|e| e.reservation.id == *id)),
+                    _ => true,
+                };
                 (
                     seq,
                     st.seen.clone(),
@@ -550,6 +598,7 @@ impl Inner {
                     st.epoch,
                     slots,
                     snapshot,
+                    complete,
                 )
             };
             let request = Restore {
@@ -562,12 +611,19 @@ impl Inner {
                 own_spend: Some(&own),
                 slots,
                 entries: snapshot.iter().filter_map(replayed).collect(),
+                complete,
             };
             let restored = match self.timed(self.shared.restore(&request).boxed()).await {
                 Ok(restored) => restored,
                 Err(e) => {
+                    let mut st = self.lock();
                     if matches!(e, LedgerError::Timeout { .. }) {
-                        self.lock().pending = Some((seq, snapshot));
+                        st.pending = Some((seq, snapshot));
+                    }
+                    // The store is away again: back to admitting on its own share (its next
+                    // heartbeat puts it back in the rejoin set).
+                    if let Admitting::Local(l) = &mut st.admitting {
+                        l.closing = None;
                     }
                     return Err(e);
                 }
@@ -577,7 +633,7 @@ impl Inner {
                 tracing::warn!("the shared ledger had lost its windows; wrote back the last seen");
             }
             self.await_others(&restored);
-            let (owed, done) = self.after_restore(restored.epoch, &snapshot);
+            let (owed, done) = self.after_restore(&restored, &snapshot);
             for (reservation, actual) in owed {
                 // In flight when written, settled since: the shared slot holds the estimate.
                 let settle = match actual {
@@ -604,10 +660,11 @@ impl Inner {
         if restored.stale && self.settings.on_error != OnError::Open {
             let expected = st.seen.as_ref().map_or(1, |b| b.instances);
             if restored.restored < expected {
-                let grace = 5 * self.settings.heartbeat.as_millis() as u64;
-                st.awaiting = Some((expected, now + grace));
+                st.awaiting = Some((expected, now + self.rejoin_grace()));
                 if st.mode() == Mode::Shared && self.settings.on_error == OnError::Local {
-                    let n = st.enter_local(self);
+                    // Admitting nothing on its own while it waits: what it admitted would
+                    // be missing from the windows when the others go back to them.
+                    let n = st.enter_local(self, Some(now + self.rejoin_grace()));
                     tracing::warn!(
                         instances = n,
                         "ledger mode: local (the shared ledger lost its windows; waiting for \
@@ -625,44 +682,54 @@ impl Inner {
     }
 
     /// Drops what a restore wrote from the local log; settlements owed to the shared store for
-    /// entries settled while it was written. Leaves local mode when nothing is left.
+    /// entries settled while it was written. Leaves local mode when nothing is left and no other
+    /// instance still has to write back what it admitted on its own, or when it has waited for
+    /// them for [`Self::rejoin_grace`].
     #[allow(clippy::type_complexity)]
     fn after_restore(
         &self,
-        epoch: u64,
+        restored: &Restored,
         written: &[Entry],
     ) -> (Vec<(Reservation, Option<ActualUsage>)>, Next) {
         let mut st = self.lock();
-        st.epoch = epoch;
+        st.epoch = restored.epoch;
+        let now = self.now();
         let mut owed = Vec::new();
         let mut moved = Vec::new();
-        let done = match &mut st.admitting {
+        let (written_back, others_back) = match &mut st.admitting {
             Admitting::Local(l) => {
                 for e in written {
-                    let Some(now) = l.log.remove(&e.reservation.id) else {
+                    let Some(current) = l.log.remove(&e.reservation.id) else {
                         continue;
                     };
                     let was_in_flight = e.actual.is_none() && !e.released;
-                    let is_done = now.actual.is_some() || now.released;
-                    if was_in_flight && now.version != e.version && is_done {
-                        owed.push((now.reservation.clone(), now.actual));
+                    let is_done = current.actual.is_some() || current.released;
+                    if was_in_flight && current.version != e.version && is_done {
+                        owed.push((current.reservation.clone(), current.actual));
                     } else if was_in_flight && !is_done {
                         moved.push(Held {
-                            reservation: now.reservation.clone(),
-                            expiry: now.expiry,
+                            reservation: current.reservation.clone(),
+                            expiry: current.expiry,
                         });
                     }
                 }
-                l.log.is_empty()
+                let given_up = l.closing.is_some_and(|until| now >= until);
+                if restored.waiting > 0 && given_up {
+                    tracing::warn!(
+                        instances = restored.waiting,
+                        "ledger: stopped waiting for other instances to write back what they \
+                         admitted on their own"
+                    );
+                }
+                (l.log.is_empty(), restored.waiting == 0 || given_up)
             }
-            _ => true,
+            _ => (true, true),
         };
-        let next = match (done, st.awaiting.is_some()) {
+        let next = match (written_back, others_back && st.awaiting.is_none()) {
             (false, _) => Next::Again,
-            (true, true) => Next::Wait,
-            (true, false) => Next::Done,
+            (true, false) => Next::Wait,
+            (true, true) => Next::Done,
         };
-        let now = self.now();
         for h in moved {
             st.remember(self.shared.table(), &Admitted::request(&h.reservation), now);
             st.in_flight.insert(h.reservation.id, h);
@@ -698,7 +765,7 @@ impl Inner {
             OnError::Local if st.seen.is_none() => Err(e),
             OnError::Local => {
                 if st.mode() == Mode::Shared {
-                    let local = st.enter_local(self);
+                    let local = st.enter_local(self, None);
                     tracing::warn!(
                         error = %e,
                         instances = local,
@@ -1093,6 +1160,11 @@ impl State {
         rows
     }
 
+    /// Back from local mode and waiting for the other instances: it admits nothing.
+    fn rejoining(&self) -> bool {
+        matches!(&self.admitting, Admitting::Local(l) if l.closing.is_some())
+    }
+
     fn mode(&self) -> Mode {
         match self.admitting {
             Admitting::Shared => Mode::Shared,
@@ -1117,8 +1189,9 @@ impl State {
 
     /// Switches to local mode: a ledger of this instance's share of every limit, seeded with its
     /// share of what the shared windows and spends held at the last heartbeat and with its own
-    /// requests in flight. Returns the instance count it divides by.
-    fn enter_local(&mut self, inner: &Inner) -> u64 {
+    /// requests in flight. `closing`: it admits nothing on its own either, until then (ms; see
+    /// [`Local::closing`]). Returns the instance count it divides by.
+    fn enter_local(&mut self, inner: &Inner, closing: Option<u64>) -> u64 {
         let now = inner.now();
         let n = self.seen.as_ref().map_or(1, |b| b.instances).max(1);
         let (table, zero) = inner.shared.table().share(n);
@@ -1185,6 +1258,7 @@ impl State {
             cells,
             instances: n,
             log: HashMap::new(),
+            closing,
         }));
         self.since = now;
         self.changes += 1;
@@ -1224,6 +1298,9 @@ impl State {
                     }),
                 })
             }
+            Admitting::Local(l) if l.closing.is_some() => {
+                return Ok(not_now(candidates, inner, Scope::Deployment));
+            }
             Admitting::Local(l) => {
                 let scaled;
                 let need = match &need.tenant {
@@ -1238,7 +1315,7 @@ impl State {
                             };
                             &scaled
                         }
-                        None => return Ok(no_tenant_share(candidates, inner)),
+                        None => return Ok(not_now(candidates, inner, Scope::Tenant)),
                     },
                     None => need,
                 };
@@ -1283,16 +1360,17 @@ fn tenant_share(spec: &TenantSpec, n: u64) -> Option<TenantSpec> {
     })
 }
 
-/// The refusal when a tenant's share of some limit on this instance is zero: try again after the
-/// next heartbeat.
-fn no_tenant_share(candidates: &[DeploymentId], inner: &Inner) -> Admission {
+/// The refusal in local mode when this instance cannot admit on its own now: a tenant's share
+/// of some limit on it is zero (`Scope::Tenant`), or it is back from local mode and waits for
+/// the other instances (`Scope::Deployment`). Try again after the next heartbeat.
+fn not_now(candidates: &[DeploymentId], inner: &Inner, scope: Scope) -> Admission {
     Admission::Denied(Denial {
         refusals: candidates
             .iter()
             .map(|&deployment| Refusal {
                 deployment,
                 limit: LimitKind::Requests,
-                scope: Scope::Tenant,
+                scope,
                 verdict: Verdict::NotNow(inner.settings.heartbeat),
             })
             .collect(),

@@ -33,6 +33,9 @@ pub(crate) struct Beat {
     pub(crate) instances: u64,
     /// The store's epoch (0: none stored).
     pub(crate) epoch: u64,
+    /// Other live instances that may hold admissions made while the store did not answer them,
+    /// not yet written back (the rejoin set, see lua/common.lua).
+    pub(crate) waiting: u64,
     /// The current UTC day and month (budget periods).
     pub(crate) day: u64,
     pub(crate) month: u64,
@@ -76,6 +79,9 @@ pub(crate) struct Restore<'a> {
     pub(crate) slots: Vec<(Reservation, u64)>,
     /// What it admitted while the store was away.
     pub(crate) entries: Vec<Replayed>,
+    /// With the restores applied before it, `entries` is all the instance admitted while the
+    /// store was away, and it admits nothing more on its own: it leaves the rejoin set.
+    pub(crate) complete: bool,
 }
 
 /// Whose window a row of [`Restore::own_windows`] belongs to.
@@ -96,6 +102,8 @@ pub(crate) struct Restored {
     pub(crate) restored: u64,
     /// This one just did: the keys were lost since it last looked.
     pub(crate) stale: bool,
+    /// As [`Beat::waiting`].
+    pub(crate) waiting: u64,
 }
 
 /// Keys a call refers to by KEYS index, each once.
@@ -105,9 +113,9 @@ struct Keys<'a, 'b> {
 }
 
 impl Keys<'_, '_> {
-    /// The KEYS index (1-based, after the three fixed keys) of `key`, adding it on first use.
+    /// The KEYS index (1-based, after the five fixed keys) of `key`, adding it on first use.
     fn of(&mut self, key: String) -> usize {
-        let next = self.index.len() + 4;
+        let next = self.index.len() + 6;
         *self.index.entry(key).or_insert_with_key(|k| {
             self.inv.key(k.as_str());
             next
@@ -118,6 +126,10 @@ impl Keys<'_, '_> {
 impl RedisStore {
     fn instances_key(&self) -> String {
         format!("{}:instances", self.prefix)
+    }
+
+    fn rejoin_key(&self) -> String {
+        format!("{}:rejoin", self.prefix)
     }
 
     pub(super) fn epoch_key(&self) -> String {
@@ -146,17 +158,22 @@ impl RedisStore {
     /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from;
     /// applies `corrections` (what leased blocks owe, see lua/unlease.lua, under a sequence
     /// number: applied once however often sent) in the same call when the store is in the epoch
-    /// this instance knows. Returns the beat and whether the store was in that epoch.
+    /// this instance knows. `away`: it holds admissions made while the store did not answer it,
+    /// not yet written back (it joins the rejoin set; else it leaves it). Returns the beat and
+    /// whether the store was in that epoch.
     pub(crate) async fn heartbeat(
         &self,
         instance: &str,
         ttl_ms: u64,
         tenants: &[String],
         corrections: Option<(u64, &[Owed])>,
+        away: bool,
     ) -> Result<(Beat, bool), LedgerError> {
         let (seq, corrections) = corrections.unwrap_or((0, &[]));
         let mut inv = HEARTBEAT.prepare_invoke();
-        inv.key(self.instances_key()).key(self.epoch_key());
+        inv.key(self.instances_key())
+            .key(self.epoch_key())
+            .key(self.rejoin_key());
         for keys in self.scope_keys.iter() {
             inv.key(&keys.window);
         }
@@ -173,8 +190,8 @@ impl RedisStore {
             0 => inv.arg(""),
             epoch => inv.arg(epoch),
         };
-        inv.arg(seq).arg(corrections.len());
-        let mut next_key = 2 + self.scope_keys.len() + 2 * tenants.len() + 1;
+        inv.arg(seq).arg(u8::from(away)).arg(corrections.len());
+        let mut next_key = 3 + self.scope_keys.len() + 2 * tenants.len() + 1;
         for o in corrections {
             let scopes = self.scopes(o.deployment)?;
             for &s in scopes {
@@ -193,7 +210,7 @@ impl RedisStore {
         let reply = self.run(&inv).await?;
         let n = self.scope_keys.len();
         let bad = || self.protocol("heartbeat.lua", &reply);
-        let [instances, epoch, day, month, applied, rest @ ..] = reply.as_slice() else {
+        let [instances, epoch, day, month, applied, waiting, rest @ ..] = reply.as_slice() else {
             return Err(bad());
         };
         if rest.len() != 4 * n + 6 * tenants.len() {
@@ -205,6 +222,7 @@ impl RedisStore {
         let beat = Beat {
             instances: count(*instances).max(1),
             epoch: count(*epoch),
+            waiting: count(*waiting),
             day: count(*day),
             month: count(*month),
             scopes: scopes.chunks_exact(4).map(counts).collect(),
@@ -223,7 +241,9 @@ impl RedisStore {
         let mut inv = RESTORE.prepare_invoke();
         inv.key(self.epoch_key())
             .key(format!("{}:q:{}", self.prefix, r.instance))
-            .key(format!("{}:restored", self.prefix));
+            .key(format!("{}:restored", self.prefix))
+            .key(self.rejoin_key())
+            .key(self.instances_key());
         let mut args: Vec<u64> = Vec::new();
         let mut keys = Keys {
             inv: &mut inv,
@@ -295,17 +315,19 @@ impl RedisStore {
             .arg(r.known_epoch)
             .arg(r.proposed_epoch)
             .arg(r.seq)
-            .arg(r.instance);
+            .arg(r.instance)
+            .arg(u8::from(r.complete));
         for a in args {
             inv.arg(a);
         }
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
-            &[epoch, lost, _applied, restored, stale] => Ok(Restored {
+            &[epoch, lost, _applied, restored, stale, waiting] => Ok(Restored {
                 epoch: u64::try_from(epoch).unwrap_or(0),
                 lost: lost == 1,
                 restored: u64::try_from(restored).unwrap_or(0),
                 stale: stale == 1,
+                waiting: u64::try_from(waiting).unwrap_or(0),
             }),
             _ => Err(self.protocol("restore.lua", &reply)),
         }
