@@ -1299,7 +1299,8 @@ impl State {
                 })
             }
             Admitting::Local(l) if l.closing.is_some() => {
-                return Ok(not_now(candidates, inner, Scope::Deployment));
+                let poll = inner.settings.heartbeat / 10;
+                return Ok(not_now(candidates, Scope::Deployment, poll));
             }
             Admitting::Local(l) => {
                 let scaled;
@@ -1315,7 +1316,10 @@ impl State {
                             };
                             &scaled
                         }
-                        None => return Ok(not_now(candidates, inner, Scope::Tenant)),
+                        None => {
+                            let beat = inner.settings.heartbeat;
+                            return Ok(not_now(candidates, Scope::Tenant, beat));
+                        }
                     },
                     None => need,
                 };
@@ -1362,8 +1366,8 @@ fn tenant_share(spec: &TenantSpec, n: u64) -> Option<TenantSpec> {
 
 /// The refusal in local mode when this instance cannot admit on its own now: a tenant's share
 /// of some limit on it is zero (`Scope::Tenant`), or it is back from local mode and waits for
-/// the other instances (`Scope::Deployment`). Try again after the next heartbeat.
-fn not_now(candidates: &[DeploymentId], inner: &Inner, scope: Scope) -> Admission {
+/// the other instances (`Scope::Deployment`). Try again `after` (the next look at the store).
+fn not_now(candidates: &[DeploymentId], scope: Scope, after: Duration) -> Admission {
     Admission::Denied(Denial {
         refusals: candidates
             .iter()
@@ -1371,7 +1375,7 @@ fn not_now(candidates: &[DeploymentId], inner: &Inner, scope: Scope) -> Admissio
                 deployment,
                 limit: LimitKind::Requests,
                 scope,
-                verdict: Verdict::NotNow(inner.settings.heartbeat),
+                verdict: Verdict::NotNow(after),
             })
             .collect(),
     })
