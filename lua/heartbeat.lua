@@ -15,9 +15,17 @@
 -- have done the same and not yet said; every beat of an instance that holds nothing unwritten
 -- takes it out. The reply says how many others are still in it.
 --
+-- Readings are numbered (the reads hash): an instance that will start local mode from this
+-- beat's window totals has the reading recorded under the next number, and learns the oldest
+-- number any live instance's last recorded reading has. An admission counted before that
+-- reading is in every live instance's; one counted after it is in some only, so each instance
+-- counts in full what it admitted since then (router-core/src/ledger/resilient.rs, `Reads`).
+--
 -- KEYS: [1] the instances zset (llmroute:{ns}:v3:instances: member = instance id, score = when
 --   its registration expires, ms), [2] the epoch key (llmroute:{ns}:v3:epoch), [3] the rejoin
---   set (llmroute:{ns}:v3:rejoin), then the window
+--   set (llmroute:{ns}:v3:rejoin), [4] the reads hash (llmroute:{ns}:v3:reads: field '#' = the
+--   last reading's number, and per instance id the number of its last recorded reading), then
+--   the window
 --   hash of each of the n scopes, then per tenant its window hash and spend hash, then the
 --   window hashes the corrections name, then (with corrections) the instance's last applied
 --   sequence number (llmroute:{ns}:v3:cs:{instance}).
@@ -25,8 +33,9 @@
 --   [4] n, the number of scopes, [5] the number of tenants, [6] the epoch this instance knows
 --   ('' none: no correction is applied), [7] the corrections' sequence number (above every one
 --   this instance sent before), [8] 1 when this instance holds admissions made while the store
---   did not answer it, not yet written back, else 0, [9] c, the number of corrections, then per
---   correction:
+--   did not answer it, not yet written back, else 0, [9] 1 when this instance takes this beat's
+--   totals as what its local mode would start from (recorded only when the store is in the
+--   epoch it knows) else 0, [10] c, the number of corrections, then per correction:
 --   the index in KEYS of its first window hash, how many follow it (the deployment's, then the
 --   provider's when limited provider-wide), the bucket, the request, token, input and output
 --   token corrections, 1 when a report follows (what observe.lua takes from its ARGV[2] on, 12
@@ -36,7 +45,9 @@
 --   windows it sees are not the whole story. Its TTL (EPOCH_TTL_MS) is refreshed here.
 -- Reply: {live instances (this one included), epoch (0: none), the current UTC day and month
 --   (budget periods, see common.lua), 1 when the corrections were applied else 0, how many other
---   live instances are in the rejoin set, then per
+--   live instances are in the rejoin set, this reading's number (0: not recorded), the oldest
+--   number among the live instances' last recorded readings, this one's included (0: none),
+--   then per
 --   scope R, T, I, X (its window totals, the corrections in), then per tenant R, T, I, X, spent
 --   today, spent this month (micro-USD)}.
 
@@ -64,14 +75,14 @@ if epoch ~= 0 then
   redis.call('PEXPIRE', KEYS[2], EPOCH_TTL_MS)
 end
 local applied = 0
-local c = tonumber(ARGV[9])
+local c = tonumber(ARGV[10])
 if ARGV[6] ~= '' and tonumber(ARGV[6]) == epoch then
   applied = 1
 end
 local seq_key = KEYS[#KEYS]
 if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', seq_key)) or 0) then
   redis.call('SET', seq_key, ARGV[7], 'PX', EPOCH_TTL_MS)
-  local a = 10
+  local a = 11
   for _ = 1, c do
     local first, count, bucket = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local dr, dt, di, dx = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
@@ -90,17 +101,35 @@ if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', se
     end
   end
 end
+local reads, read, oldest = KEYS[4], 0, 0
+if ARGV[9] == '1' and applied == 1 then
+  read = redis.call('HINCRBY', reads, '#', 1)
+  redis.call('HSET', reads, ARGV[2], read)
+  redis.call('PEXPIRE', reads, EPOCH_TTL_MS)
+end
+local recorded = redis.call('HGETALL', reads)
+for i = 1, #recorded, 2 do
+  local id, number = recorded[i], tonumber(recorded[i + 1])
+  if id ~= '#' then
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[1], id))
+    if not until_ms or until_ms <= now then
+      redis.call('HDEL', reads, id)
+    elseif oldest == 0 or number < oldest then
+      oldest = number
+    end
+  end
+end
 local p = periods(now)
-local out = {live, epoch, p.day, p.month, applied, waiting}
+local out = {live, epoch, p.day, p.month, applied, waiting, read, oldest}
 for s = 1, n do
-  local w = expire(KEYS[3 + s], now)
+  local w = expire(KEYS[4 + s], now)
   out[#out + 1] = w.R
   out[#out + 1] = w.T
   out[#out + 1] = w.I
   out[#out + 1] = w.X
 end
 for t = 1, tenants do
-  local k = 3 + n + 2 * (t - 1)
+  local k = 4 + n + 2 * (t - 1)
   local w = expire(KEYS[k + 1], now)
   local day, month = spent(KEYS[k + 2], p)
   out[#out + 1] = w.R

@@ -93,9 +93,14 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
         let r = admit(&a).await.unwrap().unwrap();
         assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
     }
-    // Both learn the windows (4 of 10 used) and that they are two.
-    a.heartbeat_now().await;
-    b.heartbeat_now().await;
+    // Both learn the windows (4 of 10 used) and that they are two. Two rounds: A counts in full
+    // what it admitted since a reading of its own no later than B's last one (see
+    // `what_one_admitted_between_two_instances_readings_counts_whole_in_local_mode`), and only
+    // the second round has one after its 4.
+    for _ in 0..2 {
+        a.heartbeat_now().await;
+        b.heartbeat_now().await;
+    }
     assert_eq!((a.status().instances, b.status().instances), (2, 2));
 
     redis.kill();
@@ -161,6 +166,34 @@ async fn a_frozen_redis_sends_admissions_local_and_late_replies_are_voided() {
     assert_eq!(shared_requests(&redis).await, (2, 0));
 }
 
+/// Local mode starts from each instance's share of its last heartbeat's reading, plus what it
+/// admitted since: since a reading no later than every other instance's, so that what it
+/// admitted between another's last reading and its own (in the other's reading not at all, in
+/// its own only for its share) is counted in full.
+#[tokio::test]
+async fn what_one_admitted_between_two_instances_readings_counts_whole_in_local_mode() {
+    let redis = redis_server();
+    let (a, b) = (
+        instance(&redis, OnError::Local).await,
+        instance(&redis, OnError::Local).await,
+    );
+    b.heartbeat_now().await;
+    a.heartbeat_now().await;
+    // A's last reading saw none of these; B's next one sees all four.
+    for _ in 0..4 {
+        let r = admit(&b).await.unwrap().unwrap();
+        assert!(b.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    b.heartbeat_now().await;
+    redis.pause();
+    // Each holds 5. A starts from half of 0 and admits 5. B starts from half of its reading
+    // (2) plus the 4 it admitted since A's reading: it is full. 4 + 5 + 0, within the 10. (Were
+    // B to count only what it admitted since its own reading, it would admit 3: 12.)
+    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    assert_eq!((ra.len(), rb.len()), (5, 0));
+    redis.resume();
+}
+
 /// After Redis froze, each instance back writes what it admitted on its own into the shared
 /// windows, but admits nothing through them until every other live instance has done the same or
 /// said it holds nothing unwritten: until then the windows miss what the others admitted. An
@@ -175,8 +208,11 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
     );
     let r = admit(&a).await.unwrap().unwrap();
     assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
-    for i in [&a, &b, &idle] {
-        i.heartbeat_now().await;
+    // Two rounds, so that A's last readings are all after its admission (see the test above).
+    for _ in 0..2 {
+        for i in [&a, &b, &idle] {
+            i.heartbeat_now().await;
+        }
     }
     redis.pause();
     // A third of 10 is 3 each, less a third of the 1 used, rounded up.

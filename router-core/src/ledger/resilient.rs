@@ -28,7 +28,7 @@
 //! An admission whose reply timed out may still have been counted by Redis later: it is remembered
 //! and handed back (`RedisStore::void`) before the restore.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -38,7 +38,7 @@ use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::leases::{Leases, Owed};
-use super::redis::recovery::{Beat, Replayed, Restore, Restored, WindowOf};
+use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
 use super::window::{Counts, Slot, Window, bucket_of};
@@ -51,6 +51,11 @@ use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 /// slides, and other instances take it meanwhile; 4 s rather than 2 s halved the calls spent on
 /// deployments at their limit (`bench/run.sh --leases`) at the same cost.
 const LEASE_RETRY_MS: u64 = 4_000;
+/// How many of its recorded readings an instance keeps (see [`Reads`]): the oldest live
+/// instance's last reading is among them unless that instance has recorded none for this many
+/// of this instance's beats (it is local, or waits to rejoin, while this one is not). Then the
+/// oldest kept stands in, and local mode may start a little short of what was used.
+const READS_KEPT: usize = 8;
 /// How long a tenant stays on the heartbeat's list after its last request.
 const TENANT_MEMORY_MS: u64 = 120_000;
 /// At most this many tenants are read per heartbeat (the most recently served).
@@ -208,6 +213,38 @@ impl Own {
     }
 }
 
+/// This instance's recorded readings (see lua/heartbeat.lua), oldest first, each with what it
+/// had admitted through the shared store when it sent that beat.
+///
+/// Local mode starts from the instance's share of its last reading, plus all it admitted since
+/// a reading of its own numbered no later than every live instance's last one. An admission
+/// counted before that reading is in every instance's reading, so the shares add up to it; one
+/// counted after it reached Redis after the beat, so after the snapshot sent with it, and is
+/// counted in full. (Counting only what it admitted since its own last reading would miss, but
+/// for one share, what it admitted between another instance's last reading and its own.)
+#[derive(Debug, Clone, Default)]
+struct Reads(VecDeque<(u64, Own)>);
+
+impl Reads {
+    /// Reading number `read` was recorded with `base` sent; `oldest` is the oldest live one.
+    fn record(&mut self, read: u64, oldest: u64, base: Own) {
+        // The numbers restart when the store loses its keys.
+        if self.0.back().is_some_and(|(n, _)| *n >= read) {
+            self.0.clear();
+        }
+        self.0.push_back((read, base));
+        while self.0.len() > READS_KEPT || self.0.get(1).is_some_and(|(n, _)| *n <= oldest) {
+            self.0.pop_front();
+        }
+    }
+
+    /// What this instance had admitted when it sent the beat it counts its own from (none
+    /// before its first reading: it counts all).
+    fn base(&self) -> Option<&Own> {
+        self.0.front().map(|(_, own)| own)
+    }
+}
+
 /// What one admission through the shared store counted: a request, or a leased block.
 #[derive(Debug, Clone, Copy)]
 struct Admitted<'a> {
@@ -248,10 +285,10 @@ struct State {
     /// When the mode last changed, ms.
     since: u64,
     seen: Option<Beat>,
-    /// All this instance admitted through the shared store, and as it stood when the last
-    /// answered heartbeat was sent: the difference is in no window the heartbeat read.
+    /// All this instance admitted through the shared store, and as it stood when it sent the
+    /// beats whose readings it recorded.
     own: Own,
-    own_at_beat: Own,
+    reads: Reads,
     /// What it admitted through the shared store in the last minute, per scope and tenant: if
     /// the store loses its keys, every instance writes its own back.
     own_windows: Vec<Window>,
@@ -345,7 +382,7 @@ impl ResilientStore {
                     scopes: vec![[0; 4]; own_scopes],
                     tenants: HashMap::new(),
                 },
-                own_at_beat: Own::default(),
+                reads: Reads::default(),
                 own_windows: vec![Window::default(); own_scopes],
                 own_tenant_windows: HashMap::new(),
                 epoch: 0,
@@ -452,12 +489,18 @@ impl Inner {
     /// reading of emptied windows must not replace the last good one.
     async fn tick(&self) {
         for _ in 0..2 {
-            let (tenants, base) = {
+            let (tenants, base, me) = {
                 let mut st = self.lock();
                 let tenants = st.recent_tenants(self.now());
                 let keep: HashSet<&String> = tenants.iter().collect();
                 st.own.tenants.retain(|name, _| keep.contains(name));
-                (tenants, st.own.clone())
+                let me = BeatAs {
+                    away: matches!(&st.admitting, Admitting::Local(l) if l.closing.is_none()),
+                    // Totals read while local, or while the windows are being rebuilt, miss
+                    // what is not written back yet.
+                    reading: st.mode() != Mode::Local && st.awaiting.is_none(),
+                };
+                (tenants, st.own.clone(), me)
             };
             let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
             // What the leased blocks owe goes with the beat while the store is shared: no call
@@ -478,10 +521,9 @@ impl Inner {
                 }
             };
             let corrections = carried.as_ref().map(|(seq, owed)| (*seq, owed.as_slice()));
-            let away = matches!(&self.lock().admitting, Admitting::Local(l) if l.closing.is_none());
             let beat = self
                 .shared
-                .heartbeat(&self.instance, ttl, &tenants, corrections, away);
+                .heartbeat(&self.instance, ttl, &tenants, corrections, me);
             let (beat, applied) = match self.timed(beat.boxed()).await {
                 Ok(answer) => answer,
                 Err(e) => {
@@ -515,9 +557,10 @@ impl Inner {
                     && st.awaiting.is_none()
                     && beat.epoch != 0
                     && beat.epoch == st.epoch;
-                if current {
+                // Recorded as its last reading in the store: what local mode starts from.
+                if beat.read != 0 {
+                    st.reads.record(beat.read, beat.oldest, base);
                     st.seen = Some(beat);
-                    st.own_at_beat = base;
                 }
                 current
             };
@@ -561,7 +604,7 @@ impl Inner {
         loop {
             let (seq, seen, own, own_windows, known, slots, snapshot, complete) = {
                 let mut st = self.lock();
-                let own = st.own.since(&st.own_at_beat, self.now());
+                let own = st.own_since_read(self.now());
                 let own_windows = st.own_rows(self.now());
                 let pending = st.pending.take();
                 let slots: Vec<(Reservation, u64)> = st
@@ -1160,6 +1203,15 @@ impl State {
         rows
     }
 
+    /// What this instance admitted through the shared store since the reading it counts its own
+    /// from (see [`Reads`]).
+    fn own_since_read(&self, now: u64) -> Beat {
+        match self.reads.base() {
+            Some(base) => self.own.since(base, now),
+            None => self.own.since(&Own::default(), now),
+        }
+    }
+
     /// Back from local mode and waiting for the other instances: it admits nothing.
     fn rejoining(&self) -> bool {
         matches!(&self.admitting, Admitting::Local(l) if l.closing.is_some())
@@ -1226,7 +1278,7 @@ impl State {
         if let Some(beat) = &self.seen {
             seed(beat, n);
         }
-        seed(&self.own.since(&self.own_at_beat, now), 1);
+        seed(&self.own_since_read(now), 1);
         for h in self.in_flight.values() {
             let slot = Slot {
                 id: h.reservation.id,

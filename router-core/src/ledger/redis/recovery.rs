@@ -36,6 +36,10 @@ pub(crate) struct Beat {
     /// Other live instances that may hold admissions made while the store did not answer them,
     /// not yet written back (the rejoin set, see lua/common.lua).
     pub(crate) waiting: u64,
+    /// This reading's number (0: not recorded, see [`BeatAs::reading`]), and the oldest number
+    /// of the live instances' last recorded readings (see lua/heartbeat.lua).
+    pub(crate) read: u64,
+    pub(crate) oldest: u64,
     /// The current UTC day and month (budget periods).
     pub(crate) day: u64,
     pub(crate) month: u64,
@@ -43,6 +47,17 @@ pub(crate) struct Beat {
     pub(crate) scopes: Vec<Counts>,
     /// Per tenant asked about: window totals, spent today and this month (micro-USD).
     pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
+}
+
+/// What an instance says of itself with a heartbeat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BeatAs {
+    /// It holds admissions made while the store did not answer it, not yet written back: it
+    /// joins the rejoin set (else it leaves it).
+    pub(crate) away: bool,
+    /// It takes this beat's totals as what its local mode would start from: the reading is
+    /// numbered and recorded as its last.
+    pub(crate) reading: bool,
 }
 
 /// An admission made while the store was away, as restore.lua writes it.
@@ -158,22 +173,21 @@ impl RedisStore {
     /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from;
     /// applies `corrections` (what leased blocks owe, see lua/unlease.lua, under a sequence
     /// number: applied once however often sent) in the same call when the store is in the epoch
-    /// this instance knows. `away`: it holds admissions made while the store did not answer it,
-    /// not yet written back (it joins the rejoin set; else it leaves it). Returns the beat and
-    /// whether the store was in that epoch.
+    /// this instance knows. Returns the beat and whether the store was in that epoch.
     pub(crate) async fn heartbeat(
         &self,
         instance: &str,
         ttl_ms: u64,
         tenants: &[String],
         corrections: Option<(u64, &[Owed])>,
-        away: bool,
+        me: BeatAs,
     ) -> Result<(Beat, bool), LedgerError> {
         let (seq, corrections) = corrections.unwrap_or((0, &[]));
         let mut inv = HEARTBEAT.prepare_invoke();
         inv.key(self.instances_key())
             .key(self.epoch_key())
-            .key(self.rejoin_key());
+            .key(self.rejoin_key())
+            .key(format!("{}:reads", self.prefix));
         for keys in self.scope_keys.iter() {
             inv.key(&keys.window);
         }
@@ -190,8 +204,11 @@ impl RedisStore {
             0 => inv.arg(""),
             epoch => inv.arg(epoch),
         };
-        inv.arg(seq).arg(u8::from(away)).arg(corrections.len());
-        let mut next_key = 3 + self.scope_keys.len() + 2 * tenants.len() + 1;
+        inv.arg(seq)
+            .arg(u8::from(me.away))
+            .arg(u8::from(me.reading))
+            .arg(corrections.len());
+        let mut next_key = 4 + self.scope_keys.len() + 2 * tenants.len() + 1;
         for o in corrections {
             let scopes = self.scopes(o.deployment)?;
             for &s in scopes {
@@ -210,7 +227,18 @@ impl RedisStore {
         let reply = self.run(&inv).await?;
         let n = self.scope_keys.len();
         let bad = || self.protocol("heartbeat.lua", &reply);
-        let [instances, epoch, day, month, applied, waiting, rest @ ..] = reply.as_slice() else {
+        let [
+            instances,
+            epoch,
+            day,
+            month,
+            applied,
+            waiting,
+            read,
+            oldest,
+            rest @ ..,
+        ] = reply.as_slice()
+        else {
             return Err(bad());
         };
         if rest.len() != 4 * n + 6 * tenants.len() {
@@ -223,6 +251,8 @@ impl RedisStore {
             instances: count(*instances).max(1),
             epoch: count(*epoch),
             waiting: count(*waiting),
+            read: count(*read),
+            oldest: count(*oldest),
             day: count(*day),
             month: count(*month),
             scopes: scopes.chunks_exact(4).map(counts).collect(),
