@@ -10,7 +10,7 @@ use router_core::clock::SystemClock;
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, RedisStore, RedisStoreOptions,
-    Reservation, ResilientStore, Settlement,
+    Reservation, ResilientStore, Settlement, Verdict,
 };
 
 use crate::support::one_model;
@@ -29,12 +29,21 @@ async fn instance(redis: &TestRedis, on_error: OnError) -> ResilientStore {
 }
 
 /// An instance over `registry` with `on_error`, a 500 ms timeout and hand-made heartbeats.
-async fn by_hand(redis: &TestRedis, mut registry: Registry, on_error: OnError) -> ResilientStore {
+async fn by_hand(redis: &TestRedis, registry: Registry, on_error: OnError) -> ResilientStore {
     let settings = LedgerSettings {
         timeout: Duration::from_millis(500),
         on_error,
         heartbeat: Duration::from_secs(3600),
     };
+    with_ledger(redis, registry, settings).await
+}
+
+/// An instance over `registry` with the ledger `settings`.
+async fn with_ledger(
+    redis: &TestRedis,
+    mut registry: Registry,
+    settings: LedgerSettings,
+) -> ResilientStore {
     registry.ledger = settings;
     let options = RedisStoreOptions {
         namespace: redis.namespace.clone(),
@@ -254,6 +263,35 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
         5,
         "the limit, with all 5 admitted so far in the windows"
     );
+}
+
+/// In local mode a full share refuses with the wait until its window frees, but no longer than
+/// the next heartbeat, which may find Redis back with room: the request asks again by then.
+#[tokio::test]
+async fn a_refusal_in_local_mode_asks_again_by_the_next_heartbeat() {
+    let redis = redis_server();
+    let beat = Duration::from_secs(2);
+    let settings = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: beat,
+    };
+    let a = with_ledger(&redis, registry(), settings).await;
+    assert_eq!(fill(&a).await.len(), 10);
+    a.heartbeat_now().await;
+    redis.pause();
+    let need = Need::new(10, Duration::from_secs(60));
+    let Admission::Denied(denial) = a.admit(&need, &[M]).await.unwrap() else {
+        panic!("the share is full");
+    };
+    assert_eq!(a.status().mode, Mode::Local);
+    for refusal in &denial.refusals {
+        match refusal.verdict {
+            Verdict::NotNow(wait) => assert!(wait <= beat, "waits {wait:?}"),
+            Verdict::Never | Verdict::Exhausted(_) => panic!("{refusal:?}"),
+        }
+    }
+    redis.resume();
 }
 
 #[tokio::test]

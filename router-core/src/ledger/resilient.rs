@@ -1379,16 +1379,27 @@ impl State {
                     table: &l.table,
                     now,
                 };
-                let admission = engine.admit(&mut l.cells, need, candidates)?;
-                if let Admission::Granted(r) = &admission {
-                    let entry = Entry {
-                        reservation: r.clone(),
-                        actual: None,
-                        released: false,
-                        expiry: now + need.slot_ttl_ms(),
-                        version: 0,
-                    };
-                    l.log.insert(r.id, entry);
+                let mut admission = engine.admit(&mut l.cells, need, candidates)?;
+                match &mut admission {
+                    Admission::Granted(r) => {
+                        let entry = Entry {
+                            reservation: r.clone(),
+                            actual: None,
+                            released: false,
+                            expiry: now + need.slot_ttl_ms(),
+                            version: 0,
+                        };
+                        l.log.insert(r.id, entry);
+                    }
+                    // A share is a stand-in until the next heartbeat, which may find the shared
+                    // store back: a request does not wait longer than that to ask again.
+                    Admission::Denied(denial) => {
+                        for refusal in &mut denial.refusals {
+                            if let Verdict::NotNow(d) = &mut refusal.verdict {
+                                *d = (*d).min(inner.settings.heartbeat);
+                            }
+                        }
+                    }
                 }
                 admission
             }
