@@ -618,20 +618,26 @@ impl Inner {
                 if let Admitting::Local(l) = &mut st.admitting {
                     l.closing.get_or_insert(grace);
                 }
-                let (seq, snapshot) = pending.unwrap_or_else(|| {
-                    let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-                    let snapshot = match &st.admitting {
-                        Admitting::Local(l) => l.log.values().cloned().collect(),
-                        _ => Vec::new(),
-                    };
-                    (seq, snapshot)
-                });
-                let complete = match &st.admitting {
-                    Admitting::Local(l) => l
-                        .log
-                        .keys()
-                        .all(|id| snapshot.iter().any(|e| e.reservation.id == *id)),
-                    _ => true,
+                // A fresh snapshot is the whole log; one sent again may miss what was admitted
+                // after it, while the store was away again.
+                let (seq, snapshot, complete) = match pending {
+                    Some((seq, snapshot)) => {
+                        let sent: HashSet<u64> =
+                            snapshot.iter().map(|e| e.reservation.id).collect();
+                        let complete = match &st.admitting {
+                            Admitting::Local(l) => l.log.keys().all(|id| sent.contains(id)),
+                            _ => true,
+                        };
+                        (seq, snapshot, complete)
+                    }
+                    None => {
+                        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+                        let snapshot = match &st.admitting {
+                            Admitting::Local(l) => l.log.values().cloned().collect(),
+                            _ => Vec::new(),
+                        };
+                        (seq, snapshot, true)
+                    }
                 };
                 (
                     seq,
