@@ -1696,3 +1696,53 @@ impl Ledger for ResilientStore {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot that had admitted `n` requests on scope 0.
+    fn own(n: u64) -> Own {
+        Own {
+            scopes: vec![[n, 0, 0, 0]],
+            tenants: HashMap::new(),
+        }
+    }
+
+    fn base(reads: &Reads) -> Option<u64> {
+        reads.base().map(|o| o.scopes[0][0])
+    }
+
+    #[test]
+    fn the_base_is_the_latest_reading_no_later_than_the_oldest_live_one() {
+        let mut reads = Reads::default();
+        assert_eq!(base(&reads), None, "before any reading: count everything");
+        reads.record(3, 1, own(10));
+        assert_eq!(
+            base(&reads),
+            Some(10),
+            "the only one, though later than the oldest"
+        );
+        reads.record(5, 4, own(20));
+        assert_eq!(base(&reads), Some(10), "3 is the latest no later than 4");
+        reads.record(7, 5, own(30));
+        assert_eq!(base(&reads), Some(20), "5 is");
+        reads.record(9, 9, own(40));
+        assert_eq!(base(&reads), Some(40), "it is the oldest itself");
+    }
+
+    #[test]
+    fn readings_renumbered_by_an_emptied_store_start_over_and_few_are_kept() {
+        let mut reads = Reads::default();
+        for n in 1..=20 {
+            // Another instance's reading stays at 1: the oldest kept stands in for it.
+            reads.record(n, 1, own(n));
+        }
+        assert_eq!(reads.0.len(), READS_KEPT);
+        assert_eq!(base(&reads), Some(20 - READS_KEPT as u64 + 1));
+        // The store lost its keys: numbers restart.
+        reads.record(1, 1, own(100));
+        assert_eq!(reads.0.len(), 1);
+        assert_eq!(base(&reads), Some(100));
+    }
+}
