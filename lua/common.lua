@@ -73,11 +73,17 @@ end
 -- live instance is in it: until then the windows miss what those admitted. Returns how many
 -- live instances (registered in the instances zset past now) other than `me` are in the set,
 -- and forgets those that are not live.
+-- Whether instance `id` is live: registered in the instances zset `instances` past now (see
+-- heartbeat.lua).
+local function is_live_instance(instances, id, now)
+  local until_ms = tonumber(redis.call('ZSCORE', instances, id))
+  return until_ms ~= nil and until_ms > now
+end
+
 local function rejoin_waiting(rejoin, instances, me, now)
   local waiting = 0
   for _, id in ipairs(redis.call('SMEMBERS', rejoin)) do
-    local until_ms = tonumber(redis.call('ZSCORE', instances, id))
-    if not until_ms or until_ms <= now then
+    if not is_live_instance(instances, id, now) then
       redis.call('SREM', rejoin, id)
     elseif id ~= me then
       waiting = waiting + 1

@@ -111,8 +111,7 @@ local recorded = redis.call('HGETALL', reads)
 for i = 1, #recorded, 2 do
   local id, number = recorded[i], tonumber(recorded[i + 1])
   if id ~= '#' then
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[1], id))
-    if not until_ms or until_ms <= now then
+    if not is_live_instance(KEYS[1], id, now) then
       redis.call('HDEL', reads, id)
     elseif oldest == 0 or number < oldest then
       oldest = number

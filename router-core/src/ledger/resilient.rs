@@ -534,9 +534,8 @@ impl Inner {
                     // so that it waits for them to write it back before it admits through
                     // the store again.
                     let local = self.settings.on_error == OnError::Local;
-                    if let Admitting::Local(l) = &mut st.admitting {
-                        // Away again while it waited for the others: its own share again.
-                        l.closing = None;
+                    if st.mode() == Mode::Local {
+                        st.away_again();
                     } else if local && st.mode() == Mode::Shared && st.seen.is_some() {
                         let n = st.enter_local(self, None);
                         tracing::warn!(
@@ -669,11 +668,7 @@ impl Inner {
                     if matches!(e, LedgerError::Timeout { .. }) {
                         st.pending = Some((seq, snapshot));
                     }
-                    // The store is away again: back to admitting on its own share (its next
-                    // heartbeat puts it back in the rejoin set).
-                    if let Admitting::Local(l) = &mut st.admitting {
-                        l.closing = None;
-                    }
+                    st.away_again();
                     return Err(e);
                 }
             };
@@ -1215,6 +1210,14 @@ impl State {
         match self.reads.base() {
             Some(base) => self.own.since(base, now),
             None => self.own.since(&Own::default(), now),
+        }
+    }
+
+    /// The store failed again while this instance wrote back or waited for the others: back to
+    /// admitting on its own share (its next heartbeat puts it back in the rejoin set).
+    fn away_again(&mut self) {
+        if let Admitting::Local(l) = &mut self.admitting {
+            l.closing = None;
         }
     }
 
