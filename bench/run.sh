@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
@@ -20,14 +20,16 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases] [--no-build]
   --leases               20 requests/s per instance for 60 s on providers with 20x the harness's
                          limits (bench/providers-x20.json), observe mock: K=4 without leases, then
                          K=4 and K=8 with `lease: auto` on every deployment
+  --slack                only the floor and the slack load (90 requests / 30 s, K=4, enforce mock), three
+                         times: its cost ratio moves by 0.5 % with one request's placement
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
 
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
 OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
-value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick
-and --gateway-only sets).
+value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick,
+--slack and --gateway-only sets).
 EOF
 }
 
@@ -35,6 +37,7 @@ QUICK=0
 GATEWAY_ONLY=0
 CHAOS=0
 LEASES=0
+SLACK=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
@@ -43,6 +46,7 @@ while (($#)); do
         --gateway-only) GATEWAY_ONLY=1 QUICK=1 ;;
         --chaos) CHAOS=1 QUICK=1 ;;
         --leases) LEASES=1 ;;
+        --slack) SLACK=1 QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -331,6 +335,12 @@ if ((LEASES)); then
 elif ((CHAOS)); then
     chaos_runs
     ORDER=(floor-k4 chaos-closed chaos-local)
+elif ((SLACK)); then
+    ORDER=(floor-k4)
+    for i in 1 2 3; do
+        bench "llmroute-k4-slack-$i" "llmroute K=4 slack (90 req), run $i" "$ENFORCE" 90 inside 4 "${LEASE_ARGS[@]}"
+        ORDER+=("llmroute-k4-slack-$i")
+    done
 elif ((GATEWAY_ONLY)); then
     gateway_runs
     ORDER=(floor-k4)
