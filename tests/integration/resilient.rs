@@ -507,17 +507,20 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
         admit(&a).await.unwrap().unwrap(),
         admit(&a).await.unwrap().unwrap(),
     ];
-    for r in &first {
-        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
-    }
-    // The block is used up: the next admission takes a new one, and the first block (which
-    // leased no tokens: the deployment has no token limit) owes the 10 tokens its requests used.
+    // The block is used up: the next admission takes a new one. The first block leased no
+    // tokens (the deployment has no token limit), so that call adds what its two requests
+    // reserved, 10 tokens each.
     let _third = admit(&a).await.unwrap().unwrap();
     let tokens = || async {
         let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
         (s[0].usage.requests, s[0].usage.tokens)
     };
-    assert_eq!(tokens().await, (4, 0), "two blocks of 2, no tokens yet");
+    assert_eq!(tokens().await, (4, 20), "two blocks of 2, two requests reserved");
+    // They settle for 5 tokens each: 10 fewer, owed to the next heartbeat.
+    for r in &first {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    assert_eq!(tokens().await, (4, 20), "not sent on their own");
     let calls = script_calls(&redis).await;
     // The beat that carries the correction gets no answer (Redis is frozen) but Redis runs it
     // when it wakes; the next beat sends the same correction under the same number.

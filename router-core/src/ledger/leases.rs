@@ -1,7 +1,8 @@
 //! The blocks of limits one instance holds (see `lease:` and lua/lease.lua): admitting from them
-//! and settling what they admitted is local; what the blocks counted in the shared windows is
-//! corrected by what their requests really used once each block has ended and its requests are
-//! all settled (lua/unlease.lua), a call per block rather than per request.
+//! and settling what they admitted is local. What the blocks counted in the shared windows is
+//! corrected (lua/unlease.lua, or the next block's call, or the heartbeat): by the part a block
+//! did not hand out as soon as it ends, and by what each request really used against what it
+//! reserved as it settles. Corrections owed on one deployment and bucket add up into one.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -9,9 +10,6 @@ use super::types::{ActualUsage, Need, Observation, Reservation};
 use super::window::Counts;
 use crate::config::DeploymentId;
 
-/// How long a block whose requests are still in flight waits for them before its correction is
-/// sent anyway (later settlements are then sent on their own), ms.
-const RETIRE_WAIT_MS: u64 = 60_000;
 /// The span over which `auto` measures this instance's rate, ms.
 const RATE_SPAN_MS: u64 = 10_000;
 
@@ -26,16 +24,14 @@ struct Block {
     tokens: u64,
     /// Requests, tokens, input and output tokens its requests count now.
     used: Counts,
-    in_flight: u64,
     /// When it stops admitting (ms).
     ends: u64,
-    /// When it ended, once it has (ms).
-    ended: Option<u64>,
 }
 
 impl Block {
-    /// What to add to the shared windows for this block: used less granted (the grant counted
-    /// its tokens against tokens, input and output alike).
+    /// What to add to the shared windows when this block ends: used less granted (the grant
+    /// counted its tokens against tokens, input and output alike). Requests still in flight are
+    /// counted as reserved; their settlements correct the rest.
     fn correction(&self) -> [i64; 4] {
         let d = |used: u64, granted: u64| used as i64 - granted as i64;
         [
@@ -61,8 +57,6 @@ pub(crate) struct Owed {
 pub(crate) struct Leases {
     /// The block admitting now, per deployment.
     open: HashMap<DeploymentId, Block>,
-    /// Ended blocks waiting for their requests, by block id, with their deployment.
-    ended: HashMap<u64, (DeploymentId, Block)>,
     /// Each reservation admitted from a block: its deployment, block id, bucket and counts.
     admitted: HashMap<u64, (DeploymentId, u64, u64, Counts)>,
     /// The last block id given.
@@ -112,7 +106,6 @@ impl Leases {
         for (u, v) in block.used.iter_mut().zip(c) {
             *u += v;
         }
-        block.in_flight += 1;
         self.admitted.insert(r.id, (d, block.id, r.bucket, c));
         self.recent.push_back((now, tokens));
         Some(r)
@@ -125,9 +118,8 @@ impl Leases {
         d: DeploymentId,
         (requests, tokens, bucket): (u64, u64, u64),
         ends: u64,
-        now: u64,
     ) {
-        self.end(d, now);
+        self.end(d);
         self.blocks += 1;
         let block = Block {
             id: self.blocks,
@@ -135,27 +127,16 @@ impl Leases {
             requests,
             tokens,
             used: [0; 4],
-            in_flight: 0,
             ends,
-            ended: None,
         };
         self.open.insert(d, block);
     }
 
-    /// Ends `d`'s open block (it is full, `d` cooled down, or a new one replaces it).
-    pub(crate) fn end(&mut self, d: DeploymentId, now: u64) {
-        if let Some(mut block) = self.open.remove(&d) {
-            block.ended = Some(now);
-            self.retire(d, block);
-        }
-    }
-
-    /// A block that stopped admitting: owed now if nothing is in flight, else when it is.
-    fn retire(&mut self, d: DeploymentId, block: Block) {
-        if block.in_flight == 0 {
+    /// Ends `d`'s open block (it is full, `d` cooled down, or a new one replaces it): what it did
+    /// not hand out is owed back at once, so the next call on `d` returns it to the others.
+    pub(crate) fn end(&mut self, d: DeploymentId) {
+        if let Some(block) = self.open.remove(&d) {
             self.owe(d, block.bucket, block.correction());
-        } else {
-            self.ended.insert(block.id, (d, block));
         }
     }
 
@@ -184,18 +165,7 @@ impl Leases {
             .map(|(d, _)| *d)
             .collect();
         for d in expired {
-            self.end(d, now);
-        }
-        let stale: Vec<u64> = self
-            .ended
-            .iter()
-            .filter(|(_, (_, b))| b.ended.is_some_and(|t| t + RETIRE_WAIT_MS <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stale {
-            if let Some((d, block)) = self.ended.remove(&id) {
-                self.owe(d, block.bucket, block.correction());
-            }
+            self.end(d);
         }
     }
 
@@ -208,25 +178,15 @@ impl Leases {
             None => [0; 4],
         };
         let delta = [0, 1, 2, 3].map(|i| after[i] as i64 - before[i] as i64);
-        let apply = |block: &mut Block| {
-            for (u, v) in block.used.iter_mut().zip(delta) {
-                *u = u.saturating_add_signed(v);
-            }
-            block.in_flight -= 1;
-        };
         match self.open.get_mut(&d) {
-            Some(block) if block.id == block_id => apply(block),
-            _ => match self.ended.get_mut(&block_id) {
-                Some((_, block)) => {
-                    apply(block);
-                    if block.in_flight == 0
-                        && let Some((_, block)) = self.ended.remove(&block_id)
-                    {
-                        self.owe(d, bucket, block.correction());
-                    }
+            // Still admitting: the block's own count changes (what it hands out depends on it).
+            Some(block) if block.id == block_id => {
+                for (u, v) in block.used.iter_mut().zip(delta) {
+                    *u = u.saturating_add_signed(v);
                 }
-                None => self.owe(d, bucket, delta),
-            },
+            }
+            // Its block ended and was corrected with this request as reserved.
+            _ => self.owe(d, bucket, delta),
         }
         Some(true)
     }
@@ -279,21 +239,18 @@ impl Leases {
         }
     }
 
-    /// Ends every block (shutdown): what they did not use is owed at once, whatever is in
-    /// flight (its settlement is corrected on its own later).
-    pub(crate) fn end_all(&mut self, now: u64) {
+    /// Ends every block (shutdown): what they did not hand out is owed at once (what is in
+    /// flight is corrected as it settles).
+    pub(crate) fn end_all(&mut self) {
         let open: Vec<DeploymentId> = self.open.keys().copied().collect();
         for d in open {
-            self.end(d, now);
-        }
-        for (_, (d, block)) in std::mem::take(&mut self.ended) {
-            self.owe(d, block.bucket, block.correction());
+            self.end(d);
         }
     }
 
     /// `d` had no room even for one request: do not ask it for a block before `until` (ms).
-    pub(crate) fn full(&mut self, d: DeploymentId, now: u64, until: u64) {
-        self.end(d, now);
+    pub(crate) fn full(&mut self, d: DeploymentId, until: u64) {
+        self.end(d);
         self.full_until.insert(d, until);
     }
 
@@ -336,7 +293,7 @@ mod tests {
     #[test]
     fn a_block_admits_up_to_its_size_then_owes_what_was_unused() {
         let mut l = Leases::default();
-        l.open(D, (3, 100, 7), 5_000, 0);
+        l.open(D, (3, 100, 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         let b = l.take(D, &need(40), 0, 1).unwrap();
         assert_eq!(a.bucket, 7);
@@ -351,31 +308,46 @@ mod tests {
         assert_eq!(l.finish(a.id, Some(ActualUsage::split(10, 5))), Some(true));
         assert_eq!(l.finish(b.id, None), Some(true));
         assert_eq!(l.finish(b.id, None), None, "finished once");
-        l.end(D, 3);
-        // One request in flight (the third): nothing owed until it settles.
-        assert_eq!(l.drain(3), vec![]);
-        let third = *l.admitted.keys().next().unwrap();
-        l.finish(third, Some(ActualUsage::split(10, 10)));
-        let owed = l.drain(4);
-        // Used: 2 requests, 15 + 20 tokens, 10 + 10 input, 5 + 10 output; granted 3 and 100.
-        assert_eq!(
-            owed,
+        l.end(D);
+        // The third is in flight, counted as reserved (20 tokens, 10 in, 10 out). Used: 2
+        // requests, 15 + 20 tokens, 10 + 10 input, 5 + 10 output; granted 3 and 100. What the
+        // block did not hand out is owed at once.
+        let owe = |deltas| {
             vec![Owed {
                 deployment: D,
                 bucket: 7,
-                deltas: [-1, -65, -80, -85],
-                observed: None
+                deltas,
+                observed: None,
             }]
-        );
+        };
+        assert_eq!(l.drain(3), owe([-1, -65, -80, -85]));
+        // The third settles for 10 in and 25 out: 15 more than it reserved, owed on its own.
+        let third = *l.admitted.keys().next().unwrap();
+        l.finish(third, Some(ActualUsage::split(10, 25)));
+        assert_eq!(l.drain(4), owe([0, 15, 0, 15]));
+    }
+
+    #[test]
+    fn a_block_that_ends_with_requests_in_flight_hands_back_its_unused_part_to_the_next_call() {
+        let mut l = Leases::default();
+        l.open(D, (4, 1_000, 7), 5_000);
+        let a = l.take(D, &need(600), 0, 1).unwrap();
+        assert!(l.take(D, &need(600), 0, 2).is_none(), "600 + 600 > 1000");
+        // Asking for the next block ends this one: its 400 unused tokens and 3 requests go with
+        // that call, while the first request is still in flight.
+        l.end(D);
+        assert_eq!(l.take_owed(D), vec![(7, [-3, -400, -700, -700])]);
+        l.finish(a.id, Some(ActualUsage::split(300, 300)));
+        assert_eq!(l.take_owed(D), vec![], "it used what it reserved");
     }
 
     #[test]
     fn a_block_ends_when_it_expires_and_late_settlements_are_owed_alone() {
         let mut l = Leases::default();
-        l.open(D, (10, 0, 7), 5_000, 0);
+        l.open(D, (10, 0, 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         assert!(l.take(D, &need(40), 0, 5_000).is_none(), "expired");
-        l.end_all(5_001);
+        l.end_all();
         // No token limit: tokens were not leased, so all the request's count is added.
         assert_eq!(l.drain(5_001)[0].deltas, [-9, 40, 20, 20]);
         l.finish(a.id, Some(ActualUsage::split(30, 30)));
@@ -385,7 +357,7 @@ mod tests {
     #[test]
     fn the_rate_counts_the_last_ten_seconds() {
         let mut l = Leases::default();
-        l.open(D, (100, 0, 1), 60_000, 0);
+        l.open(D, (100, 0, 1), 60_000);
         for t in [0, 1_000, 9_000, 12_000] {
             assert!(l.take(D, &need(30), 0, t).is_some());
         }

@@ -912,7 +912,13 @@ impl Inner {
                 return Some(Ok(Admission::Granted(r)));
             }
             let (want, least, secs) = self.lease_size(d, spec, need, rank);
-            let owed = self.lock().leases.take_owed(d);
+            // The open block cannot take this request: it ends now, so the call that asks for
+            // the next one also hands back what it did not use.
+            let owed = {
+                let mut st = self.lock();
+                st.leases.end(d);
+                st.leases.take_owed(d)
+            };
             let asked = self
                 .timed(self.shared.lease(d, want, least, &owed).boxed())
                 .await;
@@ -934,12 +940,8 @@ impl Inner {
                     let now = self.now();
                     let mut st = self.lock();
                     let tokens = if want.1 == 0 { 0 } else { grant.tokens };
-                    st.leases.open(
-                        d,
-                        (grant.requests, tokens, grant.bucket),
-                        now + secs * 1000,
-                        now,
-                    );
+                    st.leases
+                        .open(d, (grant.requests, tokens, grant.bucket), now + secs * 1000);
                     if grant.requests < want.0 || tokens < want.1 {
                         // At its limit: capacity trickles back as the window slides; asking for
                         // every trickle would cost a call per request or two.
@@ -960,7 +962,7 @@ impl Inner {
                     // Not even this request fits: leave `d` alone for a while (capacity frees as
                     // the window slides) rather than ask again for every request.
                     let now = self.now();
-                    self.lock().leases.full(d, now, now + LEASE_RETRY_MS);
+                    self.lock().leases.full(d, now + LEASE_RETRY_MS);
                 }
                 Err(e) => return Some(Err(e)),
             }
@@ -1045,7 +1047,7 @@ impl Inner {
         let owed = {
             let mut st = self.lock();
             let now = self.now();
-            st.leases.end_all(now);
+            st.leases.end_all();
             st.leases.drain(now)
         };
         for o in owed {
@@ -1515,7 +1517,7 @@ impl Ledger for ResilientStore {
                 let mut st = self.inner.lock();
                 let now = self.inner.now();
                 // The provider is full: this instance's block there ends too.
-                st.leases.end(d, now);
+                st.leases.end(d);
                 if let Admitting::Local(l) = &mut st.admitting {
                     let engine = Engine {
                         table: &l.table,
