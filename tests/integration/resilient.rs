@@ -59,11 +59,15 @@ async fn with_ledger(
 
 /// A plain store on the same Redis, to read what is shared.
 async fn reader(redis: &TestRedis) -> RedisStore {
+    reader_of(redis, &registry()).await
+}
+
+async fn reader_of(redis: &TestRedis, registry: &Registry) -> RedisStore {
     let options = RedisStoreOptions {
         namespace: redis.namespace.clone(),
         ..RedisStoreOptions::default()
     };
-    RedisStore::connect(&redis.url, &registry(), options)
+    RedisStore::connect(&redis.url, registry, options)
         .await
         .unwrap()
 }
@@ -515,7 +519,11 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
         let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
         (s[0].usage.requests, s[0].usage.tokens)
     };
-    assert_eq!(tokens().await, (4, 20), "two blocks of 2, two requests reserved");
+    assert_eq!(
+        tokens().await,
+        (4, 20),
+        "two blocks of 2, two requests reserved"
+    );
     // They settle for 5 tokens each: 10 fewer, owed to the next heartbeat.
     for r in &first {
         assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
@@ -536,6 +544,88 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     assert_eq!(tokens().await, (4, 10), "applied once, not twice");
     a.heartbeat_now().await;
     assert_eq!(tokens().await, (4, 10));
+}
+
+#[tokio::test]
+async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked() {
+    let redis = redis_server();
+    // `cheap` holds ten requests of 100 tokens; `dear` has room for everything.
+    let yaml = "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+                api_key_env: P_KEY\n    models:\n      \
+                - { name: cheap, aliases: [chat], price: { input: 1, output: 2 }, lease: auto, \
+                    limits: { rpm: 100, tpm: 1000 } }\n      \
+                - { name: dear, aliases: [chat], price: { input: 5, output: 9 }, lease: auto, \
+                    limits: { rpm: 1000 } }\n";
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+    let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
+    let a = by_hand(&redis, registry.clone(), OnError::Local).await;
+    let b = by_hand(&redis, registry.clone(), OnError::Local).await;
+    // Both know there are two of them.
+    a.heartbeat_now().await;
+    b.heartbeat_now().await;
+    let need = Need::new(100, Duration::from_secs(60));
+    let mut on_cheap = 0;
+    let mut held = Vec::new();
+    for turn in 0..20 {
+        let ledger = if turn % 2 == 0 { &a } else { &b };
+        let Admission::Granted(r) = ledger.admit(&need, &[cheap, dear]).await.unwrap() else {
+            panic!("`dear` has room");
+        };
+        on_cheap += u64::from(r.deployment == cheap);
+        held.push(r);
+    }
+    // Every request `cheap` has room for went there, though none has settled: near its limit
+    // the blocks held a request each, so none of its room sat unused in the other's block.
+    assert_eq!(on_cheap, 10);
+    // Closed, they give back the request slots their blocks did not hand out.
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    let s = reader_of(&redis, &registry)
+        .await
+        .snapshot(&[cheap])
+        .await
+        .unwrap();
+    assert_eq!((s[0].usage.requests, s[0].usage.tokens), (10, 1000));
+}
+
+#[tokio::test]
+async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_it_left() {
+    let redis = redis_server();
+    let yaml = "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+                api_key_env: P_KEY\n    models:\n      \
+                - { name: cheap, aliases: [chat], price: { input: 1, output: 2 }, lease: auto, \
+                    limits: { tpm: 1000 } }\n      \
+                - { name: dear, aliases: [chat], price: { input: 5, output: 9 }, lease: auto, \
+                    limits: { rpm: 1000 } }\n";
+    let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+    let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
+    // Another instance leaves 150 tokens of `cheap`.
+    let other = reader_of(&redis, &registry).await;
+    let got = other
+        .admit(&Need::new(850, Duration::from_secs(60)), &[cheap])
+        .await
+        .unwrap();
+    assert!(matches!(got, Admission::Granted(_)));
+    let a = by_hand(&redis, registry, OnError::Local).await;
+    let admit_on = |tokens| {
+        let a = &a;
+        async move {
+            let need = Need::new(tokens, Duration::from_secs(60));
+            match a.admit(&need, &[cheap, dear]).await.unwrap() {
+                Admission::Granted(r) => r.deployment,
+                Admission::Denied(_) => panic!("`dear` has room"),
+            }
+        }
+    };
+    // 200 does not fit: `cheap` refuses a block and says it has 150 left (the shared store
+    // admits on `dear`).
+    assert_eq!(admit_on(200).await, dear);
+    // Another 200 does not ask `cheap` again: one call, for a block of `dear`.
+    let before = script_calls(&redis).await;
+    assert_eq!(admit_on(200).await, dear);
+    assert_eq!(script_calls(&redis).await - before, 1);
+    // 100 asks `cheap` again, and fits.
+    assert_eq!(admit_on(100).await, cheap);
 }
 
 #[tokio::test]

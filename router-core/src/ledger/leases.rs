@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
 use super::window::Counts;
 use crate::config::DeploymentId;
@@ -68,8 +69,9 @@ pub(crate) struct Leases {
     reports: HashMap<DeploymentId, Observation>,
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
     recent: VecDeque<(u64, u64)>,
-    /// Deployments that had no room for a block, until when (ms): not asked again before.
-    full_until: HashMap<DeploymentId, u64>,
+    /// The room each deployment had left after this instance's last call for a block there,
+    /// and until when (ms) that is trusted: a request that needs more does not ask before.
+    room: HashMap<DeploymentId, (Room, u64)>,
 }
 
 fn counts(r: &Reservation) -> Counts {
@@ -248,21 +250,19 @@ impl Leases {
         }
     }
 
-    /// `d` had no room even for one request: do not ask it for a block before `until` (ms).
-    pub(crate) fn full(&mut self, d: DeploymentId, until: u64) {
-        self.end(d);
-        self.full_until.insert(d, until);
+    /// `d` had `room` left after a call for a block: until `until` (ms), a request that needs
+    /// more does not ask it for a block (its capacity comes back a little at a time, as the
+    /// window slides or others give back, and asking for every trickle costs a call each).
+    pub(crate) fn saw_room(&mut self, d: DeploymentId, room: Room, until: u64) {
+        self.room.insert(d, (room, until));
     }
 
-    /// `d` granted less than asked (it is at its limit): once the block is used up, do not
-    /// ask it for another before `until` (ms).
-    pub(crate) fn scarce(&mut self, d: DeploymentId, until: u64) {
-        self.full_until.insert(d, until);
-    }
-
-    /// Whether `d` was found full lately (see [`Leases::full`]).
-    pub(crate) fn is_full(&self, d: DeploymentId, now: u64) -> bool {
-        self.full_until.get(&d).is_some_and(|&t| t > now)
+    /// Whether `d` lately had too little room for a request of `tokens` (see
+    /// [`Leases::saw_room`]).
+    pub(crate) fn lacks_room(&self, d: DeploymentId, tokens: u64, now: u64) -> bool {
+        self.room.get(&d).is_some_and(|(room, until)| {
+            *until > now && (room.requests == 0 || tokens > room.tokens)
+        })
     }
 
     /// Admissions from blocks (any deployment) in the last ten seconds, and their mean tokens
@@ -352,6 +352,21 @@ mod tests {
         assert_eq!(l.drain(5_001)[0].deltas, [-9, 40, 20, 20]);
         l.finish(a.id, Some(ActualUsage::split(30, 30)));
         assert_eq!(l.drain(5_002)[0].deltas, [0, 20, 10, 10]);
+    }
+
+    #[test]
+    fn a_deployment_short_of_room_is_asked_again_by_requests_that_fit_it_or_once_the_time_is_up() {
+        let mut l = Leases::default();
+        let room = |requests, tokens| Room { requests, tokens };
+        assert!(!l.lacks_room(D, 500, 0), "nothing seen yet");
+        l.saw_room(D, room(3, 400), 4_000);
+        assert!(l.lacks_room(D, 500, 1_000));
+        assert!(!l.lacks_room(D, 400, 1_000), "it fits what was left");
+        assert!(!l.lacks_room(D, 500, 4_000), "time is up");
+        l.saw_room(D, room(0, 10_000), 4_000);
+        assert!(l.lacks_room(D, 1, 1_000), "no request left");
+        l.saw_room(D, room(5, u64::MAX), 4_000);
+        assert!(!l.lacks_room(D, 1_000_000, 1_000), "no token limit");
     }
 
     #[test]

@@ -38,6 +38,7 @@ use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::leases::{Leases, Owed};
+use super::redis::lease::{Ask, Leased};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
@@ -46,10 +47,10 @@ use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
-/// How long a deployment that had no room for a block, or only for a smaller one than asked,
-/// is not asked for one again, ms. Its capacity comes back a little at a time as the window
-/// slides, and other instances take it meanwhile; 4 s rather than 2 s halved the calls spent on
-/// deployments at their limit (`bench/run.sh --leases`) at the same cost.
+/// How long the room a deployment had left after a call for a block is trusted, ms: a request
+/// that needs more does not ask it for a block before then. Its capacity comes back a little at a time as
+/// the window slides, and other instances take it meanwhile; 4 s rather than 2 s halved the
+/// calls spent on deployments at their limit (`bench/run.sh --leases`) at the same cost.
 const LEASE_RETRY_MS: u64 = 4_000;
 /// How many of its recorded readings an instance keeps (see [`Reads`]): the oldest live
 /// instance's last reading is among them unless that instance has recorded none for this many
@@ -904,14 +905,18 @@ impl Inner {
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
             }
-            if asked_once || self.lock().leases.is_full(d, self.now()) {
+            let lacks_room = |this: &Self| {
+                let tokens = need.tokens_on(rank);
+                this.lock().leases.lacks_room(d, tokens, this.now())
+            };
+            if asked_once || lacks_room(self) {
                 continue;
             }
             let _one = self.leasing[d.0].lock().await;
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
             }
-            let (want, least, secs) = self.lease_size(d, spec, need, rank);
+            let (size, secs) = self.lease_size(d, spec, need, rank);
             // The open block cannot take this request: it ends now, so the call that asks for
             // the next one also hands back what it did not use.
             let owed = {
@@ -919,9 +924,7 @@ impl Inner {
                 st.leases.end(d);
                 st.leases.take_owed(d)
             };
-            let asked = self
-                .timed(self.shared.lease(d, want, least, &owed).boxed())
-                .await;
+            let asked = self.timed(self.shared.lease(d, size, &owed).boxed()).await;
             asked_once = true;
             if asked.is_err() {
                 // Not applied (or not known to be): kept for the next call.
@@ -935,18 +938,14 @@ impl Inner {
                     });
                 }
             }
+            let now = self.now();
             match asked {
-                Ok(Some(grant)) => {
-                    let now = self.now();
+                Ok(Leased::Granted(grant, room)) => {
                     let mut st = self.lock();
-                    let tokens = if want.1 == 0 { 0 } else { grant.tokens };
+                    let tokens = if size.want.1 == 0 { 0 } else { grant.tokens };
                     st.leases
                         .open(d, (grant.requests, tokens, grant.bucket), now + secs * 1000);
-                    if grant.requests < want.0 || tokens < want.1 {
-                        // At its limit: capacity trickles back as the window slides; asking for
-                        // every trickle would cost a call per request or two.
-                        st.leases.scarce(d, now + LEASE_RETRY_MS);
-                    }
+                    st.leases.saw_room(d, room, now + LEASE_RETRY_MS);
                     let admitted = Admitted {
                         deployment: d,
                         bucket: grant.bucket,
@@ -958,11 +957,9 @@ impl Inner {
                         return Some(Ok(Admission::Granted(r)));
                     }
                 }
-                Ok(None) => {
-                    // Not even this request fits: leave `d` alone for a while (capacity frees as
-                    // the window slides) rather than ask again for every request.
-                    let now = self.now();
-                    self.lock().leases.full(d, now + LEASE_RETRY_MS);
+                Ok(Leased::Refused(room)) => {
+                    // Not even this request fits: only a smaller one asks again for a while.
+                    self.lock().leases.saw_room(d, room, now + LEASE_RETRY_MS);
                 }
                 Err(e) => return Some(Err(e)),
             }
@@ -973,14 +970,11 @@ impl Inner {
     /// How much of `d` to lease for `need` on it: (requests, tokens) wanted, the least worth
     /// taking, and for how long (s). Tokens are leased only where a token limit applies.
     /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
-    /// seconds (plus this request), at most half of its share of each limit.
-    fn lease_size(
-        &self,
-        d: DeploymentId,
-        spec: Lease,
-        need: &Need,
-        rank: usize,
-    ) -> ((u64, u64), (u64, u64), u64) {
+    /// seconds (plus this request), and at most half of its share of what is left of each limit
+    /// (`parts`: twice the live instances), so that blocks shrink as the deployment fills and
+    /// its last room goes where the requests need it, a request at a time. A fixed block takes
+    /// what is left, up to its size.
+    fn lease_size(&self, d: DeploymentId, spec: Lease, need: &Need, rank: usize) -> (Ask, u64) {
         let tokens = need.tokens_on(rank);
         let table = self.shared.table();
         let scopes = table.of(d).unwrap_or_default();
@@ -991,10 +985,9 @@ impl Inner {
             .flatten()
             .map(|v| v.get())
             .min();
-        let request_limit = limits.iter().filter_map(|l| l.rpm).map(|v| v.get()).min();
         let mut st = self.lock();
         let instances = st.seen.as_ref().map_or(1, |b| b.instances).max(1);
-        let (want, secs) = match spec {
+        let (want, parts, secs) = match spec {
             Lease::Block {
                 requests,
                 tokens: block_tokens,
@@ -1005,28 +998,31 @@ impl Inner {
                 } else {
                     block_tokens
                 };
-                ((requests, block_tokens), secs)
+                ((requests, block_tokens), 1, secs)
             }
             Lease::Auto => {
                 // The instance's whole leased rate, not `d`'s alone: when a cheaper deployment
                 // fills up, its traffic moves to `d` at once.
                 let (recent, mean) = st.leases.rate(self.now());
                 let requests = (recent * Lease::AUTO_SECS).div_ceil(10) + 1;
-                let requests =
-                    request_limit.map_or(requests, |l| requests.min((l / (2 * instances)).max(1)));
-                let per = mean.max(tokens);
-                let block_tokens = requests.saturating_mul(per);
-                let block_tokens = token_limit.map_or(block_tokens, |l| {
-                    block_tokens.min((l / (2 * instances)).max(tokens))
-                });
-                ((requests, block_tokens), Lease::AUTO_SECS)
+                let block_tokens = requests.saturating_mul(mean.max(tokens));
+                ((requests, block_tokens), 2 * instances, Lease::AUTO_SECS)
             }
         };
         drop(st);
-        match token_limit {
-            Some(_) => (want, (1, tokens), secs),
-            None => ((want.0, 0), (1, 0), secs),
-        }
+        let ask = match token_limit {
+            Some(_) => Ask {
+                want,
+                least: (1, tokens),
+                parts,
+            },
+            None => Ask {
+                want: (want.0, 0),
+                least: (1, 0),
+                parts,
+            },
+        };
+        (ask, secs)
     }
 
     /// Keeps corrections that could not be sent (or may not have been applied) for later.

@@ -15,17 +15,41 @@ pub(crate) struct Grant {
     pub(crate) bucket: u64,
 }
 
+/// A block asked for: `want` (requests, tokens), but at most 1/`parts` of what is left of each
+/// limit, and nothing when less than `least` is left. Tokens 0: not leased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub(crate) want: (u64, u64),
+    pub(crate) least: (u64, u64),
+    pub(crate) parts: u64,
+}
+
+/// The requests and tokens a deployment had left in its windows after a lease call (the
+/// tightest of its limits and its provider's; `u64::MAX`: not limited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Room {
+    pub(crate) requests: u64,
+    pub(crate) tokens: u64,
+}
+
+/// What a lease call did, and the room it left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leased {
+    Granted(Grant, Room),
+    /// Not even the least asked for was left (or the deployment is in cooldown: no room).
+    Refused(Room),
+}
+
 impl RedisStore {
-    /// Asks for a block of `want` (requests, tokens) of `d`'s limits; less is granted when less
-    /// is left, nothing when less than `least` is (or `d` is in cooldown). `corrections` of this
-    /// instance's earlier blocks on `d` (bucket, deltas) are applied first, in the same call.
+    /// Asks for a block of `d`'s limits (see [`Ask`]); nothing is granted when `d` is in
+    /// cooldown. `corrections` of this instance's earlier blocks on `d` (bucket, deltas) are
+    /// applied first, in the same call.
     pub(crate) async fn lease(
         &self,
         d: DeploymentId,
-        want: (u64, u64),
-        least: (u64, u64),
+        Ask { want, least, parts }: Ask,
         corrections: &[(u64, [i64; 4])],
-    ) -> Result<Option<Grant>, LedgerError> {
+    ) -> Result<Leased, LedgerError> {
         let scopes = self.scopes(d)?;
         let mut inv = LEASE.prepare_invoke();
         for &s in scopes {
@@ -36,6 +60,7 @@ impl RedisStore {
             .arg(want.1)
             .arg(least.0)
             .arg(least.1)
+            .arg(parts.max(1))
             .arg(scopes.len());
         for &s in scopes {
             let l = self.table.def(s).limits;
@@ -59,13 +84,23 @@ impl RedisStore {
             });
         }
         let count = |v: i64| u64::try_from(v).map_err(|_| self.protocol("lease.lua", &reply));
+        let room = |requests: i64, tokens: i64| -> Result<Room, LedgerError> {
+            let left = |v: i64| if v == -1 { Ok(u64::MAX) } else { count(v) };
+            Ok(Room {
+                requests: left(requests)?,
+                tokens: left(tokens)?,
+            })
+        };
         match reply.as_slice() {
-            [1, _now, requests, tokens, bucket] => Ok(Some(Grant {
-                requests: count(*requests)?,
-                tokens: count(*tokens)?,
-                bucket: count(*bucket)?,
-            })),
-            [0, _now, _cooldown] => Ok(None),
+            [1, _now, requests, tokens, bucket, room_r, room_t] => Ok(Leased::Granted(
+                Grant {
+                    requests: count(*requests)?,
+                    tokens: count(*tokens)?,
+                    bucket: count(*bucket)?,
+                },
+                room(*room_r, *room_t)?,
+            )),
+            [0, _now, _cooldown, room_r, room_t] => Ok(Leased::Refused(room(*room_r, *room_t)?)),
             _ => Err(self.protocol("lease.lua", &reply)),
         }
     }
