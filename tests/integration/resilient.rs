@@ -372,14 +372,15 @@ async fn leasing(redis: &TestRedis, lease: &str) -> Arc<ResilientStore> {
     Arc::new(ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn leased_blocks_never_admit_over_the_limit_and_cost_a_call_per_block() {
-    let redis = redis_server();
+/// 3 instances x 2 tasks leasing with `lease`, each admitting until refused, then settling what
+/// it holds for 5 tokens each and closing: how many were admitted, and the script calls made
+/// until the last refusal. The windows must hold exactly what was admitted.
+async fn admit_until_full(redis: &TestRedis, lease: &str) -> (usize, u64) {
     let mut instances = Vec::new();
     for _ in 0..3 {
-        instances.push(leasing(&redis, "{ requests: 30, tokens: 30000, secs: 60 }").await);
+        instances.push(leasing(redis, lease).await);
     }
-    let before = script_calls(&redis).await;
+    let before = script_calls(redis).await;
     // 3 instances x 2 tasks, each admitting until refused.
     let tasks: Vec<_> = instances
         .iter()
@@ -402,26 +403,42 @@ async fn leased_blocks_never_admit_over_the_limit_and_cost_a_call_per_block() {
         }
         admitted += held.len();
     }
+    let calls = script_calls(redis).await - before;
+    for i in &instances {
+        i.close().await.unwrap();
+    }
+    // The blocks' counts were corrected to what their requests used: 5 tokens each.
+    let s = reader(redis).await.snapshot(&[M]).await.unwrap();
+    assert_eq!(
+        (s[0].usage.requests, s[0].usage.tokens, s[0].usage.in_flight),
+        (admitted as u64, 5 * admitted as u64, 0)
+    );
+    (admitted, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leased_blocks_never_admit_over_the_limit_and_cost_a_call_per_block() {
+    let redis = redis_server();
+    let (admitted, calls) =
+        admit_until_full(&redis, "{ requests: 30, tokens: 30000, secs: 60 }").await;
     // Every request the limit allows, and not one more.
     assert_eq!(admitted, 100);
     // One call per block (30, 30, 30 and the last 10, give or take a split), two for each
     // task's last, refused attempt (a lease that finds no room, and the shared admission that
     // says why), and a heartbeat (with its lease corrections) per instance should a second
     // boundary pass: far from one per request.
-    let calls = script_calls(&redis).await - before;
     assert!(
         calls <= 8 + 2 * 6 + 2 * 3,
         "{calls} script calls for 100 requests"
     );
-    for i in &instances {
-        i.close().await.unwrap();
-    }
-    // The blocks' counts were corrected to what their requests used: 100 requests of 5 tokens.
-    let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
-    assert_eq!(
-        (s[0].usage.requests, s[0].usage.tokens, s[0].usage.in_flight),
-        (100, 500, 0)
-    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn auto_blocks_never_admit_over_the_limit_under_contention() {
+    let redis = redis_server();
+    // Blocks that grow with each instance's rate and shrink as the limit nears.
+    let (admitted, _) = admit_until_full(&redis, "auto").await;
+    assert_eq!(admitted, 100);
 }
 
 #[tokio::test]

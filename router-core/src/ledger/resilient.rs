@@ -48,9 +48,10 @@ use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
 /// How long the room a deployment had left after a call for a block is trusted, ms: a request
-/// that needs more does not ask it for a block before then. Its capacity comes back a little at a time as
-/// the window slides, and other instances take it meanwhile; 4 s rather than 2 s halved the
-/// calls spent on deployments at their limit (`bench/run.sh --leases`) at the same cost.
+/// that needs more does not ask it for a block before then. Its capacity comes back a little at
+/// a time as the window slides, and other instances take it meanwhile; 4 s rather than 2 s
+/// halved the calls spent on deployments at their limit (`bench/run.sh --leases`) at the same
+/// cost.
 const LEASE_RETRY_MS: u64 = 4_000;
 /// How many of its recorded readings an instance keeps (see [`Reads`]): the oldest live
 /// instance's last reading is among them unless that instance has recorded none for this many
@@ -967,8 +968,8 @@ impl Inner {
         None
     }
 
-    /// How much of `d` to lease for `need` on it: (requests, tokens) wanted, the least worth
-    /// taking, and for how long (s). Tokens are leased only where a token limit applies.
+    /// How much of `d` to lease for `need` on it (the [`Ask`]), and for how long (s). Tokens are
+    /// leased only where a token limit applies.
     /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
     /// seconds (plus this request), and at most half of its share of what is left of each limit
     /// (`parts`: twice the live instances), so that blocks shrink as the deployment fills and
