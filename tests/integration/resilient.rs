@@ -563,17 +563,25 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     assert_eq!(tokens().await, (4, 10));
 }
 
+/// Two deployments of one alias leasing `auto`: `cheap` (DeploymentId 0) with `limits`, and a
+/// dearer one with room for everything.
+fn cheap_and_dear(limits: &str) -> Registry {
+    let yaml = format!(
+        "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+         api_key_env: P_KEY\n    models:\n      \
+         - {{ name: cheap, aliases: [chat], price: {{ input: 1, output: 2 }}, lease: auto, \
+              limits: {{ {limits} }} }}\n      \
+         - {{ name: dear, aliases: [chat], price: {{ input: 5, output: 9 }}, lease: auto, \
+              limits: {{ rpm: 1000 }} }}\n"
+    );
+    Registry::from_yaml_str(&yaml, "test.yaml").unwrap()
+}
+
 #[tokio::test]
 async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked() {
     let redis = redis_server();
-    // `cheap` holds ten requests of 100 tokens; `dear` has room for everything.
-    let yaml = "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
-                api_key_env: P_KEY\n    models:\n      \
-                - { name: cheap, aliases: [chat], price: { input: 1, output: 2 }, lease: auto, \
-                    limits: { rpm: 100, tpm: 1000 } }\n      \
-                - { name: dear, aliases: [chat], price: { input: 5, output: 9 }, lease: auto, \
-                    limits: { rpm: 1000 } }\n";
-    let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+    // `cheap` holds ten requests of 100 tokens.
+    let registry = cheap_and_dear("rpm: 100, tpm: 1000");
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
     let a = by_hand(&redis, registry.clone(), OnError::Local).await;
     let b = by_hand(&redis, registry.clone(), OnError::Local).await;
@@ -582,14 +590,12 @@ async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked
     b.heartbeat_now().await;
     let need = Need::new(100, Duration::from_secs(60));
     let mut on_cheap = 0;
-    let mut held = Vec::new();
     for turn in 0..20 {
         let ledger = if turn % 2 == 0 { &a } else { &b };
         let Admission::Granted(r) = ledger.admit(&need, &[cheap, dear]).await.unwrap() else {
             panic!("`dear` has room");
         };
         on_cheap += u64::from(r.deployment == cheap);
-        held.push(r);
     }
     // Every request `cheap` has room for went there, though none has settled: near its limit
     // the blocks held a request each, so none of its room sat unused in the other's block.
@@ -608,13 +614,7 @@ async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked
 #[tokio::test]
 async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_it_left() {
     let redis = redis_server();
-    let yaml = "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
-                api_key_env: P_KEY\n    models:\n      \
-                - { name: cheap, aliases: [chat], price: { input: 1, output: 2 }, lease: auto, \
-                    limits: { tpm: 1000 } }\n      \
-                - { name: dear, aliases: [chat], price: { input: 5, output: 9 }, lease: auto, \
-                    limits: { rpm: 1000 } }\n";
-    let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+    let registry = cheap_and_dear("tpm: 1000");
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
     // Another instance leaves 150 tokens of `cheap`.
     let other = reader_of(&redis, &registry).await;
