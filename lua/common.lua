@@ -67,12 +67,6 @@ local function forget_slots(z, now)
   end
 end
 
--- Rejoin set (llmroute:{ns}:v3:rejoin): the instances that may hold admissions made while the
--- store did not answer them and not yet written back (heartbeat.lua adds them, restore.lua takes
--- them out). An instance back from such an outage admits through the store only once no other
--- live instance is in it: until then the windows miss what those admitted. Returns how many
--- live instances (registered in the instances zset past now) other than `me` are in the set,
--- and forgets those that are not live.
 -- Whether instance `id` is live: registered in the instances zset `instances` past now (see
 -- heartbeat.lua).
 local function is_live_instance(instances, id, now)
@@ -80,6 +74,12 @@ local function is_live_instance(instances, id, now)
   return until_ms ~= nil and until_ms > now
 end
 
+-- Rejoin set (llmroute:{ns}:v3:rejoin): the instances that may hold admissions made while the
+-- store did not answer them and not yet written back (heartbeat.lua adds them, restore.lua takes
+-- them out). An instance back from such an outage admits through the store only once no other
+-- live instance is in it: until then the windows miss what those admitted. Returns how many
+-- live instances (registered in the instances zset past now) other than `me` are in the set,
+-- and forgets those that are not live.
 local function rejoin_waiting(rejoin, instances, me, now)
   local waiting = 0
   for _, id in ipairs(redis.call('SMEMBERS', rejoin)) do

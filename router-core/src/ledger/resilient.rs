@@ -1206,10 +1206,8 @@ impl State {
     /// What this instance admitted through the shared store since the reading it counts its own
     /// from (see [`Reads`]).
     fn own_since_read(&self, now: u64) -> Beat {
-        match self.reads.base() {
-            Some(base) => self.own.since(base, now),
-            None => self.own.since(&Own::default(), now),
-        }
+        self.own
+            .since(self.reads.base().unwrap_or(&Own::default()), now)
     }
 
     /// The store failed again while this instance wrote back or waited for the others: back to

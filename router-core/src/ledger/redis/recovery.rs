@@ -147,6 +147,10 @@ impl RedisStore {
         format!("{}:rejoin", self.prefix)
     }
 
+    fn reads_key(&self) -> String {
+        format!("{}:reads", self.prefix)
+    }
+
     pub(super) fn epoch_key(&self) -> String {
         format!("{}:epoch", self.prefix)
     }
@@ -187,7 +191,7 @@ impl RedisStore {
         inv.key(self.instances_key())
             .key(self.epoch_key())
             .key(self.rejoin_key())
-            .key(format!("{}:reads", self.prefix));
+            .key(self.reads_key());
         for keys in self.scope_keys.iter() {
             inv.key(&keys.window);
         }
