@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llmroute_tests::{TestRedis, redis_server};
-use router_core::clock::SystemClock;
+use router_core::clock::{Clock, ManualClock, SystemClock};
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, RedisStore, RedisStoreOptions,
@@ -30,19 +30,39 @@ async fn instance(redis: &TestRedis, on_error: OnError) -> ResilientStore {
 
 /// An instance over `registry` with `on_error`, a 500 ms timeout and hand-made heartbeats.
 async fn by_hand(redis: &TestRedis, registry: Registry, on_error: OnError) -> ResilientStore {
+    by_hand_on(redis, registry, on_error, Arc::new(SystemClock)).await
+}
+
+/// [`by_hand`] on `clock`.
+async fn by_hand_on(
+    redis: &TestRedis,
+    registry: Registry,
+    on_error: OnError,
+    clock: Arc<dyn Clock>,
+) -> ResilientStore {
     let settings = LedgerSettings {
         timeout: Duration::from_millis(500),
         on_error,
         heartbeat: Duration::from_secs(3600),
     };
-    with_ledger(redis, registry, settings).await
+    with_ledger_on(redis, registry, settings, clock).await
 }
 
 /// An instance over `registry` with the ledger `settings`.
 async fn with_ledger(
     redis: &TestRedis,
+    registry: Registry,
+    settings: LedgerSettings,
+) -> ResilientStore {
+    with_ledger_on(redis, registry, settings, Arc::new(SystemClock)).await
+}
+
+/// [`with_ledger`] on `clock`.
+async fn with_ledger_on(
+    redis: &TestRedis,
     mut registry: Registry,
     settings: LedgerSettings,
+    clock: Arc<dyn Clock>,
 ) -> ResilientStore {
     registry.ledger = settings;
     let options = RedisStoreOptions {
@@ -54,7 +74,7 @@ async fn with_ledger(
     let shared = RedisStore::connect(&redis.url, &registry, options)
         .await
         .unwrap();
-    ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+    ResilientStore::new(shared, &registry, clock).await
 }
 
 /// A plain store on the same Redis, to read what is shared.
@@ -563,15 +583,16 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     assert_eq!(tokens().await, (4, 10));
 }
 
-/// Two deployments of one alias leasing `auto`: `cheap` (DeploymentId 0) with `limits`, and a
-/// dearer one with room for everything.
-fn cheap_and_dear(limits: &str) -> Registry {
+/// Two deployments of one alias: `cheap` (DeploymentId 0) leasing `auto` with `limits`, and a
+/// dearer one with room for everything, leasing `auto` too when `dear_leases`.
+fn cheap_and_dear(limits: &str, dear_leases: bool) -> Registry {
+    let dear_lease = if dear_leases { "lease: auto, " } else { "" };
     let yaml = format!(
         "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
          api_key_env: P_KEY\n    models:\n      \
          - {{ name: cheap, aliases: [chat], price: {{ input: 1, output: 2 }}, lease: auto, \
               limits: {{ {limits} }} }}\n      \
-         - {{ name: dear, aliases: [chat], price: {{ input: 5, output: 9 }}, lease: auto, \
+         - {{ name: dear, aliases: [chat], price: {{ input: 5, output: 9 }}, {dear_lease}\
               limits: {{ rpm: 1000 }} }}\n"
     );
     Registry::from_yaml_str(&yaml, "test.yaml").unwrap()
@@ -581,7 +602,7 @@ fn cheap_and_dear(limits: &str) -> Registry {
 async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked() {
     let redis = redis_server();
     // `cheap` holds ten requests of 100 tokens.
-    let registry = cheap_and_dear("rpm: 100, tpm: 1000");
+    let registry = cheap_and_dear("rpm: 100, tpm: 1000", true);
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
     let a = by_hand(&redis, registry.clone(), OnError::Local).await;
     let b = by_hand(&redis, registry.clone(), OnError::Local).await;
@@ -614,7 +635,7 @@ async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked
 #[tokio::test]
 async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_it_left() {
     let redis = redis_server();
-    let registry = cheap_and_dear("tpm: 1000");
+    let registry = cheap_and_dear("tpm: 1000", true);
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
     // Another instance leaves 150 tokens of `cheap`.
     let other = reader_of(&redis, &registry).await;
@@ -646,6 +667,51 @@ async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_
 }
 
 #[tokio::test]
+async fn heartbeats_keep_a_full_deployment_skipped_and_send_requests_back_when_room_returns() {
+    let redis = redis_server();
+    let registry = cheap_and_dear("tpm: 1000", false);
+    let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
+    // Another instance leaves 150 tokens of `cheap`.
+    let other = reader_of(&redis, &registry).await;
+    let Admission::Granted(held) = other
+        .admit(&Need::new(850, Duration::from_secs(60)), &[cheap])
+        .await
+        .unwrap()
+    else {
+        panic!("`cheap` is empty");
+    };
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let a = by_hand_on(&redis, registry, OnError::Local, Arc::new(clock.clone())).await;
+    let admit_on = |tokens| {
+        let a = &a;
+        async move {
+            let need = Need::new(tokens, Duration::from_secs(60));
+            match a.admit(&need, &[cheap, dear]).await.unwrap() {
+                Admission::Granted(r) => r.deployment,
+                Admission::Denied(_) => panic!("`dear` has room"),
+            }
+        }
+    };
+    // 200 does not fit: `cheap` refuses a block, `dear` grants one.
+    assert_eq!(admit_on(200).await, dear);
+    // Long after that refusal, heartbeats still read 150 tokens left: a request of 200 does not
+    // ask `cheap` again (before, it did every 4 s): one call, the shared store's admission on
+    // `dear` (which does not lease).
+    for _ in 0..3 {
+        clock.advance_ms(3_000);
+        a.heartbeat_now().await;
+        let before = script_calls(&redis).await;
+        assert_eq!(admit_on(200).await, dear);
+        assert_eq!(script_calls(&redis).await - before, 1);
+    }
+    // The other instance's request settles for 250 tokens: 600 are back. The next beat reads
+    // them, and a request of 200 goes to `cheap` at once, not 4 s after the last refusal.
+    assert!(other.settle(&held, ActualUsage::tokens(250)).await.unwrap());
+    a.heartbeat_now().await;
+    assert_eq!(admit_on(200).await, cheap);
+}
+
+#[tokio::test]
 async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are_full() {
     let redis = redis_server();
     let model = |name: &str, rpm: u32| {
@@ -672,11 +738,12 @@ async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are
         .await
         .unwrap();
     let need = || Need::new(10, Duration::from_secs(60));
+    // After the leasing instance's first heartbeat, which would have read them full.
+    let leasing = by_hand(&redis, registry, OnError::Local).await;
     for d in [a, b] {
         let got = other.admit(&need(), &[d]).await.unwrap();
         assert!(matches!(got, Admission::Granted(_)));
     }
-    let leasing = by_hand(&redis, registry, OnError::Local).await;
     // Loaded beforehand, so that each call below is one EVALSHA (no NOSCRIPT and retry).
     let client = ::redis::Client::open(redis.url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();

@@ -38,7 +38,7 @@ use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::leases::{Leases, Owed};
-use super::redis::lease::{Ask, Leased};
+use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
@@ -47,12 +47,6 @@ use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
-/// How long the room a deployment had left after a call for a block is trusted, ms: a request
-/// that needs more does not ask it for a block before then. Its capacity comes back a little at
-/// a time as the window slides, and other instances take it meanwhile; 4 s rather than 2 s
-/// halved the calls spent on deployments at their limit (`bench/run.sh --leases`) at the same
-/// cost.
-const LEASE_RETRY_MS: u64 = 4_000;
 /// How many of its recorded readings an instance keeps (see [`Reads`]): the oldest live
 /// instance's last reading is among them unless that instance has recorded none for this many
 /// of this instance's beats (it is local, or waits to rejoin, while this one is not). Then the
@@ -523,6 +517,7 @@ impl Inner {
                 }
             };
             let corrections = carried.as_ref().map(|(seq, owed)| (*seq, owed.as_slice()));
+            let sent = self.now();
             let beat = self
                 .shared
                 .heartbeat(&self.instance, ttl, &tenants, corrections, me);
@@ -558,6 +553,9 @@ impl Inner {
                     && st.awaiting.is_none()
                     && beat.epoch != 0
                     && beat.epoch == st.epoch;
+                if current {
+                    self.beat_saw_rooms(&mut st, &beat, sent);
+                }
                 // Recorded as its last reading in the store: what local mode starts from.
                 if beat.read != 0 {
                     st.reads.record(beat.read, beat.oldest, base);
@@ -573,6 +571,22 @@ impl Inner {
                 tracing::debug!(error = %e, "ledger restore failed");
                 return;
             }
+        }
+    }
+
+    /// What a heartbeat sent at `sent` read of every leased deployment's room: a request that
+    /// does not fit a full deployment skips it without a call, and one that fits asks as soon
+    /// as room comes back, without waiting for an earlier refusal's reading to expire.
+    fn beat_saw_rooms(&self, st: &mut State, beat: &Beat, sent: u64) {
+        let table = self.shared.table();
+        for (i, _) in self.lease.iter().enumerate().filter(|(_, l)| l.is_some()) {
+            let d = DeploymentId(i);
+            let Some(scopes) = table.of(d) else {
+                continue;
+            };
+            let totals = |s: usize| beat.scopes.get(s).copied().unwrap_or_default();
+            let room = Room::left(scopes.iter().map(|&s| (table.limits(s), totals(s))));
+            st.leases.beat_saw_room(d, room, sent);
         }
     }
 
@@ -946,7 +960,7 @@ impl Inner {
                     let tokens = if size.want.1 == 0 { 0 } else { grant.tokens };
                     st.leases
                         .open(d, (grant.requests, tokens, grant.bucket), now + secs * 1000);
-                    st.leases.saw_room(d, room, now + LEASE_RETRY_MS);
+                    st.leases.saw_room(d, room, now);
                     let admitted = Admitted {
                         deployment: d,
                         bucket: grant.bucket,
@@ -958,9 +972,12 @@ impl Inner {
                         return Some(Ok(Admission::Granted(r)));
                     }
                 }
-                Ok(Leased::Refused(room)) => {
+                Ok(Leased::Refused(room, 0)) => {
                     // Not even this request fits: only a smaller one asks again for a while.
-                    self.lock().leases.saw_room(d, room, now + LEASE_RETRY_MS);
+                    self.lock().leases.saw_room(d, room, now);
+                }
+                Ok(Leased::Refused(_, cools)) => {
+                    self.lock().leases.saw_cooldown(d, cools, now);
                 }
                 Err(e) => return Some(Err(e)),
             }

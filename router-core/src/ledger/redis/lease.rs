@@ -1,10 +1,13 @@
 //! Leases (lua/lease.lua, lua/unlease.lua): a block of a deployment's limits granted to one
 //! instance in one call, and what its requests did not use given back.
 
+use std::num::NonZeroU64;
+
 use super::{LEASE, RedisStore, UNLEASE};
-use crate::config::DeploymentId;
+use crate::config::{DeploymentId, Limits};
 use crate::ledger::LedgerError;
 use crate::ledger::types::Observation;
+use crate::ledger::window::Counts;
 
 /// A block granted: its requests and tokens, counted in `bucket` of the deployment's (and its
 /// provider's) window.
@@ -24,20 +27,44 @@ pub(crate) struct Ask {
     pub(crate) parts: u64,
 }
 
-/// The requests and tokens a deployment had left in its windows after a lease call (the
-/// tightest of its limits and its provider's; `u64::MAX`: not limited).
+/// The requests and tokens a deployment had left in its windows after a lease call or at a
+/// heartbeat (the tightest of its limits and its provider's; `u64::MAX`: not limited).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Room {
     pub(crate) requests: u64,
     pub(crate) tokens: u64,
 }
 
+impl Room {
+    /// What each scope's `limits` leave over its window `totals` (requests, tokens, input and
+    /// output tokens), the tightest: as lease.lua reckons it.
+    pub(crate) fn left(scopes: impl IntoIterator<Item = (Limits, Counts)>) -> Room {
+        let left = |limit: Option<NonZeroU64>, used: u64| {
+            limit.map_or(u64::MAX, |v| v.get().saturating_sub(used))
+        };
+        let mut room = Room {
+            requests: u64::MAX,
+            tokens: u64::MAX,
+        };
+        for (l, [r, t, i, x]) in scopes {
+            room.requests = room.requests.min(left(l.rpm, r));
+            room.tokens = room
+                .tokens
+                .min(left(l.tpm, t))
+                .min(left(l.itpm, i))
+                .min(left(l.otpm, x));
+        }
+        room
+    }
+}
+
 /// What a lease call did, and the room it left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Leased {
     Granted(Grant, Room),
-    /// Not even the least asked for was left (or the deployment is in cooldown: no room).
-    Refused(Room),
+    /// Not even the least asked for was left, or the deployment cools down for the ms given
+    /// (0: it does not; else no room is said).
+    Refused(Room, u64),
 }
 
 impl RedisStore {
@@ -100,7 +127,10 @@ impl RedisStore {
                 },
                 room(*room_r, *room_t)?,
             )),
-            [0, _now, _cooldown, room_r, room_t] => Ok(Leased::Refused(room(*room_r, *room_t)?)),
+            [0, now, cooldown, room_r, room_t] => Ok(Leased::Refused(
+                room(*room_r, *room_t)?,
+                count(*cooldown)?.saturating_sub(count(*now)?),
+            )),
             _ => Err(self.protocol("lease.lua", &reply)),
         }
     }
