@@ -632,29 +632,38 @@ async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked
     assert_eq!((s[0].usage.requests, s[0].usage.tokens), (10, 1000));
 }
 
+/// Another instance (a plain store) takes 850 of `cheap`'s 1,000 tokens, leaving 150: the store
+/// and its reservation.
+async fn leave_150_of_cheap(redis: &TestRedis, registry: &Registry) -> (RedisStore, Reservation) {
+    let other = reader_of(redis, registry).await;
+    let need = Need::new(850, Duration::from_secs(60));
+    let Admission::Granted(held) = other.admit(&need, &[DeploymentId(0)]).await.unwrap() else {
+        panic!("`cheap` is empty");
+    };
+    (other, held)
+}
+
+/// Where `ledger` admits a request of `tokens` over `cheap` and `dear` (which has room).
+async fn placed(ledger: &ResilientStore, tokens: u64) -> DeploymentId {
+    let need = Need::new(tokens, Duration::from_secs(60));
+    match ledger
+        .admit(&need, &[DeploymentId(0), DeploymentId(1)])
+        .await
+        .unwrap()
+    {
+        Admission::Granted(r) => r.deployment,
+        Admission::Denied(_) => panic!("`dear` has room"),
+    }
+}
+
 #[tokio::test]
 async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_it_left() {
     let redis = redis_server();
     let registry = cheap_and_dear("tpm: 1000", true);
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
-    // Another instance leaves 150 tokens of `cheap`.
-    let other = reader_of(&redis, &registry).await;
-    let got = other
-        .admit(&Need::new(850, Duration::from_secs(60)), &[cheap])
-        .await
-        .unwrap();
-    assert!(matches!(got, Admission::Granted(_)));
+    let (_other, _) = leave_150_of_cheap(&redis, &registry).await;
     let a = by_hand(&redis, registry, OnError::Local).await;
-    let admit_on = |tokens| {
-        let a = &a;
-        async move {
-            let need = Need::new(tokens, Duration::from_secs(60));
-            match a.admit(&need, &[cheap, dear]).await.unwrap() {
-                Admission::Granted(r) => r.deployment,
-                Admission::Denied(_) => panic!("`dear` has room"),
-            }
-        }
-    };
+    let admit_on = |tokens| placed(&a, tokens);
     // 200 does not fit: `cheap` refuses a block and says it has 150 left (the shared store
     // admits on `dear`).
     assert_eq!(admit_on(200).await, dear);
@@ -671,28 +680,11 @@ async fn heartbeats_keep_a_full_deployment_skipped_and_send_requests_back_when_r
     let redis = redis_server();
     let registry = cheap_and_dear("tpm: 1000", false);
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
-    // Another instance leaves 150 tokens of `cheap`.
-    let other = reader_of(&redis, &registry).await;
-    let Admission::Granted(held) = other
-        .admit(&Need::new(850, Duration::from_secs(60)), &[cheap])
-        .await
-        .unwrap()
-    else {
-        panic!("`cheap` is empty");
-    };
+    let (other, held) = leave_150_of_cheap(&redis, &registry).await;
     let clock = ManualClock::new(SystemClock.now_ms());
     let a = by_hand_on(&redis, registry, OnError::Local, Arc::new(clock.clone())).await;
-    let admit_on = |tokens| {
-        let a = &a;
-        async move {
-            let need = Need::new(tokens, Duration::from_secs(60));
-            match a.admit(&need, &[cheap, dear]).await.unwrap() {
-                Admission::Granted(r) => r.deployment,
-                Admission::Denied(_) => panic!("`dear` has room"),
-            }
-        }
-    };
-    // 200 does not fit: `cheap` refuses a block, `dear` grants one.
+    let admit_on = |tokens| placed(&a, tokens);
+    // 200 does not fit: `cheap` refuses a block, the shared store admits on `dear`.
     assert_eq!(admit_on(200).await, dear);
     // Long after that refusal, heartbeats still read 150 tokens left: a request of 200 does not
     // ask `cheap` again (before, it did every 4 s): one call, the shared store's admission on

@@ -307,13 +307,7 @@ impl Leases {
         {
             return;
         }
-        let seen = Seen {
-            room,
-            read: sent,
-            until: sent + ROOM_TRUSTED_MS,
-            cooling: false,
-        };
-        self.room.insert(d, seen);
+        self.saw_room(d, room, sent);
     }
 
     /// Whether `d` was lately read to have too little room for a request of `tokens`.
