@@ -19,7 +19,7 @@ const RATE_SPAN_MS: u64 = 10_000;
 /// every trickle costs a call each; heartbeats (one a second by default) read it again at no
 /// call of their own. Without them, 4 s rather than 2 s halved the calls spent on deployments
 /// at their limit (`bench/run.sh --leases`) at the same cost.
-pub(crate) const ROOM_TRUSTED_MS: u64 = 4_000;
+const ROOM_TRUSTED_MS: u64 = 4_000;
 
 /// One block: what it was granted, what its requests count now.
 #[derive(Debug, Clone)]
