@@ -161,3 +161,57 @@ impl RedisStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(v: u64) -> Option<NonZeroU64> {
+        NonZeroU64::new(v)
+    }
+
+    #[test]
+    fn the_room_left_is_the_tightest_limit_of_every_scope_and_never_below_zero() {
+        let deployment = Limits {
+            rpm: limit(10),
+            tpm: limit(1_000),
+            ..Limits::default()
+        };
+        let provider = Limits {
+            tpm: limit(5_000),
+            otpm: limit(600),
+            ..Limits::default()
+        };
+        // The deployment has 4 requests and 700 tokens left; its provider 300 tokens in all
+        // (4,700) and 100 output tokens: the output tokens bind.
+        let room = Room::left([
+            (deployment, [6, 300, 0, 0]),
+            (provider, [9, 4_700, 4_200, 500]),
+        ]);
+        assert_eq!(
+            room,
+            Room {
+                requests: 4,
+                tokens: 100
+            }
+        );
+        // Over a limit (another instance's block counted at once): no room, not a wrap.
+        let room = Room::left([(deployment, [12, 1_200, 0, 0])]);
+        assert_eq!(
+            room,
+            Room {
+                requests: 0,
+                tokens: 0
+            }
+        );
+        // Unlimited: u64::MAX, as a lease call's -1 reads.
+        let room = Room::left([(Limits::default(), [50, 50_000, 0, 0])]);
+        assert_eq!(
+            room,
+            Room {
+                requests: u64::MAX,
+                tokens: u64::MAX
+            }
+        );
+    }
+}
