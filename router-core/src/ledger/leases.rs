@@ -192,10 +192,13 @@ impl Leases {
         }
     }
 
-    /// Settles (`Some`) or releases (`None`) a reservation admitted from a block: `None` if it
-    /// was not. A settled request counts its actual tokens; a released one counts nothing.
-    pub(crate) fn finish(&mut self, id: u64, actual: Option<ActualUsage>) -> Option<bool> {
-        let (d, block_id, bucket, before) = self.admitted.remove(&id)?;
+    /// Settles (`Some`) or releases (`None`) a reservation admitted from a block: `false` if it
+    /// was not (or is already finished). A settled request counts its actual tokens; a released
+    /// one counts nothing.
+    pub(crate) fn finish(&mut self, id: u64, actual: Option<ActualUsage>) -> bool {
+        let Some((d, block_id, bucket, before)) = self.admitted.remove(&id) else {
+            return false;
+        };
         let after = match actual {
             Some(a) => [1, a.tokens, a.input_tokens, a.output_tokens()],
             None => [0; 4],
@@ -211,7 +214,7 @@ impl Leases {
             // Its block ended and was corrected with this request as reserved.
             _ => self.owe(d, bucket, delta),
         }
-        Some(true)
+        true
     }
 
     /// Whether `id` was admitted from a block and is still in flight.
@@ -357,9 +360,9 @@ mod tests {
         assert!(l.take(D, &need(1), 0, 1).is_none(), "requests: 3 taken");
         // Nothing owed while the block is open.
         assert_eq!(l.drain(2), vec![]);
-        assert_eq!(l.finish(a.id, Some(ActualUsage::split(10, 5))), Some(true));
-        assert_eq!(l.finish(b.id, None), Some(true));
-        assert_eq!(l.finish(b.id, None), None, "finished once");
+        assert!(l.finish(a.id, Some(ActualUsage::split(10, 5))));
+        assert!(l.finish(b.id, None));
+        assert!(!l.finish(b.id, None), "finished once");
         l.end(D);
         // The third is in flight, counted as reserved (20 tokens, 10 in, 10 out). Used: 2
         // requests, 15 + 20 tokens, 10 + 10 input, 5 + 10 output; granted 3 and 100. What the

@@ -995,14 +995,10 @@ impl Inner {
     fn lease_size(&self, d: DeploymentId, spec: Lease, need: &Need, rank: usize) -> (Ask, u64) {
         let tokens = need.tokens_on(rank);
         let table = self.shared.table();
-        let scopes = table.of(d).unwrap_or_default();
-        let limits: Vec<_> = scopes.iter().map(|&s| table.limits(s)).collect();
-        let token_limit = limits
-            .iter()
-            .flat_map(|l| [l.tpm, l.itpm, l.otpm])
-            .flatten()
-            .map(|v| v.get())
-            .min();
+        let tokens_limited = table.of(d).unwrap_or_default().iter().any(|&s| {
+            let l = table.limits(s);
+            l.tpm.or(l.itpm).or(l.otpm).is_some()
+        });
         let mut st = self.lock();
         let instances = st.seen.as_ref().map_or(1, |b| b.instances).max(1);
         let (want, parts, secs) = match spec {
@@ -1028,17 +1024,15 @@ impl Inner {
             }
         };
         drop(st);
-        let ask = match token_limit {
-            Some(_) => Ask {
-                want,
-                least: (1, tokens),
-                parts,
-            },
-            None => Ask {
-                want: (want.0, 0),
-                least: (1, 0),
-                parts,
-            },
+        let leased_tokens = if tokens_limited {
+            (want.1, tokens)
+        } else {
+            (0, 0)
+        };
+        let ask = Ask {
+            want: (want.0, leased_tokens.0),
+            least: (1, leased_tokens.1),
+            parts,
         };
         (ask, secs)
     }
@@ -1087,8 +1081,8 @@ impl Inner {
         actual: Option<ActualUsage>,
     ) -> Result<Option<bool>, LedgerError> {
         let mut st = self.lock();
-        if let Some(done) = st.leases.finish(r.id, actual) {
-            return Ok(Some(done));
+        if st.leases.finish(r.id, actual) {
+            return Ok(Some(true));
         }
         st.in_flight.remove(&r.id);
         let now = self.now();
