@@ -10,9 +10,9 @@
 //!   ledger starts with the same share of what the shared windows held at the last heartbeat (and
 //!   of each recently served tenant's window and spend), and with this instance's requests in
 //!   flight, so the instances together stay within each limit while Redis is away. The heartbeat
-//!   keeps checking, four times as often; when Redis answers, what was admitted locally is written into the shared
-//!   windows (lua/restore.lua) before shared admission resumes, so the minute after the outage
-//!   stays within the limits too. Until every other live instance has done the same (or said
+//!   keeps checking, four times as often; when Redis answers, what was admitted locally is
+//!   written into the shared windows (lua/restore.lua) before shared admission resumes, so the
+//!   minute after the outage stays within the limits too. Until every other live instance has done the same (or said
 //!   with a heartbeat that it admitted nothing on its own), an instance back from local mode
 //!   admits nothing: the shared windows would miss what the others admitted meanwhile. A
 //!   heartbeat that fails puts an instance in local mode too, so that one idle through an
