@@ -43,8 +43,8 @@ pub struct LedgerSettings {
     /// What to do while it fails.
     pub on_error: OnError,
     /// How often an instance registers itself (and learns how many instances share the limits
-    /// and what is left of the leased ones). While the store is away it checks four times as
-    /// often whether it is back; while it waits for the others after that, ten times as often.
+    /// and what is left of the leased ones), and, while the store is away, how often it checks
+    /// whether it is back (ten times as often while it then waits for the others).
     pub heartbeat: Duration,
 }
 
@@ -54,8 +54,7 @@ impl LedgerSettings {
     /// One heartbeat every two seconds. A beat wakes an idle instance twice (its timer, then
     /// the store's answer): a fixed cost per second that at a few requests a second weighs as
     /// much as a Redis call per request. Two seconds halves it, while an instance that stops
-    /// still leaves the count within six and one that comes back from an outage checks every
-    /// half second.
+    /// still leaves the count within six.
     pub const HEARTBEAT_MS: u64 = 2_000;
 }
 

@@ -5,18 +5,19 @@
 //! `ledger.on_error` names:
 //!
 //! - **local** (the default; an instance that has not had one heartbeat answered yet fails as
-//!   `closed` does, since it cannot know its share): the instance admits against an in-process ledger holding its share
-//!   of every limit: the limit ÷ the instances alive at the last heartbeat, rounded down. That
-//!   ledger starts with the same share of what the shared windows held at the last heartbeat (and
-//!   of each recently served tenant's window and spend), and with this instance's requests in
-//!   flight, so the instances together stay within each limit while Redis is away. The heartbeat
-//!   keeps checking, four times as often; when Redis answers, what was admitted locally is
-//!   written into the shared windows (lua/restore.lua) before shared admission resumes, so the
-//!   minute after the outage stays within the limits too. Until every other live instance has done the same (or said
-//!   with a heartbeat that it admitted nothing on its own), an instance back from local mode
-//!   admits nothing: the shared windows would miss what the others admitted meanwhile. A
-//!   heartbeat that fails puts an instance in local mode too, so that one idle through an
-//!   outage waits for the others as well (see lua/common.lua, the rejoin set).
+//!   `closed` does, since it cannot know its share): the instance admits against an in-process
+//!   ledger holding its share of every limit: the limit ÷ the instances alive at the last
+//!   heartbeat, rounded down. That ledger starts with the same share of what the shared windows
+//!   held at the last heartbeat (and of each recently served tenant's window and spend), and
+//!   with this instance's requests in flight, so the instances together stay within each limit
+//!   while Redis is away. The heartbeat keeps checking; when Redis answers, what was admitted
+//!   locally is written into the shared windows (lua/restore.lua) before shared admission
+//!   resumes, so the minute after the outage stays within the limits too. Until every other
+//!   live instance has done the same (or said with a heartbeat that it admitted nothing on its
+//!   own), an instance back from local mode admits nothing: the shared windows would miss what
+//!   the others admitted meanwhile. A heartbeat that fails puts an instance in local mode too,
+//!   so that one idle through an outage waits for the others as well (see lua/common.lua, the
+//!   rejoin set).
 //! - **closed**: the request fails with the store's error.
 //! - **open**: admit without counting anything until Redis answers again.
 //!
@@ -417,19 +418,15 @@ impl ResilientStore {
 
 /// Heartbeats on the clock's multiples of `ledger.heartbeat_ms`, so that every instance reads
 /// the windows at about the same moment: what one instance admitted after its last heartbeat is
-/// then in no other's reading either, and each adds its own (see [`Own`]). While the store is
-/// away (local or open mode), on the multiples of a quarter of it ([`Inner::away_poll`]).
+/// then in no other's reading either, and each adds its own (see [`Own`]).
 async fn beat_forever(inner: Weak<Inner>) {
     loop {
         let wait = {
             let Some(inner) = inner.upgrade() else {
                 return;
             };
-            let (rejoining, away) = {
-                let st = inner.lock();
-                (st.rejoining(), st.mode() != Mode::Shared)
-            };
-            next_beat_in(inner.settings.heartbeat, rejoining, away, inner.now())
+            let rejoining = inner.lock().rejoining();
+            next_beat_in(inner.settings.heartbeat, rejoining, inner.now())
         };
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let Some(inner) = inner.upgrade() else {
@@ -439,24 +436,14 @@ async fn beat_forever(inner: Weak<Inner>) {
     }
 }
 
-/// How long until the next beat, ms, at `now` (ms): the next multiple of the heartbeat, of a
+/// How long until the next beat, ms, at `now` (ms): the next multiple of the heartbeat, or of a
 /// tenth of it while the instance waits for the others to rejoin (it admits nothing until they
-/// are back), or of a quarter of it while the store is away ([`Inner::away_poll`]).
-fn next_beat_in(heartbeat: Duration, rejoining: bool, away: bool, now: u64) -> u64 {
+/// are back).
+fn next_beat_in(heartbeat: Duration, rejoining: bool, now: u64) -> u64 {
     let beat = heartbeat.as_millis().max(1) as u64;
-    let every = if rejoining {
-        beat / 10
-    } else if away {
-        beat / AWAY_CHECKS
-    } else {
-        beat
-    }
-    .max(1);
+    let every = if rejoining { beat / 10 } else { beat }.max(1);
     every - now % every
 }
-
-/// How many times per heartbeat an instance the store does not answer checks whether it is back.
-const AWAY_CHECKS: u64 = 4;
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -466,13 +453,6 @@ impl Inner {
 
     fn now(&self) -> u64 {
         self.clock.now_ms()
-    }
-
-    /// How often an instance the store does not answer checks whether it is back: four times
-    /// per heartbeat, so that the instances of an outage notice its end, and rejoin, within
-    /// a quarter of one.
-    fn away_poll(&self) -> Duration {
-        self.settings.heartbeat / AWAY_CHECKS as u32
     }
 
     /// How long an instance back from local mode waits for the others to write back what they
@@ -1412,8 +1392,8 @@ impl State {
                             &scaled
                         }
                         None => {
-                            let poll = inner.away_poll();
-                            return Ok(not_now(candidates, Scope::Tenant, poll));
+                            let beat = inner.settings.heartbeat;
+                            return Ok(not_now(candidates, Scope::Tenant, beat));
                         }
                     },
                     None => need,
@@ -1434,13 +1414,12 @@ impl State {
                         };
                         l.log.insert(r.id, entry);
                     }
-                    // A share is a stand-in until the next check, which may find the shared
+                    // A share is a stand-in until the next heartbeat, which may find the shared
                     // store back: a request does not wait longer than that to ask again.
                     Admission::Denied(denial) => {
-                        let poll = inner.away_poll();
                         for refusal in &mut denial.refusals {
                             if let Verdict::NotNow(d) = &mut refusal.verdict {
-                                *d = (*d).min(poll);
+                                *d = (*d).min(inner.settings.heartbeat);
                             }
                         }
                     }
@@ -1785,19 +1764,16 @@ mod tests {
     }
 
     #[test]
-    fn beats_fall_on_the_heartbeats_multiples_four_times_as_often_while_away_ten_while_rejoining() {
+    fn beats_fall_on_the_heartbeats_multiples_and_ten_times_as_often_while_rejoining() {
         let beat = Duration::from_millis(2_000);
-        // Shared: the next multiple of 2 s, whenever the last one was.
-        assert_eq!(next_beat_in(beat, false, false, 10_000), 2_000);
-        assert_eq!(next_beat_in(beat, false, false, 10_300), 1_700);
-        // Away: every 500 ms, on the same grid, so that the instances of one outage check
-        // together and notice its end within half a second.
-        assert_eq!(next_beat_in(beat, false, true, 10_300), 200);
-        assert_eq!(next_beat_in(beat, false, true, 10_500), 500);
-        // Back and waiting for the others: every 200 ms.
-        assert_eq!(next_beat_in(beat, true, true, 10_300), 100);
+        // The next multiple of 2 s, whenever the last beat was: every instance beats together.
+        assert_eq!(next_beat_in(beat, false, 10_000), 2_000);
+        assert_eq!(next_beat_in(beat, false, 10_300), 1_700);
+        // Back from an outage and waiting for the others: every 200 ms, on the same grid.
+        assert_eq!(next_beat_in(beat, true, 10_300), 100);
+        assert_eq!(next_beat_in(beat, true, 10_400), 200);
         // Never a zero wait, however short the heartbeat.
-        assert_eq!(next_beat_in(Duration::from_millis(3), true, true, 7), 1);
-        assert_eq!(next_beat_in(Duration::ZERO, false, false, 7), 1);
+        assert_eq!(next_beat_in(Duration::from_millis(3), true, 7), 1);
+        assert_eq!(next_beat_in(Duration::ZERO, false, 7), 1);
     }
 }
