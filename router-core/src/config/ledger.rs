@@ -52,9 +52,9 @@ impl LedgerSettings {
     /// 50 ms: far above a healthy Redis's answer, far below a provider call.
     pub const TIMEOUT_MS: u64 = 50;
     /// One heartbeat every two seconds. A beat wakes an idle instance twice (its timer, then
-    /// the store's answer): a fixed cost per second that at a few requests a second weighs as
-    /// much as a Redis call per request. Two seconds halves it, while an instance that stops
-    /// still leaves the count within six.
+    /// the store's answer): a fixed cost per second, which at a few requests a second is a
+    /// large share of the router's CPU per request. Two seconds halves it, while an instance
+    /// that stops still leaves the count within six.
     pub const HEARTBEAT_MS: u64 = 2_000;
 }
 
