@@ -68,7 +68,7 @@ impl Spend {
     }
 
     /// Adds `micros` in the periods of `p`.
-    fn add(&mut self, p: &Periods, micros: u64) {
+    pub(crate) fn add(&mut self, p: &Periods, micros: u64) {
         let (day, month) = self.current(p);
         *self = Spend {
             day: p.day,

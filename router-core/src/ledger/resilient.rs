@@ -8,16 +8,17 @@
 //!   `closed` does, since it cannot know its share): the instance admits against an in-process
 //!   ledger holding its share of every limit: the limit ÷ the instances alive at the last
 //!   heartbeat, rounded down. That ledger starts with the same share of what the shared windows
-//!   held at the last heartbeat (and of each recently served tenant's window and spend), and
-//!   with this instance's requests in flight, so the instances together stay within each limit
-//!   while Redis is away. The heartbeat keeps checking; when Redis answers, what was admitted
-//!   locally is written into the shared windows (lua/restore.lua) before shared admission
-//!   resumes, so the minute after the outage stays within the limits too. Until every other
-//!   live instance has done the same (or said with a heartbeat that it admitted nothing on its
-//!   own), an instance back from local mode admits nothing: the shared windows would miss what
-//!   the others admitted meanwhile. A heartbeat that fails puts an instance in local mode too,
-//!   so that one idle through an outage waits for the others as well (see lua/common.lua, the
-//!   rejoin set).
+//!   held at the last heartbeat (and of each recently served tenant's window and spend), with
+//!   all this instance put into them since (its admissions, and what it wrote back after an
+//!   earlier outage), with its admissions still awaiting an answer as if granted, and with its
+//!   requests in flight, so the instances together stay within each limit while Redis is
+//!   away. The heartbeat keeps checking; when Redis answers, what was admitted locally is
+//!   written into the shared windows (lua/restore.lua) before shared admission resumes, so the
+//!   minute after the outage stays within the limits too. Until every other live instance has
+//!   done the same (or said with a heartbeat that it admitted nothing on its own), an instance
+//!   back from local mode admits nothing: the shared windows would miss what the others
+//!   admitted meanwhile. A heartbeat that fails puts an instance in local mode too, so that one
+//!   idle through an outage waits for the others as well (see lua/common.lua, the rejoin set).
 //! - **closed**: the request fails with the store's error.
 //! - **open**: admit without counting anything until Redis answers again.
 //!
@@ -269,6 +270,145 @@ struct Held {
     expiry: u64,
 }
 
+/// A call to the shared store that may admit (a request, or a leased block), from when it is
+/// sent until its reply is handled. Should the instance go local meanwhile, its local ledger
+/// counts the call as admitted on every deployment it may be admitted on: its reply may come
+/// after the reading local mode starts from, and no other count of this instance has it yet.
+#[derive(Debug, Clone)]
+struct Calling {
+    /// The request's reservation id (0 for a block: it holds no slot).
+    id: u64,
+    /// What it may count, on each deployment it may be admitted on.
+    on: Vec<(DeploymentId, Counts)>,
+    /// Its tenant, and the most it may count and cost there (micro-USD).
+    tenant: Option<(String, Counts, u64)>,
+    /// Its slot's expiry, ms.
+    expiry: u64,
+}
+
+impl Calling {
+    /// A request's admission on `candidates`, sent at `now`.
+    fn request(need: &Need, candidates: &[DeploymentId], now: u64) -> Self {
+        let counts = |rank: usize| {
+            [
+                1,
+                need.tokens_on(rank),
+                need.input_on(rank),
+                need.output_on(rank),
+            ]
+        };
+        let on = candidates
+            .iter()
+            .enumerate()
+            .map(|(rank, &d)| (d, counts(rank)))
+            .collect();
+        let tenant = need.tenant.as_ref().map(|t| {
+            let mut most = [1, 0, 0, 0];
+            let mut cost = 0;
+            for rank in 0..candidates.len() {
+                for (m, c) in most.iter_mut().zip(counts(rank)) {
+                    *m = (*m).max(c);
+                }
+                cost = cost.max(need.cost(rank));
+            }
+            (t.spec.name.clone(), most, cost)
+        });
+        Self {
+            id: need.id,
+            on,
+            tenant,
+            expiry: now + need.slot_ttl_ms(),
+        }
+    }
+
+    /// A block of `requests` and `tokens` of `d`.
+    fn block(d: DeploymentId, (requests, tokens): (u64, u64)) -> Self {
+        Self {
+            id: 0,
+            on: vec![(d, [requests, tokens, tokens, tokens])],
+            tenant: None,
+            expiry: 0,
+        }
+    }
+
+    /// Counts it in `cells` (of a local ledger over `table`, at `now`) as admitted everywhere
+    /// it may be.
+    fn charge(&self, table: &ScopeTable, cells: &mut LocalCells, now: u64) {
+        let nb = bucket_of(now);
+        let slot = Slot {
+            id: self.id,
+            expiry: self.expiry,
+            bucket: nb,
+        };
+        let add = |st: &mut ScopeState, counts: Counts| {
+            let k = st.window.expire(nb);
+            st.window.add(k, counts);
+            if self.id != 0 {
+                st.slots.take(slot);
+            }
+        };
+        for &(d, counts) in &self.on {
+            for &s in table.of(d).unwrap_or_default() {
+                add(cells.scope(s), table.kept(d, counts));
+            }
+        }
+        if let Some((name, counts, cost)) = &self.tenant {
+            let t = cells.tenant(name);
+            add(&mut t.scope, *counts);
+            t.spend.add(&super::period::periods(now), *cost);
+        }
+    }
+
+    /// Its reply came while the instance was local: the slots it holds there on the
+    /// deployments it was not admitted on (`granted`) are freed. (What it counted stays: the
+    /// local ledger errs on the used side.)
+    fn unhold(&self, table: &ScopeTable, cells: &mut LocalCells, granted: Option<DeploymentId>) {
+        if self.id == 0 {
+            return;
+        }
+        for &(d, _) in self.on.iter().filter(|(d, _)| Some(*d) != granted) {
+            for &s in table.of(d).unwrap_or_default() {
+                cells.scope(s).slots.free(self.id);
+            }
+        }
+        if granted.is_none()
+            && let Some((name, _, _)) = &self.tenant
+        {
+            cells.tenant(name).scope.slots.free(self.id);
+        }
+    }
+}
+
+/// A registered [`Calling`]. Once its answer is handled (or the call abandoned: dropped), a
+/// local ledger started later no longer counts it.
+struct Called<'a> {
+    inner: &'a Inner,
+    key: u64,
+    /// Still registered (dropping it then takes the state lock).
+    open: bool,
+}
+
+impl Called<'_> {
+    /// Its answer is handled, in `st` (what it admitted, if anything, counted as this
+    /// instance's own); `granted`: the deployment it admitted on.
+    fn done(mut self, st: &mut State, granted: Option<DeploymentId>) {
+        self.open = false;
+        if let Some(c) = st.calling.remove(&self.key)
+            && let Admitting::Local(l) = &mut st.admitting
+        {
+            c.unhold(&l.table, &mut l.cells, granted);
+        }
+    }
+}
+
+impl Drop for Called<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.inner.lock().calling.remove(&self.key);
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Admitting {
     Shared,
@@ -293,6 +433,8 @@ struct State {
     /// The store's epoch as last seen (0: none).
     epoch: u64,
     in_flight: HashMap<u64, Held>,
+    /// Calls to the shared store that may admit, sent and not answered yet, by call number.
+    calling: HashMap<u64, Calling>,
     /// Tenants served lately, and when last (ms).
     tenants: HashMap<String, u64>,
     /// Admissions whose reply timed out: Redis may have counted them after all.
@@ -323,6 +465,8 @@ struct Inner {
     instance: String,
     state: Mutex<State>,
     seq: AtomicU64,
+    /// Numbers the calls in [`State::calling`].
+    calls: AtomicU64,
     /// One restore at a time.
     restoring: tokio::sync::Mutex<()>,
 }
@@ -384,6 +528,7 @@ impl ResilientStore {
                 own_tenant_windows: HashMap::new(),
                 epoch: 0,
                 in_flight: HashMap::new(),
+                calling: HashMap::new(),
                 tenants: HashMap::new(),
                 uncertain: Vec::new(),
                 pending: None,
@@ -394,6 +539,7 @@ impl ResilientStore {
                 local_admissions: 0,
             }),
             seq: AtomicU64::new(now),
+            calls: AtomicU64::new(0),
             restoring: tokio::sync::Mutex::new(()),
         });
         inner.tick().await;
@@ -762,12 +908,14 @@ impl Inner {
         let now = self.now();
         let mut owed = Vec::new();
         let mut moved = Vec::new();
+        let mut counted = Vec::new();
         let (written_back, others_back) = match &mut st.admitting {
             Admitting::Local(l) => {
                 for e in written {
                     let Some(current) = l.log.remove(&e.reservation.id) else {
                         continue;
                     };
+                    counted.extend(replayed(e));
                     let was_in_flight = e.actual.is_none() && !e.released;
                     let is_done = current.actual.is_some() || current.released;
                     if was_in_flight && current.version != e.version && is_done {
@@ -796,8 +944,23 @@ impl Inner {
             (true, false) => Next::Wait,
             (true, true) => Next::Done,
         };
+        // What it wrote is in the shared windows now, as if admitted through them: it counts
+        // in full should this instance go local again before a heartbeat reads it (see
+        // `Reads`), and it is written back again should the store lose its keys.
+        for w in &counted {
+            let tenant = w.reservation.tenant.as_ref().map(|t| TenantHold {
+                cost_micros: w.cost,
+                ..t.clone()
+            });
+            let admitted = Admitted {
+                deployment: w.reservation.deployment,
+                bucket: w.reservation.bucket,
+                counts: w.counts,
+                tenant: tenant.as_ref(),
+            };
+            st.remember(self.shared.table(), &admitted, now);
+        }
         for h in moved {
-            st.remember(self.shared.table(), &Admitted::request(&h.reservation), now);
             st.in_flight.insert(h.reservation.id, h);
         }
         drop(st);
@@ -859,23 +1022,27 @@ impl Inner {
                     }
                 }
             }
-            if st.mode() != Mode::Shared {
-                return st.admit_elsewhere(self, need, candidates);
-            }
-            if st.awaiting.is_some() {
-                // `closed`, while the other instances write back what a restarted Redis lost.
-                return Err(LedgerError::Lost {
-                    url: self.shared.url().to_owned(),
-                });
+            if let Some(decided) = st.elsewhere(self, need, candidates) {
+                return decided;
             }
         }
-        let mut result = match self.admit_leased(need, candidates).await {
-            Some(result) => result,
-            None => self.timed(self.shared.admit(need, candidates)).await,
+        let (mut result, mut call) = match self.admit_leased(need, candidates).await {
+            Some(result) => (result, None),
+            None => match self.admit_shared(need, candidates).await {
+                Ok(called) => called,
+                Err(decided) => return decided,
+            },
         };
         if let Err(LedgerError::Lost { .. }) = result {
+            drop(call.take());
             result = match self.restore().await {
-                Ok(()) => self.timed(self.shared.admit(need, candidates)).await,
+                Ok(()) => match self.admit_shared(need, candidates).await {
+                    Ok((answer, again)) => {
+                        call = again;
+                        answer
+                    }
+                    Err(decided) => return decided,
+                },
                 Err(e) => Err(e),
             };
         }
@@ -889,10 +1056,22 @@ impl Inner {
                 let mut st = self.lock();
                 st.remember(self.shared.table(), &Admitted::request(&r), self.now());
                 st.in_flight.insert(r.id, held);
+                if let Some(call) = call {
+                    call.done(&mut st, Some(r.deployment));
+                }
                 Ok(Admission::Granted(r))
             }
-            Ok(denied) => Ok(denied),
+            Ok(denied) => {
+                if let Some(call) = call {
+                    call.done(&mut self.lock(), None);
+                }
+                Ok(denied)
+            }
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
+                // Not counted by a local ledger it starts now: it is admitted there instead.
+                if let Some(call) = call {
+                    call.done(&mut self.lock(), None);
+                }
                 if matches!(e, LedgerError::Timeout { .. }) {
                     self.lock()
                         .uncertain
@@ -901,6 +1080,37 @@ impl Inner {
                 self.fall_back(e, need, candidates)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `need`'s admission to the shared store, registered in [`State::calling`] until
+    /// answered. `Err`: the instance no longer admits through the store, and decided there.
+    #[allow(clippy::type_complexity)]
+    async fn admit_shared(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<(Result<Admission, LedgerError>, Option<Called<'_>>), Result<Admission, LedgerError>>
+    {
+        let call = {
+            let mut st = self.lock();
+            if let Some(decided) = st.elsewhere(self, need, candidates) {
+                return Err(decided);
+            }
+            self.register(&mut st, Calling::request(need, candidates, self.now()))
+        };
+        let answer = self.timed(self.shared.admit(need, candidates)).await;
+        Ok((answer, Some(call)))
+    }
+
+    /// Registers `calling` in `st` (which admits through the shared store).
+    fn register(&self, st: &mut State, calling: Calling) -> Called<'_> {
+        let key = self.calls.fetch_add(1, Ordering::Relaxed);
+        st.calling.insert(key, calling);
+        Called {
+            inner: self,
+            key,
+            open: true,
         }
     }
 
@@ -940,10 +1150,14 @@ impl Inner {
             let (size, secs) = self.lease_size(d, spec, need, rank);
             // The open block cannot take this request: it ends now, so the call that asks for
             // the next one also hands back what it did not use.
-            let owed = {
+            let (owed, call) = {
                 let mut st = self.lock();
+                if let Some(decided) = st.elsewhere(self, need, candidates) {
+                    return Some(decided);
+                }
                 st.leases.end(d);
-                st.leases.take_owed(d)
+                let owed = st.leases.take_owed(d);
+                (owed, self.register(&mut st, Calling::block(d, size.want)))
             };
             let asked = self.timed(self.shared.lease(d, size, &owed).boxed()).await;
             asked_once = true;
@@ -974,6 +1188,7 @@ impl Inner {
                         tenant: None,
                     };
                     st.remember(self.shared.table(), &admitted, now);
+                    call.done(&mut st, Some(d));
                     if let Some(r) = st.leases.take(d, need, rank, now) {
                         return Some(Ok(Admission::Granted(r)));
                     }
@@ -1317,6 +1532,9 @@ impl State {
                 cells.tenant(&t.name).scope.slots.take(slot);
             }
         }
+        for c in self.calling.values() {
+            c.charge(&table, &mut cells, now);
+        }
         // A scope where this instance's share of some limit is zero admits nothing: its
         // deployments are put in cooldown for the whole outage.
         let far = super::window::TIME_CAP_MS;
@@ -1338,6 +1556,25 @@ impl State {
         self.since = now;
         self.changes += 1;
         n
+    }
+
+    /// The admission of `need`, when this instance does not admit through the shared store
+    /// now: in local or open mode, or (`closed`) while the other instances write back what a
+    /// restarted Redis lost. `None`: the shared store decides.
+    fn elsewhere(
+        &mut self,
+        inner: &Inner,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Option<Result<Admission, LedgerError>> {
+        if self.mode() != Mode::Shared {
+            return Some(self.admit_elsewhere(inner, need, candidates));
+        }
+        self.awaiting.is_some().then(|| {
+            Err(LedgerError::Lost {
+                url: inner.shared.url().to_owned(),
+            })
+        })
     }
 
     /// Admission in local or open mode.
@@ -1715,8 +1952,136 @@ impl Ledger for ResilientStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::clock::SystemClock;
+    use crate::ledger::RedisStoreOptions;
+
+    /// One instance over a deployment of 10 RPM, on a Redis address nothing answers at: every
+    /// call to it is refused at once, so it admits only on its own share.
+    async fn cut_off() -> ResilientStore {
+        let yaml = r#"
+providers:
+  - name: p
+    api: openai
+    base_url: http://127.0.0.1:1/v1
+    api_key_env: P_KEY
+    models:
+      - name: m
+        price: { input: 1, output: 2 }
+        limits: { rpm: 10 }
+"#;
+        let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let options = RedisStoreOptions {
+            lazy: true,
+            ..RedisStoreOptions::default()
+        };
+        let url = format!("redis://127.0.0.1:{port}/0");
+        let shared = RedisStore::connect(&url, &registry, options).await.unwrap();
+        ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+    }
+
+    /// Admits one-token requests until refused; settles each.
+    async fn fill(ledger: &ResilientStore) -> usize {
+        let mut n = 0;
+        loop {
+            let need = Need::new(1, Duration::from_secs(60));
+            match ledger.admit(&need, &[DeploymentId(0)]).await.unwrap() {
+                Admission::Granted(r) => {
+                    let used = ActualUsage::tokens(1);
+                    assert!(ledger.settle(&r, used).await.unwrap());
+                    n += 1;
+                    assert!(n <= 10, "admitted over the limit");
+                }
+                Admission::Denied(_) => return n,
+            }
+        }
+    }
+
+    /// As if `ledger`'s last heartbeat had read 2 requests in the window, two instances alive:
+    /// in local mode, its share is 5, less half of the 2.
+    fn read_two_of_two(ledger: &ResilientStore) {
+        let mut st = ledger.inner.lock();
+        let base = st.own.clone();
+        st.reads.record(1, 1, base);
+        st.seen = Some(Beat {
+            instances: 2,
+            read: 1,
+            oldest: 1,
+            scopes: vec![[2, 2, 0, 2]],
+            ..Beat::default()
+        });
+    }
+
+    /// What an instance wrote back after an outage is in the shared windows, but in no reading
+    /// it took: should the store stop answering it again before its next heartbeat reads the
+    /// windows, its local mode counts all of it (it counted none, and admitted it a second time).
+    #[tokio::test]
+    async fn what_it_wrote_back_counts_whole_when_it_goes_local_before_its_next_reading() {
+        let ledger = cut_off().await;
+        let inner = &ledger.inner;
+        read_two_of_two(&ledger);
+        assert_eq!(fill(&ledger).await, 4);
+        assert_eq!(ledger.status().mode, Mode::Local);
+
+        // The store answers: the 4 are written into the shared windows (no other instance
+        // waits), and it admits through them again.
+        let written: Vec<Entry> = match &inner.lock().admitting {
+            Admitting::Local(l) => l.log.values().cloned().collect(),
+            _ => unreachable!("local above"),
+        };
+        let restored = Restored {
+            epoch: 7,
+            lost: false,
+            restored: 1,
+            stale: false,
+            waiting: 0,
+        };
+        assert_eq!(inner.after_restore(&restored, &written).1, Next::Done);
+        assert_eq!(ledger.status().mode, Mode::Shared);
+
+        // Cut off again before any heartbeat: the same reading, and the 4 on top of its share
+        // of it. Full.
+        assert_eq!(fill(&ledger).await, 0);
+        assert_eq!(ledger.status().mode, Mode::Local);
+    }
+
+    /// An admission sent to the shared store and not answered when the instance goes local may
+    /// be counted there after the reading local mode starts from: the local ledger counts it as
+    /// admitted, and keeps counting it if the answer says so.
+    #[tokio::test]
+    async fn an_admission_unanswered_when_it_goes_local_counts_there() {
+        let ledger = cut_off().await;
+        let inner = &ledger.inner;
+        read_two_of_two(&ledger);
+        let need = Need::new(1, Duration::from_secs(60));
+        let call = {
+            let mut st = inner.lock();
+            let calling = Calling::request(&need, &[DeploymentId(0)], inner.now());
+            inner.register(&mut st, calling)
+        };
+        assert_eq!(fill(&ledger).await, 3, "4, less the one unanswered");
+        call.done(&mut inner.lock(), Some(DeploymentId(0)));
+        assert_eq!(fill(&ledger).await, 0);
+
+        // One whose answer was handled before the instance went local is not counted again.
+        let ledger = cut_off().await;
+        let inner = &ledger.inner;
+        read_two_of_two(&ledger);
+        let call = {
+            let mut st = inner.lock();
+            let calling = Calling::request(&need, &[DeploymentId(0)], inner.now());
+            inner.register(&mut st, calling)
+        };
+        drop(call);
+        assert_eq!(fill(&ledger).await, 4);
+    }
 
     /// A snapshot that had admitted `n` requests on scope 0.
     fn own(n: u64) -> Own {
