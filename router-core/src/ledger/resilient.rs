@@ -1961,18 +1961,10 @@ mod tests {
     /// One instance over a deployment of 10 RPM, on a Redis address nothing answers at: every
     /// call to it is refused at once, so it admits only on its own share.
     async fn cut_off() -> ResilientStore {
-        let yaml = r#"
-providers:
-  - name: p
-    api: openai
-    base_url: http://127.0.0.1:1/v1
-    api_key_env: P_KEY
-    models:
-      - name: m
-        price: { input: 1, output: 2 }
-        limits: { rpm: 10 }
-"#;
-        let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
+        let yaml = "providers:\n  - { name: p, api: openai, base_url: 'http://127.0.0.1:1/v1', \
+            api_key_env: P_KEY, models: [{ name: m, price: { input: 1, output: 2 }, \
+            limits: { rpm: 10 } }] }\n";
+        let registry = Registry::from_yaml_str(yaml, "resilient.yaml").unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
