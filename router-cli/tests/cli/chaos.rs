@@ -168,6 +168,7 @@ async fn two_gateway_processes_ride_out_a_redis_restart() {
     }
     // The 15 ms timeout was the gateways' (to go local fast); the reader has no such hurry.
     let config = std::fs::read_to_string(&s.config).unwrap();
+    assert!(config.contains("timeout_ms: 15"), "{config}");
     std::fs::write(
         &s.config,
         config.replace("timeout_ms: 15", "timeout_ms: 5000"),
