@@ -1029,7 +1029,7 @@ impl Inner {
         let (mut result, mut call) = match self.admit_leased(need, candidates).await {
             Some(result) => (result, None),
             None => match self.admit_shared(need, candidates).await {
-                Ok(called) => called,
+                Ok((answer, call)) => (answer, Some(call)),
                 Err(decided) => return decided,
             },
         };
@@ -1038,13 +1038,20 @@ impl Inner {
             result = match self.restore().await {
                 Ok(()) => match self.admit_shared(need, candidates).await {
                     Ok((answer, again)) => {
-                        call = again;
+                        call = Some(again);
                         answer
                     }
                     Err(decided) => return decided,
                 },
                 Err(e) => Err(e),
             };
+        }
+        if !matches!(result, Ok(Admission::Granted(_)))
+            && let Some(call) = call.take()
+        {
+            // Not admitted through the store: a local ledger started from now on does not
+            // count it (one started from a timeout admits it there instead).
+            call.done(&mut self.lock(), None);
         }
         match result {
             Ok(Admission::Granted(r)) => {
@@ -1061,17 +1068,8 @@ impl Inner {
                 }
                 Ok(Admission::Granted(r))
             }
-            Ok(denied) => {
-                if let Some(call) = call {
-                    call.done(&mut self.lock(), None);
-                }
-                Ok(denied)
-            }
+            Ok(denied) => Ok(denied),
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
-                // Not counted by a local ledger it starts now: it is admitted there instead.
-                if let Some(call) = call {
-                    call.done(&mut self.lock(), None);
-                }
                 if matches!(e, LedgerError::Timeout { .. }) {
                     self.lock()
                         .uncertain
@@ -1085,13 +1083,11 @@ impl Inner {
 
     /// Sends `need`'s admission to the shared store, registered in [`State::calling`] until
     /// answered. `Err`: the instance no longer admits through the store, and decided there.
-    #[allow(clippy::type_complexity)]
     async fn admit_shared(
         &self,
         need: &Need,
         candidates: &[DeploymentId],
-    ) -> Result<(Result<Admission, LedgerError>, Option<Called<'_>>), Result<Admission, LedgerError>>
-    {
+    ) -> Result<(Result<Admission, LedgerError>, Called<'_>), Result<Admission, LedgerError>> {
         let call = {
             let mut st = self.lock();
             if let Some(decided) = st.elsewhere(self, need, candidates) {
@@ -1100,7 +1096,7 @@ impl Inner {
             self.register(&mut st, Calling::request(need, candidates, self.now()))
         };
         let answer = self.timed(self.shared.admit(need, candidates)).await;
-        Ok((answer, Some(call)))
+        Ok((answer, call))
     }
 
     /// Registers `calling` in `st` (which admits through the shared store).
