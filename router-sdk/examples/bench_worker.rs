@@ -72,6 +72,12 @@ struct Job {
     stream: bool,
 }
 
+/// The worker's allocator, for the floor and the router alike: a request allocates and frees
+/// buffers of every size (prompts to 8,000 characters, JSON, headers), which glibc's allocator
+/// answers with consolidations that `perf record` put at a tenth of the router's extra CPU.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a request came back with, whichever way it was sent.
