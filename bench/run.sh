@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --cpu] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --cpu] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
@@ -22,6 +22,9 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [-
                          K=4 and K=8 with `lease: auto` on every deployment
   --slack                only the floor and the slack load (90 requests / 30 s, K=4, enforce mock), three
                          times: its cost ratio moves by 0.5 % with one request's placement
+  --cpu                  the floor and llmroute K=4 (enforce mock) three times each, in the order
+                         floor, router, router, floor, floor, router, so that a machine's drift
+                         during the runs weighs on both alike; prints CPU per request run by run
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
@@ -29,7 +32,7 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack] [-
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
 OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
 value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick,
---slack and --gateway-only sets).
+--slack, --cpu and --gateway-only sets).
 EOF
 }
 
@@ -38,6 +41,7 @@ GATEWAY_ONLY=0
 CHAOS=0
 LEASES=0
 SLACK=0
+CPU=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
@@ -47,6 +51,7 @@ while (($#)); do
         --chaos) CHAOS=1 QUICK=1 ;;
         --leases) LEASES=1 ;;
         --slack) SLACK=1 QUICK=1 ;;
+        --cpu) CPU=1 QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -140,7 +145,7 @@ free_port() {
 }
 
 # Lifetime bound for the mocks, in case this script is killed with SIGKILL.
-EXIT_AFTER=$((QUICK ? 600 : 1800))
+EXIT_AFTER=$((QUICK && !CPU ? 600 : 1800))
 
 start_redis() { # start_redis PORT: an empty redis-server on PORT; sets REDIS_PID; fails if it does not answer
     local port=$1
@@ -335,6 +340,16 @@ if ((LEASES)); then
 elif ((CHAOS)); then
     chaos_runs
     ORDER=(floor-k4 chaos-closed chaos-local)
+elif ((CPU)); then
+    ORDER=(floor-k4)
+    for run in router-1 router-2 floor-2 floor-3 router-3; do
+        if [[ $run == floor-* ]]; then
+            bench "$run-k4" "floor (no router) K=4, run ${run#floor-}" "$ENFORCE" 600 inside 4 --floor
+        else
+            bench "llmroute-k4-${run#router-}" "llmroute K=4, run ${run#router-}" "$ENFORCE" 600 inside 4 "${LEASE_ARGS[@]}"
+        fi
+    done
+    ORDER+=(llmroute-k4-1 llmroute-k4-2 llmroute-k4-3 floor-2-k4 floor-3-k4)
 elif ((SLACK)); then
     ORDER=(floor-k4)
     for i in 1 2 3; do
@@ -374,6 +389,13 @@ for d in "${ORDER[@]}"; do DIRS+=("$OUT/$d"); done
     echo
     if ((${#DIRS[@]} > 1)); then
         python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
+    fi
+    if ((CPU)); then
+        echo
+        echo "## CPU per request, floor and router runs alternated"
+        echo
+        python3 "$REPO/bench/summarize.py" --cpu-pairs "$OUT/floor-k4" "$OUT/llmroute-k4-1" "$OUT/llmroute-k4-2" \
+            "$OUT/floor-2-k4" "$OUT/floor-3-k4" "$OUT/llmroute-k4-3"
     fi
     if [[ -f $OUT/gateway-k4/summary.json ]]; then
         echo

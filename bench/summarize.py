@@ -8,6 +8,13 @@ one provider. Its "router-added" latency (client latency minus the mock's servic
 the harness, the loopback and an HTTP client add by themselves. A router's overhead is its own
 router-added latency minus the floor's, at the same percentile. Both use single-attempt
 successes (`router_added_ms_single_attempt`), the figure report.py shows.
+
+    python3 bench/summarize.py --cpu-pairs F1 R1 R2 F2 F3 R3
+
+CPU per request of floor and router runs made one after the other (run.sh --cpu makes them in
+that order, floor-router-router-floor-floor-router): each run's figure, each arm's median, and
+each adjacent floor/router pair's difference, so that drift of the machine during the runs
+(other load, frequency) weighs on both arms alike.
 """
 import argparse
 import json
@@ -39,11 +46,59 @@ def scripts_per_request(d, s):
     return "n/a" if calls is None else f"{calls / max(1, s['requests']):.2f}"
 
 
+def cpu_of(d):
+    """(label, CPU ms per request, is it a floor run) of a finished run, or None."""
+    if not os.path.exists(os.path.join(d, "summary.json")):
+        return None
+    doc = load(d)
+    cpu = doc["summary"].get("router_cpu", {}).get("ms_per_request")
+    label = doc["meta"].get("label", d)
+    return None if cpu is None else (label, cpu, label.startswith("floor"))
+
+
+def cpu_pairs(runs):
+    """The --cpu-pairs table; runs in the order they were made, paired two by two."""
+    print("| run (in the order made) | CPU ms/req | router - its pair's floor, ms/req |")
+    print("|---|---|---|")
+    floors, routers, gaps = [], [], []
+    for i in range(0, len(runs), 2):
+        pair = [cpu_of(d) for d in runs[i:i + 2]]
+        floor = next((p for p in pair if p and p[2]), None)
+        router = next((p for p in pair if p and not p[2]), None)
+        for d, p in zip(runs[i:i + 2], pair):
+            if p is None:
+                print(f"| {os.path.basename(d.rstrip('/'))} | missing | |")
+                continue
+            gap = ""
+            if not p[2] and floor:
+                gap = f"{p[1] - floor[1]:+.2f}"
+                gaps.append(p[1] - floor[1])
+            (floors if p[2] else routers).append(p[1])
+            print(f"| {p[0]} | {p[1]:.2f} | {gap} |")
+
+    def median(xs):
+        xs = sorted(xs)
+        n = len(xs)
+        return None if n == 0 else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+    mf, mr = median(floors), median(routers)
+    print()
+    print(f"floor median {fmt(mf)} ms/req over {len(floors)} runs, router median {fmt(mr)} over "
+          f"{len(routers)}: router - floor = {fmt(minus(mr, mf))} ms/req; pairs' differences "
+          f"{', '.join(f'{g:+.2f}' for g in gaps) or 'none'}, mean "
+          f"{fmt(sum(gaps) / len(gaps) if gaps else None)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--floor", help="the floor run's directory")
+    ap.add_argument("--cpu-pairs", action="store_true",
+                    help="compare CPU per request of alternated floor and router runs (see above)")
     ap.add_argument("runs", nargs="+", help="run directories (those without summary.json are listed as missing)")
     args = ap.parse_args()
+    if args.cpu_pairs:
+        cpu_pairs(args.runs)
+        return
     floor = None
     if args.floor and os.path.exists(os.path.join(args.floor, "summary.json")):
         floor = load(args.floor)["summary"]["router_added_ms_single_attempt"]
