@@ -64,7 +64,6 @@ def cpu_pairs(runs):
     for i in range(0, len(runs), 2):
         pair = [cpu_of(d) for d in runs[i:i + 2]]
         floor = next((p for p in pair if p and p[2]), None)
-        router = next((p for p in pair if p and not p[2]), None)
         for d, p in zip(runs[i:i + 2], pair):
             if p is None:
                 print(f"| {os.path.basename(d.rstrip('/'))} | missing | |")
