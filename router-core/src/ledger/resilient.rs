@@ -343,9 +343,6 @@ impl Calling {
         let add = |st: &mut ScopeState, counts: Counts| {
             let k = st.window.expire(nb);
             st.window.add(k, counts);
-            if self.id != 0 {
-                st.slots.take(slot);
-            }
         };
         for &(d, counts) in &self.on {
             for &s in table.of(d).unwrap_or_default() {
@@ -356,6 +353,10 @@ impl Calling {
             let t = cells.tenant(name);
             add(&mut t.scope, *counts);
             t.spend.add(&super::period::periods(now), *cost);
+        }
+        if self.id != 0 {
+            let tenant = self.tenant.as_ref().map(|(name, _, _)| name.as_str());
+            hold(table, cells, self.on.iter().map(|&(d, _)| d), tenant, slot);
         }
     }
 
@@ -376,6 +377,25 @@ impl Calling {
         {
             cells.tenant(name).scope.slots.free(self.id);
         }
+    }
+}
+
+/// Holds `slot` in a local ledger (`cells` over `table`) on every scope of each of
+/// `deployments`, and on `tenant`'s.
+fn hold(
+    table: &ScopeTable,
+    cells: &mut LocalCells,
+    deployments: impl IntoIterator<Item = DeploymentId>,
+    tenant: Option<&str>,
+    slot: Slot,
+) {
+    for d in deployments {
+        for &s in table.of(d).unwrap_or_default() {
+            cells.scope(s).slots.take(slot);
+        }
+    }
+    if let Some(name) = tenant {
+        cells.tenant(name).scope.slots.take(slot);
     }
 }
 
@@ -1519,14 +1539,8 @@ impl State {
                 expiry: h.expiry,
                 bucket: nb,
             };
-            if let Some(scopes) = table.of(h.reservation.deployment) {
-                for &s in scopes {
-                    cells.scope(s).slots.take(slot);
-                }
-            }
-            if let Some(t) = &h.reservation.tenant {
-                cells.tenant(&t.name).scope.slots.take(slot);
-            }
+            let tenant = h.reservation.tenant.as_ref().map(|t| t.name.as_str());
+            hold(&table, &mut cells, [h.reservation.deployment], tenant, slot);
         }
         for c in self.calling.values() {
             c.charge(&table, &mut cells, now);
