@@ -247,3 +247,99 @@ async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admiss
     let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
     assert_eq!((u.requests, u.tokens, u.in_flight), (1, 100, 1));
 }
+
+/// The store sends the URL's credentials and database on every connection it opens, and keeps
+/// the password out of what it reports when they are wrong.
+#[tokio::test]
+async fn the_urls_user_password_and_database_are_used_and_the_password_never_shown() {
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
+    let server = redis_server();
+    assert!(
+        server.owned,
+        "this test changes Redis's users: it needs a redis-server of its own (put redis-server on PATH)"
+    );
+    let mut admin = by_hand(&server).await;
+    let password = "planted-pw-4b1d9";
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(format!(">{password}"))
+        .arg("~*")
+        .arg("+@all")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("off")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER default off");
+    let base = server.url.trim_end_matches("/0").replace("redis://", "");
+    let url = format!("redis://app:{password}@{base}/5");
+    let store = connect_to(&url, &server.namespace, &registry, None).await;
+    let _admitted = granted(
+        &store,
+        &Need::new(1, Duration::from_secs(60)),
+        m,
+        "admit with the URL's user",
+        "a fresh deployment refused",
+    )
+    .await;
+    // The keys are in database 5, not 0.
+    let mut in_db = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect as app");
+    let pattern = format!("llmroute:{{{}}}:*", server.namespace);
+    let keys5: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut in_db)
+        .await
+        .expect("KEYS");
+    assert!(!keys5.is_empty(), "nothing written to database 5");
+    let _: () = redis::cmd("SELECT")
+        .arg(0)
+        .query_async(&mut in_db)
+        .await
+        .expect("SELECT 0");
+    let keys0: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut in_db)
+        .await
+        .expect("KEYS");
+    assert!(keys0.is_empty(), "written to database 0: {keys0:?}");
+
+    let wrong = format!("redis://app:wrong-{password}@{base}/5");
+    let options = router_core::ledger::RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        ..Default::default()
+    };
+    let err = router_core::ledger::RedisStore::connect(&wrong, &registry, options)
+        .await
+        .expect_err("a wrong password is refused");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(password), "{shown}");
+    assert!(shown.contains("WRONGPASS"), "{shown}");
+}
+
+/// A Redis that lost its scripts (SCRIPT FLUSH, a restart) is sent them again by the next call.
+#[tokio::test]
+async fn scripts_flushed_from_redis_are_loaded_again() {
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
+    let server = redis_server();
+    let store = connect(&server, &registry, None).await;
+    let need = || Need::new(1, Duration::from_secs(60));
+    let _first = granted(&store, &need(), m, "admit", "refused").await;
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut by_hand(&server).await)
+        .await
+        .expect("SCRIPT FLUSH");
+    let _second = granted(&store, &need(), m, "admit after the flush", "refused").await;
+    let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    assert_eq!(u.requests, 2);
+}

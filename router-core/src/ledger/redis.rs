@@ -105,6 +105,7 @@ static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
 static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
 
 mod conn;
+mod direct;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;
