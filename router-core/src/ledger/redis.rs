@@ -105,7 +105,6 @@ static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
 static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
 
 mod conn;
-mod direct;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;

@@ -1,7 +1,5 @@
-//! The connection under the Redis store: one server over plain TCP or a Unix socket through
-//! direct connections (see `direct`), one server over TLS (or speaking RESP3) through a
-//! [`ConnectionManager`], or a Redis Cluster through redis-rs's cluster client. Each runs a
-//! prepared script call.
+//! The connection under the Redis store: one server through a [`ConnectionManager`], or a Redis
+//! Cluster through redis-rs's cluster client. Either runs a prepared script call.
 //!
 //! On a cluster every script runs unchanged: all keys of one namespace share the hash tag
 //! `{namespace}`, so one call's keys are on one slot and the cluster client sends the EVALSHA to
@@ -22,15 +20,12 @@ use redis::{
 };
 
 use super::RedisStoreOptions;
-use super::direct::Direct;
 use crate::config::{RedisTarget, parse_redis_url};
 
 /// A connection to one Redis server or to a Redis Cluster. Cloning is cheap and shares it.
 #[derive(Clone)]
 pub(super) enum Conn {
-    /// One server (or a proxy in front of several), plain TCP or a Unix socket.
-    Direct(Direct),
-    /// One server over TLS, or speaking RESP3.
+    /// One server (or a proxy in front of several).
     Single(ConnectionManager),
     /// A Redis Cluster.
     Cluster(NamespaceRouted),
@@ -41,18 +36,7 @@ impl Conn {
     /// timeouts of `options`; every command is bounded by `options.response_timeout`.
     pub(super) async fn open(url: &str, options: &RedisStoreOptions) -> RedisResult<Self> {
         match parse_redis_url(url) {
-            Ok(RedisTarget::Single) => {
-                let info = redis::IntoConnectionInfo::into_connection_info(url)?;
-                match Direct::for_info(&info, options.connect_timeout, options.response_timeout) {
-                    Some(direct) => {
-                        if !options.lazy {
-                            direct.connect_now().await?;
-                        }
-                        Ok(Conn::Direct(direct))
-                    }
-                    None => open_single(url, options).await.map(Conn::Single),
-                }
-            }
+            Ok(RedisTarget::Single) => open_single(url, options).await.map(Conn::Single),
             Ok(RedisTarget::Cluster(nodes)) => {
                 let conn = open_cluster(nodes, options).await?;
                 // The slot of every key of the namespace (see `RedisStore::connect`).
@@ -75,7 +59,6 @@ impl Conn {
         inv: &ScriptInvocation<'_>,
     ) -> RedisResult<T> {
         match self {
-            Conn::Direct(conn) => inv.invoke_async(&mut conn.clone()).await,
             Conn::Single(conn) => inv.invoke_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => inv.invoke_async(&mut conn.clone()).await,
         }
