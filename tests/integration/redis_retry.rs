@@ -1,5 +1,6 @@
-//! Redis only: an admission retried after its reply was lost counts once, and every admission
-//! that adds a slot keeps the slots zset alive at least as long as the slot.
+//! Redis only: an admission retried after its reply was lost counts once, every admission that
+//! adds a slot keeps the slots zset alive at least as long as the slot, the URL's user, password
+//! and database are used (the password never shown), and scripts Redis lost are loaded again.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
