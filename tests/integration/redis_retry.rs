@@ -249,6 +249,15 @@ async fn a_reservation_key_in_the_earlier_format_still_answers_a_repeated_admiss
     assert_eq!((u.requests, u.tokens, u.in_flight), (1, 100, 1));
 }
 
+/// The keys matching `pattern` in the connection's database.
+async fn keys(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .expect("KEYS")
+}
+
 /// The store sends the URL's credentials and database on every connection it opens, and keeps
 /// the password out of what it reports when they are wrong.
 #[tokio::test]
@@ -296,22 +305,14 @@ async fn the_urls_user_password_and_database_are_used_and_the_password_never_sho
         .await
         .expect("connect as app");
     let pattern = format!("llmroute:{{{}}}:*", server.namespace);
-    let keys5: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut in_db)
-        .await
-        .expect("KEYS");
+    let keys5 = keys(&mut in_db, &pattern).await;
     assert!(!keys5.is_empty(), "nothing written to database 5");
     let _: () = redis::cmd("SELECT")
         .arg(0)
         .query_async(&mut in_db)
         .await
         .expect("SELECT 0");
-    let keys0: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut in_db)
-        .await
-        .expect("KEYS");
+    let keys0 = keys(&mut in_db, &pattern).await;
     assert!(keys0.is_empty(), "written to database 0: {keys0:?}");
 
     let wrong = format!("redis://app:wrong-{password}@{base}/5");
