@@ -1,4 +1,5 @@
-//! Redis only: an admission retried after its reply was lost counts once, every admission that
+//! Redis only: an admission retried after its reply was lost counts once, one whose caller
+//! stopped waiting for it is voided, every admission that
 //! adds a slot keeps the slots zset alive at least as long as the slot, the URL's user, password
 //! and database are used (the password never shown), and scripts Redis lost are loaded again.
 
@@ -15,7 +16,9 @@ use router_core::ledger::{Admission, Ledger, Need, Observation, Reservation};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::{T0, connect, connect_to, one_model};
+use crate::support::{
+    T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model,
+};
 
 /// A registry of one model `m` with `limits`, and `m`.
 /// Admits `need` on `m`: the reservation, or a failure saying `error` (the call failed) or
@@ -178,6 +181,16 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
             .requests,
         2
     );
+}
+
+#[tokio::test]
+async fn an_admission_dropped_before_its_answer_is_voided_and_holds_no_slot() {
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
+    let server = redis_server();
+    let clock = ManualClock::new(T0);
+    let store = connect(&server, &registry, Some(clock.clone())).await;
+    let observer = connect(&server, &registry, Some(clock)).await;
+    an_admission_dropped_unanswered_is_voided(&store, &observer, m).await;
 }
 
 #[tokio::test]

@@ -100,6 +100,14 @@ async fn admit(ledger: &dyn Ledger) -> Result<Option<Reservation>, LedgerError> 
     })
 }
 
+#[tokio::test]
+async fn an_admission_dropped_before_its_answer_is_voided_and_holds_no_slot() {
+    let redis = redis_server();
+    let a = instance(&redis, OnError::Local).await;
+    a.heartbeat_now().await;
+    crate::support::an_admission_dropped_unanswered_is_voided(&a, &reader(&redis).await, M).await;
+}
+
 /// Admits until refused; returns the reservations.
 async fn fill(ledger: &dyn Ledger) -> Vec<Reservation> {
     let mut held = Vec::new();

@@ -137,6 +137,50 @@ impl World {
     }
 }
 
+/// Drops an admission to `ledger` (a Redis one) after Redis ran it and before its answer was
+/// read, then checks through `observer` that it was voided: one admission is made and kept
+/// first (it loads the script), and only it stays counted on `d`.
+pub async fn an_admission_dropped_unanswered_is_voided(
+    ledger: &dyn Ledger,
+    observer: &RedisStore,
+    d: DeploymentId,
+) {
+    use futures_util::FutureExt;
+    let usage = || async { observer.snapshot(&[d]).await.expect("snapshot")[0].usage };
+    let ttl = std::time::Duration::from_secs(600);
+    let kept = ledger.admit(&Need::new(1, ttl), &[d]).await.expect("admit");
+    assert!(matches!(kept, Admission::Granted(_)), "{kept:?}");
+    let (need, candidates) = (Need::new(100, ttl), [d]);
+    let mut admission = ledger.admit(&need, &candidates);
+    assert!(
+        (&mut admission).now_or_never().is_none(),
+        "answered within one poll"
+    );
+    // Redis runs the script though no one waits for its answer...
+    let mut counted = false;
+    for _ in 0..200 {
+        if usage().await.in_flight == 2 {
+            counted = true;
+            break;
+        }
+    }
+    assert!(counted, "the admission never reached Redis");
+    // ...and the caller goes away before reading it.
+    drop(admission);
+    let mut u = usage().await;
+    for _ in 0..200 {
+        if u.in_flight == 1 {
+            break;
+        }
+        u = usage().await;
+    }
+    assert_eq!(
+        (u.requests, u.tokens, u.in_flight),
+        (1, 1, 1),
+        "the abandoned admission still counts"
+    );
+}
+
 pub async fn connect(
     server: &TestRedis,
     registry: &Registry,

@@ -294,7 +294,24 @@ impl RedisStore {
         }
     }
 
-    async fn admit_inner(
+    /// Voids the admission of `need` on `candidates` if the returned guard is dropped before
+    /// [`Abandoned::disarm`]: see [`Abandoned`].
+    pub(crate) fn abandoned<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> Abandoned<'a> {
+        Abandoned {
+            store: self,
+            need,
+            candidates,
+            armed: true,
+        }
+    }
+
+    /// The admission script, with no guard: a caller that may drop it holds an
+    /// [`RedisStore::abandoned`] guard of its own.
+    pub(crate) async fn admit_inner(
         &self,
         need: &Need,
         candidates: &[DeploymentId],
@@ -454,13 +471,64 @@ impl RedisStore {
     }
 }
 
+/// An admission whose caller may stop waiting for it (a dropped future, a timeout around it):
+/// once its script is sent, Redis runs it whether or not anyone reads the answer, and a slot it
+/// grants would then stay held, unrenewed, for its whole TTL. Dropped before the answer came,
+/// it has the admission voided, on a task: sent after the script on the same connection (one
+/// hash tag, so one node), the void finds what the script granted, or nothing if it never ran.
+pub(crate) struct Abandoned<'a> {
+    store: &'a RedisStore,
+    need: &'a Need,
+    candidates: &'a [DeploymentId],
+    armed: bool,
+}
+
+impl Abandoned<'_> {
+    /// The answer came (or its caller decided what to make of its absence): nothing to void.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, need, candidates) = (
+            self.store.clone(),
+            self.need.clone(),
+            self.candidates.to_vec(),
+        );
+        runtime.spawn(async move {
+            if let Err(e) = store.void(&need, &candidates).await {
+                tracing::warn!(
+                    reservation = need.id,
+                    error = %e,
+                    "could not void an admission its caller stopped waiting for; \
+                     its slot expires with its TTL"
+                );
+            }
+        });
+    }
+}
+
 impl Ledger for RedisStore {
     fn admit<'a>(
         &'a self,
         need: &'a Need,
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
-        self.admit_inner(need, candidates).boxed()
+        async move {
+            let abandoned = self.abandoned(need, candidates);
+            let admission = self.admit_inner(need, candidates).await;
+            abandoned.disarm();
+            admission
+        }
+        .boxed()
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {

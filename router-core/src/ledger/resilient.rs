@@ -1115,7 +1115,13 @@ impl Inner {
             }
             self.register(&mut st, Calling::request(need, candidates, self.now()))
         };
-        let answer = self.timed(self.shared.admit(need, candidates)).await;
+        // Dropped while the store has it (its caller went away), the admission is voided; one
+        // that times out is this instance's to settle (see `State::uncertain`).
+        let abandoned = self.shared.abandoned(need, candidates);
+        let answer = self
+            .timed(self.shared.admit_inner(need, candidates).boxed())
+            .await;
+        abandoned.disarm();
         Ok((answer, call))
     }
 
