@@ -22,15 +22,23 @@ providers:
       - { name: m, price: { input: 1, output: 1 }, limits: { concurrency: 1 } }
 "#;
 
-/// A ledger that is down: every settlement and release fails.
+/// A ledger in memory with one fault.
 #[derive(Debug)]
-struct Down(MemoryStore);
+struct Faulty(MemoryStore, Fault);
+
+#[derive(Debug)]
+enum Fault {
+    /// Down: every settlement and release fails.
+    Down,
+    /// Remote (its settlements go through the queue), and each batch waits for a permit.
+    Gated(tokio::sync::Semaphore),
+}
 
 fn down() -> LedgerError {
     LedgerError::UnknownDeployment(99)
 }
 
-impl Ledger for Down {
+impl Ledger for Faulty {
     fn admit<'a>(
         &'a self,
         need: &'a Need,
@@ -40,13 +48,36 @@ impl Ledger for Down {
     }
     fn settle<'a>(
         &'a self,
-        _: &'a Reservation,
-        _: ActualUsage,
+        r: &'a Reservation,
+        a: ActualUsage,
     ) -> router_core::ledger::LedgerFuture<'a, bool> {
-        Box::pin(async { Err(down()) })
+        match self.1 {
+            Fault::Down => Box::pin(async { Err(down()) }),
+            Fault::Gated(_) => self.0.settle(r, a),
+        }
     }
-    fn release<'a>(&'a self, _: &'a Reservation) -> router_core::ledger::LedgerFuture<'a, bool> {
-        Box::pin(async { Err(down()) })
+    fn release<'a>(&'a self, r: &'a Reservation) -> router_core::ledger::LedgerFuture<'a, bool> {
+        match self.1 {
+            Fault::Down => Box::pin(async { Err(down()) }),
+            Fault::Gated(_) => self.0.release(r),
+        }
+    }
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [router_core::ledger::Settlement],
+    ) -> futures_util::future::BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        Box::pin(async move {
+            match &self.1 {
+                Fault::Down => batch.iter().map(|_| Err(down())).collect(),
+                Fault::Gated(gate) => {
+                    let _pass = gate.acquire().await;
+                    self.0.settle_batch(batch).await
+                }
+            }
+        })
+    }
+    fn remote(&self) -> bool {
+        matches!(self.1, Fault::Gated(_))
     }
     fn renew<'a>(
         &'a self,
@@ -86,7 +117,7 @@ impl Ledger for Down {
 #[tokio::test(start_paused = true)]
 async fn a_settlement_the_ledger_never_takes_is_given_up_with_its_slot_and_counted() {
     let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
-    let ledger = Arc::new(Down(MemoryStore::new(&registry)));
+    let ledger = Arc::new(Faulty(MemoryStore::new(&registry), Fault::Down));
     let ttl = Duration::from_secs(2);
     let need = Need::new(10, ttl);
     let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
@@ -204,4 +235,43 @@ async fn the_renewing_task_ends_with_its_router_without_waiting_for_a_timer() {
         tokio::task::yield_now().await;
     }
     assert_eq!(Arc::strong_count(&ledger), 1, "the background tasks ended");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropped_while_the_queue_is_full_leaves_nothing_for_drain_to_wait_for() {
+    let registry = Registry::from_yaml_str(YAML, "guard.yaml").unwrap();
+    let gate = tokio::sync::Semaphore::new(0);
+    let ledger = Arc::new(Faulty(MemoryStore::new(&registry), Fault::Gated(gate)));
+    let ttl = Duration::from_secs(600);
+    let Ok(Admission::Granted(r)) = ledger.admit(&Need::new(10, ttl), &[DeploymentId(0)]).await
+    else {
+        panic!("an empty ledger admits");
+    };
+    let settler = Settler::new(ledger.clone());
+    let owed = crate::settler::Owed {
+        settlement: router_core::ledger::Settlement {
+            reservation: r,
+            actual: None,
+            observed: None,
+        },
+        slot_ttl: ttl,
+    };
+    // The queue's task holds one batch at the gate; the queue fills behind it, and the next
+    // caller waits for room until it is dropped.
+    let mut queued = 0;
+    while tokio::time::timeout(Duration::from_millis(10), settler.pay(owed.clone()))
+        .await
+        .is_ok()
+    {
+        queued += 1;
+        assert!(queued <= 10_000, "the queue never filled");
+    }
+    assert!(queued > 4_000, "{queued} queued before it was full");
+    let Fault::Gated(gate) = &ledger.1 else {
+        unreachable!()
+    };
+    gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS);
+    let drained = tokio::time::timeout(Duration::from_secs(60), settler.drain()).await;
+    assert!(drained.is_ok(), "drain waits for a settlement no one holds");
+    assert_eq!(settler.given_up(), 0);
 }

@@ -124,12 +124,16 @@ impl Settler {
             return;
         }
         if let Some(queue) = &self.queue {
-            self.books.add();
-            match queue.send(owed).await {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(owed)) => {
-                    // The task is gone (its runtime shut down): pay here.
-                    self.books.done();
+            // A place in the queue first, then the count: a caller dropped while it waits for
+            // room leaves nothing counted that no one will take off (and its guard pays).
+            match queue.reserve().await {
+                Ok(place) => {
+                    self.books.add();
+                    place.send(owed);
+                    return;
+                }
+                // The task is gone (its runtime shut down): pay here.
+                Err(mpsc::error::SendError(())) => {
                     self.pay_here(owed).await;
                     return;
                 }
