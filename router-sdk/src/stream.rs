@@ -1,9 +1,11 @@
 //! `Router::chat_stream`: the answer as it arrives, the last item carrying usage and cost.
 //!
-//! Failover happens only before the provider starts answering (an error status or a failed
-//! connection). Once a stream is open nothing is retried silently: a stream that breaks, or that
-//! carries an error event, ends with an `Err` item, after settling what the provider reported
-//! (else the estimate). Dropping the stream settles through the drop guard.
+//! Failover happens only before the provider starts answering: an error status, a failed
+//! connection, or a stream whose first events are an error (Anthropic's `overloaded_error` after
+//! a 200) before anything for the caller came. Once the answer has begun nothing is retried
+//! silently: a stream that breaks, or that carries an error event, ends with an `Err` item,
+//! after settling what the provider reported (else the estimate). Dropping the stream settles
+//! through the drop guard.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -21,7 +23,7 @@ use crate::router::Router;
 use crate::transport::{self, CallFailure};
 use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, ToolCallAssembly, Usage};
 use crate::wire::StreamDecoder;
-use crate::wire::classify::Failure;
+use crate::wire::classify::{Failure, FailureClass};
 
 /// A streamed answer: [`ChatChunk::Delta`] items, then one [`ChatChunk::Done`]; or an `Err`
 /// item if the stream breaks.
@@ -92,30 +94,24 @@ impl Router {
         let mut request = self.begin(&req, true)?;
         let span = request.span.clone();
         let input = CallInput::of(&request, &req);
-        let (guard, response) = self
+        let (guard, opened) = self
             .until_answer(&mut request, |d| self.open_stream(&input, d))
             .instrument(span.clone())
             .await?;
         let d = guard.deployment();
         // The opening headers' report goes with the settlement, whenever the stream ends.
-        let guard = guard.reporting(self.report(d, response.headers()));
+        let guard = guard.reporting(self.report(d, &opened.headers));
         let registry = &self.inner.registry;
-        let api = registry.provider_of(d).api;
         let provider = registry.provider_of(d).name.clone();
         let model = registry.deployment(d).model.clone();
         let request_id = request.id.clone();
         let upstream = request.upstream;
-        let events = response
-            .bytes_stream()
-            .eventsource()
-            .map(|e| e.map_err(|e| e.to_string()))
-            .boxed();
-        let live = Live {
+        let mut live = Live {
             router: self.clone(),
             request,
             guard: Some(guard),
-            events,
-            decoder: StreamDecoder::new(api, &req),
+            events: opened.events,
+            decoder: opened.decoder,
             usage: None,
             finish: None,
             response_id: None,
@@ -123,6 +119,7 @@ impl Router {
             pending: VecDeque::new(),
             ended: false,
         };
+        live.apply(opened.first).instrument(span.clone()).await;
         let inner = futures_util::stream::unfold(live, move |mut live| {
             let span = span.clone();
             async move {
@@ -140,15 +137,61 @@ impl Router {
     }
 
     /// Opens a stream on `d`: the provider must start answering within the attempt's time.
+    /// Then reads its events up to the first that says something to the caller (text, a tool
+    /// call, a finish): an error before that is this attempt's failure, and the request may
+    /// fail over, since the caller has nothing yet. A stream that breaks or ends before then is
+    /// handed over as it is, to end as a broken stream does.
     async fn open_stream(
         &self,
         input: &CallInput<'_>,
         d: router_core::config::DeploymentId,
-    ) -> Result<reqwest::Response, CallFailure> {
+    ) -> Result<Opened, CallFailure> {
         let (api, request) = self.wire(input, d, true);
         let (limits, now) = (self.call_limits(input.deadline_ms), self.system_now());
-        transport::send(&self.inner.http, api, request, limits, now).await
+        let response = transport::send(&self.inner.http, api, request, limits, now).await?;
+        let headers = response.headers().clone();
+        let mut events = response
+            .bytes_stream()
+            .eventsource()
+            .map(|e| e.map_err(|e| e.to_string()))
+            .fuse()
+            .boxed();
+        let mut decoder = StreamDecoder::new(api, input.req);
+        let mut first = Vec::new();
+        let until = tokio::time::Instant::now() + limits.1;
+        while let Ok(Some(Ok(event))) = tokio::time::timeout_at(until, events.next()).await {
+            match decoder.event(&event.event, &event.data) {
+                Ok(items) => {
+                    let said = items.iter().any(StreamEvent::says_something);
+                    first.extend(items);
+                    if said {
+                        break;
+                    }
+                }
+                Err(failure) if failure.class == FailureClass::Decode => {
+                    return Err(CallFailure::Decode { failure, headers });
+                }
+                Err(failure) => return Err(CallFailure::Provider { failure, headers }),
+            }
+        }
+        Ok(Opened {
+            headers,
+            events,
+            decoder,
+            first,
+        })
     }
+}
+
+/// A stream open on a deployment, read up to the first event for the caller.
+struct Opened {
+    /// The response's headers (the provider's rate-limit report).
+    headers: reqwest::header::HeaderMap,
+    /// The events not read yet.
+    events: Events,
+    decoder: StreamDecoder,
+    /// What the events read so far said.
+    first: Vec<StreamEvent>,
 }
 
 impl Live {

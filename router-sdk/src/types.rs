@@ -573,6 +573,17 @@ pub enum StreamEvent {
     Ignore,
 }
 
+impl StreamEvent {
+    /// Whether it is part of the answer (text, a tool call, a finish): once one came, the
+    /// caller may have output and the request is never retried.
+    pub(crate) fn says_something(&self) -> bool {
+        matches!(
+            self,
+            StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Finish(_)
+        )
+    }
+}
+
 /// How one provider call ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]

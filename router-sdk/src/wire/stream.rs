@@ -63,8 +63,8 @@ impl StreamDecoder {
         if data.trim().is_empty() {
             return Ok(vec![StreamEvent::Ignore]);
         }
-        let events = self.format.event(event_name, data)?;
-        self.check(&events)?;
+        let mut events = self.format.event(event_name, data)?;
+        self.check(&mut events)?;
         Ok(if events.is_empty() {
             vec![StreamEvent::Ignore]
         } else {
@@ -78,19 +78,17 @@ impl StreamDecoder {
         self.format.finish()
     }
 
-    fn check(&mut self, events: &[StreamEvent]) -> Result<(), StreamFailure> {
+    fn check(&mut self, events: &mut [StreamEvent]) -> Result<(), StreamFailure> {
         for event in events {
+            self.delivered |= event.says_something();
             match event {
-                StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Finish(_) => {
-                    self.delivered = true;
-                }
                 StreamEvent::Usage(usage) => {
-                    plausible(*usage).map_err(|reason| self.malformed(&reason))?;
+                    *usage = plausible(*usage).map_err(|reason| self.malformed(&reason))?;
                 }
                 StreamEvent::Done if !self.delivered => {
                     return Err(self.malformed("it ended without any choice, candidate or content"));
                 }
-                StreamEvent::Done | StreamEvent::Id(_) | StreamEvent::Ignore => {}
+                _ => {}
             }
         }
         Ok(())

@@ -75,6 +75,7 @@ async fn a_529_mid_stream_ends_the_stream_with_an_error_and_is_not_retried() {
         stream.next().await.unwrap().unwrap(),
         ChatChunk::Delta("Par".into())
     );
+    let reserved = w.snapshot("claude-test").await.usage.tokens;
     let err = stream.next().await.unwrap().unwrap_err();
     assert!(
         matches!(
@@ -88,9 +89,57 @@ async fn a_529_mid_stream_ends_the_stream_with_an_error_and_is_not_retried() {
     );
     assert!(stream.next().await.is_none());
     let snap = w.snapshot("claude-test").await;
-    // Settled with what the provider reported: message_start's 12 input + 1 output.
-    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (13, 0));
+    // message_start's output count (1) is a placeholder, and no message_delta gave the real
+    // one: the estimate stays counted, not 12 input + 1 output.
+    assert!(reserved > 13, "reserved {reserved}");
+    assert_eq!((snap.usage.tokens, snap.usage.in_flight), (reserved, 0));
     assert!(snap.cooldown.is_some(), "an overloaded provider cools down");
+}
+
+#[tokio::test]
+async fn a_529_before_any_output_fails_over_and_counts_the_request_but_no_tokens() {
+    let w = World::new(&[
+        Upstream::anthropic("an", (3.0, 15.0)),
+        Upstream::openai("backup", (5.0, 20.0)),
+    ])
+    .await;
+    // message_start, then the error: nothing for the caller yet.
+    let full = String::from_utf8(fixture("anthropic/stream_error_529.sse")).unwrap();
+    let start = full.split("event: content_block_start").next().unwrap();
+    let error = full.split("event: error").nth(1).unwrap();
+    let sse = format!("{start}event: error{error}");
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(sse, "text/event-stream"))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ok_sse("openai/stream.sse"))
+        .expect(1)
+        .mount(&w.servers[1])
+        .await;
+    let stream = w
+        .router
+        .chat_stream(ChatRequest::new("Hello"))
+        .await
+        .unwrap();
+    assert_eq!(stream.provider(), "backup");
+    let items: Vec<_> = stream.collect().await;
+    assert!(
+        matches!(items.first(), Some(Ok(ChatChunk::Delta(_)))),
+        "{items:?}"
+    );
+    assert!(
+        matches!(items.last(), Some(Ok(ChatChunk::Done(_)))),
+        "{items:?}"
+    );
+    let snap = w.snapshot("claude-test").await;
+    // Refused: the request counts, no tokens do, and the overloaded provider cools down.
+    assert_eq!(
+        (snap.usage.requests, snap.usage.tokens, snap.usage.in_flight),
+        (1, 0, 0)
+    );
+    assert!(snap.cooldown.is_some());
 }
 
 #[tokio::test]

@@ -165,20 +165,26 @@ async fn a_200_whose_body_is_an_error_object_is_that_error_and_fails_over() {
     }
 }
 
-/// Calls a lone deployment gets for one request that keeps failing as a server error: a whole
-/// answer is retried after a backoff up to `retry.max_attempts` calls; a stream that started is
-/// never retried.
-fn calls_to_a_lone_deployment(stream: bool) -> u64 {
-    if stream { 1 } else { 4 }
+/// Calls a lone deployment gets for one request that keeps failing as a server error: retried
+/// after a backoff up to `retry.max_attempts` calls, unless a streamed answer had begun (text, a
+/// tool call or a finish had come): that is never retried.
+fn calls_to_a_lone_deployment(answer_begun: bool) -> u64 {
+    if answer_begun { 1 } else { 4 }
 }
 
-/// The only upstream speaks `format` and answers `template`; the caller's result.
-async fn only_upstream(format: Format, stream: bool, template: ResponseTemplate) -> World {
+/// The only upstream speaks `format` and answers `template`, failing after the answer began
+/// or not; the caller's result.
+async fn only_upstream(
+    format: Format,
+    stream: bool,
+    template: ResponseTemplate,
+    answer_begun: bool,
+) -> World {
     let w = World::new(&[(format.upstream)("only", (1.0, 1.0))]).await;
     Mock::given(method("POST"))
         .and(path(format.route(stream)))
         .respond_with(template)
-        .expect(calls_to_a_lone_deployment(stream))
+        .expect(calls_to_a_lone_deployment(answer_begun))
         .mount(&w.servers[0])
         .await;
     w
@@ -209,9 +215,10 @@ async fn no_choices_candidates_or_content_is_a_malformed_answer() {
         "gemini/no_candidates",
     ];
     for (format, name) in FORMATS.into_iter().zip(empty) {
-        let w = only_upstream(format, false, ok_json(&format!("{name}.json"))).await;
+        let w = only_upstream(format, false, ok_json(&format!("{name}.json")), false).await;
         assert_malformed(&w, false, name).await;
-        let w = only_upstream(format, true, ok_sse(&format!("{name}.sse"))).await;
+        // It ends without saying anything: retried as a whole answer would be.
+        let w = only_upstream(format, true, ok_sse(&format!("{name}.sse")), false).await;
         assert_malformed(&w, true, name).await;
     }
 }
@@ -220,13 +227,16 @@ async fn no_choices_candidates_or_content_is_a_malformed_answer() {
 async fn usage_near_2_to_the_64_is_a_malformed_answer_not_a_settlement() {
     for format in FORMATS {
         let name = format!("{}/huge_usage", format.dir);
-        let w = only_upstream(format, false, ok_json(&format!("{name}.json"))).await;
+        let w = only_upstream(format, false, ok_json(&format!("{name}.json")), false).await;
         let shown = assert_malformed(&w, false, &name).await;
         assert!(
             shown.contains("100000000"),
             "{name}: names the bound: {shown}"
         );
-        let w = only_upstream(format, true, ok_sse(&format!("{name}.sse"))).await;
+        // Gemini's usage comes in its first event, which the caller never gets: retried. The
+        // others report usage after the text began.
+        let begun = format.dir != "gemini";
+        let w = only_upstream(format, true, ok_sse(&format!("{name}.sse")), begun).await;
         assert_malformed(&w, true, &name).await;
         let tokens = w.snapshot("chat").await.usage.tokens;
         assert!(
@@ -246,13 +256,14 @@ async fn an_unreadable_200_is_a_malformed_answer_that_cools_the_deployment_down(
         for body in bodies {
             let case = format!("{} {}", format.dir, String::from_utf8_lossy(body));
             let template = ResponseTemplate::new(200).set_body_raw(body, "application/json");
-            let w = only_upstream(format, false, template).await;
+            let w = only_upstream(format, false, template, false).await;
             assert_malformed(&w, false, &case).await;
         }
-        // A stream whose event cannot be read: the deployment's fault, so it cools down.
+        // A stream whose first event cannot be read: the deployment's fault, so it cools down,
+        // and retried, since the caller has nothing yet.
         let template = ResponseTemplate::new(200)
             .set_body_raw("data: {\"candidates\": [tru\n\n", "text/event-stream");
-        let w = only_upstream(format, true, template).await;
+        let w = only_upstream(format, true, template, false).await;
         assert_malformed(&w, true, format.dir).await;
         assert!(
             w.snapshot("chat").await.cooldown.is_some(),

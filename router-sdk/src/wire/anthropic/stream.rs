@@ -165,13 +165,12 @@ impl EventDecoder for Stream {
             return Err(error::stream_failure(error_body(data), data));
         }
         Ok(match parsed {
+            // Its usage is kept, not reported: its output count is a placeholder (about 1), and
+            // a stream that breaks before `message_delta` must settle the estimate, not that.
             Event::MessageStart { message } => {
                 self.usage = message.usage;
                 let id = message.id.filter(|id| !id.is_empty());
-                let id = id.map(StreamEvent::Id);
-                id.into_iter()
-                    .chain([StreamEvent::Usage(self.usage.usage())])
-                    .collect()
+                id.map(StreamEvent::Id).into_iter().collect()
             }
             Event::ContentBlockStart {
                 index,
