@@ -90,6 +90,14 @@ pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
             "tool_choice names function `{name}`, which is not among the request's tools"
         ));
     }
+    if let Some(name) = counted_field(&req.extra_body) {
+        return invalid(format!(
+            "extra_body field `{name}` is one llmroute writes itself: what it holds decides \
+             the model, the tokens admission reserves or how usage is reported, so it cannot \
+             be replaced; set it through the request's own fields (messages, max_tokens, \
+             tools, stream) or leave it out"
+        ));
+    }
     if let Some(ResponseFormat::JsonSchema { name, schema, .. }) = &req.response_format {
         if !schema.is_object() {
             return invalid("response_format: the JSON schema must be a JSON object".into());
@@ -102,6 +110,55 @@ pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Body fields no `extra_body` may replace, in any wire format: the model; the prompt (OpenAI's
+/// `messages`, Anthropic's `system`, Gemini's `contents` and system instruction, the tools of
+/// each); the output cap and the number of answers (`max_tokens`, `max_completion_tokens`,
+/// `n`); and streaming, which decides how usage is reported. Admission reserved for the request
+/// as llmroute wrote it, so the provider must count that. Gemini's generation config may come
+/// (it carries `topK` and the like, merged into llmroute's), but not its [`COUNTED_CONFIG`].
+const COUNTED_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+    "tools",
+    "functions",
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "n",
+    "best_of",
+    "stream",
+    "stream_options",
+];
+
+/// Gemini generation config fields no `extra_body` may set: the output cap and the number of
+/// answers.
+const COUNTED_CONFIG: &[&str] = &[
+    "maxOutputTokens",
+    "max_output_tokens",
+    "candidateCount",
+    "candidate_count",
+];
+
+/// The first field of `extra` llmroute will not take from it, as a path (`max_tokens`,
+/// `generationConfig.maxOutputTokens`).
+fn counted_field(extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    extra.iter().find_map(|(name, value)| {
+        if COUNTED_FIELDS.contains(&name.as_str()) {
+            return Some(name.clone());
+        }
+        let config = matches!(name.as_str(), "generationConfig" | "generation_config");
+        let inner = value.as_object().filter(|_| config)?;
+        let counted = inner
+            .keys()
+            .find(|k| COUNTED_CONFIG.contains(&k.as_str()))?;
+        Some(format!("{name}.{counted}"))
+    })
 }
 
 /// `^[a-zA-Z0-9_-]{1,64}$`: what every provider takes as a function's (and a schema's) name.

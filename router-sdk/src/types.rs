@@ -366,7 +366,10 @@ pub struct ChatRequest {
     /// The caller's id for this request, in traces and the receipt; one is drawn when `None`.
     pub request_id: Option<String>,
     /// Fields merged into the top level of the provider's JSON body as given, after
-    /// llmroute's own (they win): server options such as vLLM's `top_k` or DeepSeek's.
+    /// llmroute's own (they win): server options such as vLLM's `top_k` or DeepSeek's. Fields
+    /// that decide the model, the prompt, the output cap or streaming (`messages`,
+    /// `max_tokens`, `contents`, `generationConfig`, `stream`, ...) are refused: admission
+    /// reserved for what llmroute writes there.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Only these providers (by their `name` in the configuration) may serve the request;
     /// empty: any.

@@ -135,10 +135,21 @@ pub(crate) fn build(
     }
     let mut body = format.body(target, req, stream);
     // The caller's extra fields go in as given, and win: they are the way to reach a server's
-    // own options.
+    // own options. An object where llmroute wrote one is merged into it, key by key (Gemini's
+    // `generationConfig.topK` keeps the temperature llmroute wrote beside it). Fields that
+    // decide what admission reserved never get here (`request::check` refuses them).
     if let Some(fields) = body.as_object_mut() {
         for (name, value) in &req.extra_body {
-            fields.insert(name.clone(), value.clone());
+            match (fields.get_mut(name), value) {
+                (Some(serde_json::Value::Object(ours)), serde_json::Value::Object(theirs)) => {
+                    for (key, value) in theirs {
+                        ours.insert(key.clone(), value.clone());
+                    }
+                }
+                _ => {
+                    fields.insert(name.clone(), value.clone());
+                }
+            }
         }
     }
     WireRequest {
@@ -253,8 +264,8 @@ pub(crate) fn parse_response(
 ) -> Result<Completion, DecodeError> {
     let completion = for_api(api)
         .parse_response(req, body)
-        .and_then(|completion| {
-            completion.usage.map(plausible).transpose()?;
+        .and_then(|mut completion| {
+            completion.usage = completion.usage.map(plausible).transpose()?;
             Ok(completion)
         });
     completion.map_err(|reason| DecodeError {
@@ -265,7 +276,12 @@ pub(crate) fn parse_response(
 }
 
 /// `usage` if no count in it is above [`MAX_PLAUSIBLE_TOKENS`]; else what is wrong with it.
-pub(crate) fn plausible(usage: Usage) -> Result<Usage, String> {
+/// Cached tokens are a part of the prompt's, reasoning tokens of the completion's: a report of
+/// more is cut down to the whole (the answer stands, and no record or cost counts a part
+/// larger than its whole).
+pub(crate) fn plausible(mut usage: Usage) -> Result<Usage, String> {
+    usage.cached_prompt_tokens = usage.cached_prompt_tokens.min(usage.prompt_tokens);
+    usage.reasoning_tokens = usage.reasoning_tokens.min(usage.completion_tokens);
     let most = usage.prompt_tokens.max(usage.completion_tokens);
     if most > MAX_PLAUSIBLE_TOKENS {
         return Err(format!(

@@ -267,10 +267,13 @@ fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
         assert!(err.reason.contains("100000000 tokens"), "{api:?}: {err}");
         let mut decoder = StreamDecoder::new(api, &ChatRequest::default());
         let (name, data) = match api {
-            Api::Anthropic => (
-                "message_start",
-                format!(r#"{{"type":"message_start","message":{}}}"#, body),
-            ),
+            Api::Anthropic => {
+                // message_start's usage is reported with message_delta's.
+                let start = format!(r#"{{"type":"message_start","message":{body}}}"#);
+                decoder.event("message_start", &start).unwrap();
+                let delta = r#"{"type":"message_delta","delta":{},"usage":{"output_tokens":1}}"#;
+                ("message_delta", delta.to_owned())
+            }
             _ => ("", body.clone()),
         };
         let failure = decoder.event(name, &data).unwrap_err();
@@ -278,6 +281,28 @@ fn usage_above_the_plausibility_bound_or_overflowing_is_malformed() {
     }
     let at_bound = format!(r#"{{{text},"usage":{{"prompt_tokens":{bound}}}}}"#);
     assert!(parse_response(Api::OpenAi, &ChatRequest::default(), at_bound.as_bytes()).is_ok());
+}
+
+#[test]
+fn cached_and_reasoning_counts_above_their_whole_are_cut_to_it() {
+    let text = r#""choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop"}]"#;
+    let usage = format!(
+        r#""usage":{{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{{"cached_tokens":{U64_MAX}}},"completion_tokens_details":{{"reasoning_tokens":{U64_MAX}}}}}"#
+    );
+    let whole = Usage {
+        cached_prompt_tokens: 10,
+        reasoning_tokens: 5,
+        ..Usage::new(10, 5)
+    };
+    let body = format!("{{{text},{usage}}}");
+    let parsed = parse_response(Api::OpenAi, &ChatRequest::default(), body.as_bytes()).unwrap();
+    assert_eq!(parsed.usage, Some(whole));
+    let chunk = format!(r#"{{"choices":[],{usage}}}"#);
+    let mut decoder = StreamDecoder::new(Api::OpenAi, &ChatRequest::default());
+    assert_eq!(
+        decoder.event("", &chunk).unwrap(),
+        [StreamEvent::Usage(whole)]
+    );
 }
 
 #[test]
@@ -337,9 +362,11 @@ fn target(api: Api, endpoints: &[Url; 2]) -> Target<'_> {
 
 #[test]
 fn a_base_url_the_client_cannot_send_to_is_refused_when_the_router_is_built() {
-    let yaml = "providers:\n  - name: far\n    api: openai\n    base_url: http://user:pw-planted@host:99999/v1\n    \
+    let yaml = "providers:\n  - name: far\n    api: openai\n    base_url: http://host/v1\n    \
                 api_key_env: FAR_KEY\n    models:\n      - { name: m, price: { input: 1, output: 1 } }\n";
-    let registry = Registry::from_yaml_str(yaml, "endpoints.yaml").unwrap();
+    let mut registry = Registry::from_yaml_str(yaml, "endpoints.yaml").unwrap();
+    // Loading refuses such a URL; a registry built or changed in code is checked again here.
+    registry.providers[0].base_url = "http://user:pw-planted@host:99999/v1".into();
     let err = Endpoints::new(&registry).unwrap_err();
     assert!(err.contains("provider `far`"), "{err}");
     assert!(err.contains("base_url"), "{err}");

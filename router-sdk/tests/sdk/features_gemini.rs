@@ -312,10 +312,11 @@ async fn cached_tokens_are_billed_at_the_cached_input_price() {
 #[tokio::test]
 async fn extra_headers_and_extra_body_fields_reach_gemini() {
     let server = MockServer::start().await;
-    // The caller's fields go in at the top level, after llmroute's own: they win.
+    // The caller's fields go in at the top level, after llmroute's own: they win, and an
+    // object llmroute also wrote is merged into its own.
     let want = json!({
         "contents": [{"role": "user", "parts": [{"text": "Hello"}]}],
-        "generationConfig": {"topK": 3},
+        "generationConfig": {"temperature": 0.5, "topK": 3},
         "safetySettings": [
             {"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}
         ],
@@ -339,4 +340,43 @@ async fn extra_headers_and_extra_body_fields_reach_gemini() {
         ..ChatRequest::new("Hello")
     };
     router(&server).await.chat(req).await.unwrap();
+}
+
+#[tokio::test]
+async fn extra_body_fields_that_decide_what_admission_reserves_are_refused() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ok_json("gemini/ok.json"))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let router = router(&server).await;
+    for (name, value, path) in [
+        (
+            "contents",
+            json!([{"parts": [{"text": "a much longer prompt"}]}]),
+            "contents",
+        ),
+        ("max_tokens", json!(60_000), "max_tokens"),
+        ("stream", json!(true), "stream"),
+        (
+            "generationConfig",
+            json!({"topK": 3, "maxOutputTokens": 60_000}),
+            "generationConfig.maxOutputTokens",
+        ),
+    ] {
+        let mut extra_body = serde_json::Map::new();
+        extra_body.insert(name.into(), value);
+        let req = ChatRequest {
+            extra_body,
+            ..ChatRequest::new("Hello")
+        };
+        let err = router.chat(req).await.unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, router_sdk::Error::InvalidRequest(_))
+                && message.contains(&format!("`{path}`")),
+            "{name}: {message}"
+        );
+    }
 }
