@@ -24,6 +24,12 @@ const CHARS_PER_TOKEN: u64 = 4;
 /// Weight of the newest observation in the moving averages.
 const ALPHA: f64 = 0.2;
 
+/// The range a deployment's prompt ratio (reported ÷ [`PromptSize::base_tokens`]) is kept in,
+/// each report's ratio first: wider than any tokenizer's spread (CJK text counts up to about
+/// four times `chars / 4`), narrow enough that one absurd report cannot price a deployment out
+/// of every admission, which would leave it no report to learn better from.
+const RATIO_RANGE: (f64, f64) = (1.0 / 16.0, 16.0);
+
 /// Tokens one image is taken to cost in a prompt: the most any provider documents for an image
 /// it does not scale down (Anthropic: about 1,600 for 1.15 megapixels; OpenAI: 765 for a
 /// 1024 x 1024 image at high detail; Gemini: 258). Conservative: admission may reserve more than
@@ -197,8 +203,9 @@ impl Estimator {
         let x = completion_tokens as f64;
         l.output = Some(l.output.map_or(x, |avg| avg + ALPHA * (x - avg)));
         if prompt_tokens > 0 {
-            let ratio = prompt_tokens as f64 / size.base_tokens() as f64;
-            l.prompt_ratio += ALPHA * (ratio - l.prompt_ratio);
+            let (low, high) = RATIO_RANGE;
+            let ratio = (prompt_tokens as f64 / size.base_tokens() as f64).clamp(low, high);
+            l.prompt_ratio = (l.prompt_ratio + ALPHA * (ratio - l.prompt_ratio)).clamp(low, high);
         }
     }
 }
@@ -277,6 +284,32 @@ providers:
         }
         assert!((1_495..=1_500).contains(&e.prompt_tokens(a, size)));
         assert_eq!(e.prompt_tokens(o, size), 1_000);
+    }
+
+    #[test]
+    fn one_absurd_prompt_count_moves_the_ratio_a_bounded_step_that_later_reports_undo() {
+        let e = Estimator::new(&registry());
+        let o = DeploymentId(0);
+        let short = PromptSize::of(["x".repeat(20).as_str()]);
+        let long = PromptSize::of(["x".repeat(400).as_str()]);
+        // 5 million tokens reported for a 20-character prompt: a ratio of a million.
+        e.record(o, short, 5_000_000, 1);
+        let after = e.prompt_tokens(o, long);
+        // At most a fifth of the way to 16 from 1: 100 base tokens estimated at 400, not 20M.
+        assert_eq!(after, 400);
+        for _ in 0..40 {
+            e.record(o, long, 100, 1);
+        }
+        assert!(
+            e.prompt_tokens(o, long) <= 101,
+            "{}",
+            e.prompt_tokens(o, long)
+        );
+        // Nor can reports of nothing at all drive it to zero.
+        for _ in 0..200 {
+            e.record(o, long, 1, 1);
+        }
+        assert_eq!(e.prompt_tokens(o, long), 7);
     }
 
     #[test]
