@@ -70,17 +70,7 @@ impl Access {
         if self.auth == Auth::None {
             return Ok(Caller::default());
         }
-        let presented = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                ApiError::unauthorized(
-                    "no API key: send `Authorization: Bearer KEY` with a key of `gateway.keys`",
-                )
-            })?;
+        let presented = bearer(headers)?;
         let key = self.keys.get(&hash_key(presented)).ok_or_else(|| {
             ApiError::unauthorized("unknown API key: it is not one of `gateway.keys`")
         })?;
@@ -98,6 +88,41 @@ impl Access {
             key_id: Some(key.sha256.chars().take(12).collect()),
         })
     }
+}
+
+/// The key of the `Authorization` header, `Bearer KEY`: the scheme in any case (RFC 7235), then
+/// one or more spaces. A header of another scheme, or none, is an error that does not echo it.
+fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let no_key = || {
+        ApiError::unauthorized(
+            "no API key: send `Authorization: Bearer KEY` with a key of `gateway.keys`",
+        )
+    };
+    let Some(value) = headers.get("authorization") else {
+        return Err(no_key());
+    };
+    let value = value.to_str().map_err(|_| {
+        ApiError::unauthorized(
+            "the `Authorization` header is not text: send `Authorization: Bearer KEY` with a key \
+             of `gateway.keys`",
+        )
+    })?;
+    let value = value.trim();
+    let (scheme, key) = value.split_once(' ').unwrap_or((value, ""));
+    if value.is_empty() {
+        return Err(no_key());
+    }
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(ApiError::unauthorized(
+            "the `Authorization` header is not of the `Bearer` scheme: send \
+             `Authorization: Bearer KEY` with a key of `gateway.keys`",
+        ));
+    }
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(no_key());
+    }
+    Ok(key)
 }
 
 impl Caller {

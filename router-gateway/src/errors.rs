@@ -1,7 +1,9 @@
 //! Every way a gateway request fails, as the HTTP status and OpenAI error body clients expect:
-//! 401 / 403 for keys, 404 `model_not_found`, 400 naming the field, 429 with `Retry-After` when
-//! no capacity or budget is left, and provider failures by their class. Messages never carry a
-//! key: the router's errors never do, and the presented key is never echoed.
+//! 401 / 403 for keys, 404 `model_not_found`, 400 naming the field, 413 naming
+//! `gateway.body_limit_bytes`, 404 / 405 for a path or method no route takes, 429 with
+//! `Retry-After` when no capacity or budget is left, and provider failures by their class.
+//! Messages never carry a key: the router's errors never do, and the presented key is never
+//! echoed.
 
 use std::time::Duration;
 
@@ -79,6 +81,36 @@ impl ApiError {
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "usage_off",
+            message,
+        )
+    }
+
+    /// The request body is over `gateway.body_limit_bytes`.
+    pub(crate) fn body_too_large(message: String) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "body_too_large",
+            message,
+        )
+    }
+
+    /// No route has the request's path.
+    pub(crate) fn unknown_path(message: String) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "unknown_path",
+            message,
+        )
+    }
+
+    /// The request's path has a route, which does not take its method.
+    pub(crate) fn method_not_allowed(message: String) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            "method_not_allowed",
             message,
         )
     }

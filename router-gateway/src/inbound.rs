@@ -1,13 +1,15 @@
 //! An OpenAI chat-completions request body, read into a [`ChatRequest`]. Fields the router has no
 //! place for go to `extra_body`, passed to the provider as given (what the OpenAI SDKs'
-//! `extra_body` does); a field of the wrong shape is an error naming it.
+//! `extra_body` does); a field of the wrong shape is an error naming it. An optional field sent
+//! as `null` is the same as one left out (OpenAI's API documents them as nullable, and clients
+//! send `null`s), passed-on fields included.
 
 use std::collections::BTreeMap;
 
 use router_sdk::{
     ChatRequest, Effort, Image, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 /// What the gateway reads of a request body.
@@ -31,7 +33,7 @@ pub(crate) struct Body {
     presence_penalty: Option<f64>,
     #[serde(default)]
     frequency_penalty: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     tools: Vec<InTool>,
     #[serde(default)]
     tool_choice: Option<InToolChoice>,
@@ -43,12 +45,12 @@ pub(crate) struct Body {
     reasoning_effort: Option<Effort>,
     #[serde(default)]
     user: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     metadata: BTreeMap<String, String>,
     #[serde(default)]
     n: Option<u32>,
     /// Whether to stream the answer.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
@@ -65,7 +67,7 @@ enum Stop {
 
 #[derive(Debug, Deserialize)]
 struct StreamOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     include_usage: bool,
 }
 
@@ -74,7 +76,7 @@ struct InMessage {
     role: InRole,
     #[serde(default)]
     content: Option<InContent>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<InToolCall>,
     #[serde(default)]
     tool_call_id: Option<String>,
@@ -132,7 +134,7 @@ struct InFunction {
     name: String,
     #[serde(default)]
     description: Option<String>,
-    #[serde(default = "empty_object")]
+    #[serde(default = "empty_object", deserialize_with = "null_as_empty_object")]
     parameters: Value,
     #[serde(default)]
     strict: Option<bool>,
@@ -140,6 +142,23 @@ struct InFunction {
 
 fn empty_object() -> Value {
     Value::Object(Map::new())
+}
+
+/// A field whose `null` is the same as leaving it out: its default.
+fn null_as_default<'de, D, T>(de: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(de)?.unwrap_or_default())
+}
+
+/// A JSON Schema whose `null` is the same as leaving it out: `{}`.
+fn null_as_empty_object<'de, D>(de: D) -> Result<Value, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Ok(Option::<Value>::deserialize(de)?.unwrap_or_else(empty_object))
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,7 +184,7 @@ enum InFormat {
 #[derive(Debug, Deserialize)]
 struct InSchema {
     name: String,
-    #[serde(default = "empty_object")]
+    #[serde(default = "empty_object", deserialize_with = "null_as_empty_object")]
     schema: Value,
     #[serde(default)]
     strict: Option<bool>,
@@ -264,7 +283,12 @@ impl Body {
             }),
             user: self.user,
             metadata: self.metadata,
-            extra_body: self.extra,
+            // A passed-on `null` is left out too: the provider's default is what it means.
+            extra_body: self
+                .extra
+                .into_iter()
+                .filter(|(_, value)| !value.is_null())
+                .collect(),
             ..ChatRequest::default()
         };
         Ok(Read {

@@ -84,3 +84,92 @@ fn errors_name_the_field() {
         assert!(err.contains(words), "{body}: {err}");
     }
 }
+
+#[test]
+fn null_is_the_same_as_leaving_a_field_out() {
+    // Each optional field alone as `null`, passed-on ones (`logprobs`) included.
+    let fields = [
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+        "reasoning_effort",
+        "user",
+        "metadata",
+        "n",
+        "stream",
+        "stream_options",
+        "logprobs",
+    ];
+    for field in fields {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}]});
+        body[field] = Value::Null;
+        let read = read(body.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("`{field}`: null is refused: {e}"));
+        assert!(!read.stream && !read.include_usage, "{field}");
+        let r = read.request;
+        assert!(r.tools.is_empty() && r.tool_choice.is_none(), "{field}");
+        assert!(r.metadata.is_empty() && r.stop.is_empty(), "{field}");
+        assert!(
+            r.max_tokens.is_none() && r.response_format.is_none(),
+            "{field}"
+        );
+        assert!(r.extra_body.is_empty(), "`{field}`: {:?}", r.extra_body);
+    }
+    // Within messages, tools, `stream_options` and `response_format`.
+    let body = json!({
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "Hi", "tool_calls": null, "tool_call_id": null},
+            {"role": "assistant", "content": null, "tool_calls": null},
+        ],
+        "stream": true,
+        "stream_options": {"include_usage": null},
+        "tools": [{"type": "function", "function":
+            {"name": "f", "description": null, "parameters": null, "strict": null}}],
+        "response_format": {"type": "json_schema", "json_schema":
+            {"name": "s", "schema": null, "strict": null}},
+    });
+    let read = read(body.to_string().as_bytes()).unwrap();
+    assert!(read.stream && !read.include_usage);
+    let r = read.request;
+    assert!(
+        r.messages
+            .iter()
+            .all(|m| m.tool_calls.is_empty() && m.tool_call_id.is_none())
+    );
+    assert!(r.messages[1].content.is_empty());
+    assert_eq!(r.tools[0].parameters, json!({}));
+    assert!(!r.tools[0].strict && r.tools[0].description.is_none());
+    assert!(
+        matches!(
+            &r.response_format,
+            Some(ResponseFormat::JsonSchema { schema, strict: false, .. }) if *schema == json!({})
+        ),
+        "{:?}",
+        r.response_format
+    );
+}
+
+#[test]
+fn null_is_still_refused_where_a_value_is_required() {
+    let cases = [
+        (json!({"model": null, "messages": []}), "`model`"),
+        (
+            json!({"model": "m", "messages": [{"role": null, "content": "x"}]}),
+            "`messages[0].role`",
+        ),
+    ];
+    for (body, words) in cases {
+        let err = read(body.to_string().as_bytes()).unwrap_err();
+        assert!(err.contains(words), "{body}: {err}");
+    }
+}

@@ -29,7 +29,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -75,19 +76,33 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         access,
         metrics,
     });
+    // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
+    // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
+    // fallback, so that the two routers merge (axum refuses two); `/metrics`'s own address
+    // answers other paths with a bare 404.
     let api = axum::Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/models", get(models))
-        .route("/v1/quota", get(quota))
-        .route("/v1/usage", get(usage))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(ready))
+        .route(
+            "/v1/chat/completions",
+            post(chat).fallback(wrong_method("POST")),
+        )
+        .route("/v1/models", get(models).fallback(wrong_method("GET")))
+        .route("/v1/quota", get(quota).fallback(wrong_method("GET")))
+        .route("/v1/usage", get(usage).fallback(wrong_method("GET")))
+        .route(
+            "/healthz",
+            get(|| async { "ok\n" }).fallback(wrong_method("GET")),
+        )
+        .route("/readyz", get(ready).fallback(wrong_method("GET")))
+        .fallback(api_not_found)
         .layer(axum::extract::DefaultBodyLimit::max(
             usize::try_from(limit).unwrap_or(usize::MAX),
         ))
         .with_state(shared.clone());
     let metrics = axum::Router::new()
-        .route("/metrics", get(render_metrics))
+        .route(
+            "/metrics",
+            get(render_metrics).fallback(wrong_method("GET")),
+        )
         .with_state(shared);
     Apps { api, metrics }
 }
@@ -96,6 +111,64 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
 pub fn app(router: Router, auth: Auth) -> axum::Router {
     let Apps { api, metrics } = apps(router, auth);
     api.merge(metrics)
+}
+
+/// A path no route has: 404 naming it and the paths served.
+async fn api_not_found(method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let path = shown_path(&uri);
+    let error = ApiError::unknown_path(format!(
+        "no route for `{method} {path}`: this gateway serves POST /v1/chat/completions, \
+         GET /v1/models, GET /v1/quota, GET /v1/usage, GET /healthz, GET /readyz and GET /metrics \
+         (unless `gateway.metrics_listen` gives it its own address); an OpenAI client's base URL \
+         ends in `/v1`, e.g. `http://127.0.0.1:8080/v1`"
+    ));
+    refused(error, &method, &path, &headers)
+}
+
+/// The fallback of a route that takes `allowed` only: 405 in OpenAI's shape, naming the
+/// method to use (axum adds the `Allow` header).
+fn wrong_method(
+    allowed: &'static str,
+) -> impl Fn(Method, Uri, HeaderMap) -> std::future::Ready<Response> + Clone + Send + Sync + 'static
+{
+    move |method: Method, uri: Uri, headers: HeaderMap| {
+        let path = shown_path(&uri);
+        let error = ApiError::method_not_allowed(format!(
+            "`{path}` does not take {method}: send it as {allowed}"
+        ));
+        std::future::ready(refused(error, &method, &path, &headers))
+    }
+}
+
+/// The path of `uri` as an error message shows it: its first 200 characters.
+fn shown_path(uri: &Uri) -> String {
+    const MAX: usize = 200;
+    let path = uri.path();
+    match path.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}...", &path[..at]),
+        None => path.to_owned(),
+    }
+}
+
+/// The response to a request for a path or method no route takes, with an `x-request-id` and
+/// an `llmroute::access` line as chat requests have.
+fn refused(error: ApiError, method: &Method, path: &str, headers: &HeaderMap) -> Response {
+    let request_id = request_id_of(headers);
+    let response = error.into_response_with(&request_id);
+    tracing::info!(
+        target: "llmroute::access",
+        request_id = %request_id,
+        status = response.status().as_u16(),
+        "{method} {path}"
+    );
+    response
+}
+
+/// The request's id: the caller's `x-request-id` (1 to 128 bytes), else a new one.
+fn request_id_of(headers: &HeaderMap) -> String {
+    header(headers, "x-request-id")
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned)
 }
 
 async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -132,16 +205,26 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let request_id = header(&headers, "x-request-id")
-        .filter(|id| !id.is_empty() && id.len() <= 128)
-        .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned);
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request_id = request_id_of(&headers);
     let started = std::time::Instant::now();
-    let response = match answer(&shared, &headers, &body, &request_id).await {
+    let caller = shared.access.caller(shared.router.registry(), &headers);
+    // Known once the key is: every answer after that, refusals included, is the tenant's.
+    let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
+    let tenant = tenant.as_deref().unwrap_or("-");
+    let outcome = match caller {
+        Ok(caller) => answer(&shared, &caller, &headers, body, &request_id).await,
+        Err(e) => Err(Failed::from(e)),
+    };
+    let response = match outcome {
         Ok(response) => response,
         Err(failed) => {
             let who = metrics::Served {
-                tenant: failed.tenant.as_deref().unwrap_or("-"),
+                tenant,
                 provider: failed.provider.as_deref().unwrap_or("-"),
                 model: failed.model.as_deref().unwrap_or("-"),
             };
@@ -156,6 +239,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     tracing::info!(
         target: "llmroute::access",
         request_id = %request_id,
+        tenant = %tenant,
         status = response.status().as_u16(),
         provider = %shown("x-llmroute-provider"),
         model = %shown("x-llmroute-model"),
@@ -165,10 +249,10 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     response
 }
 
-/// A request that failed, with what metrics label it by.
+/// A request that failed, with the provider and model metrics label it by (its tenant is the
+/// caller's).
 struct Failed {
     error: ApiError,
-    tenant: Option<String>,
     provider: Option<String>,
     model: Option<String>,
 }
@@ -177,21 +261,38 @@ impl From<ApiError> for Failed {
     fn from(error: ApiError) -> Self {
         Failed {
             error,
-            tenant: None,
             provider: None,
             model: None,
         }
     }
 }
 
+/// The error for a body that could not be read: over `gateway.body_limit_bytes` (`limit`),
+/// 413; cut off or otherwise broken, 400.
+fn body_unread(rejection: &BytesRejection, limit: u64) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::body_too_large(format!(
+            "the request body is over this gateway's limit of {limit} bytes \
+             (`gateway.body_limit_bytes`): send a smaller request (fewer or smaller images, a \
+             shorter conversation), or have the gateway's operator raise \
+             `gateway.body_limit_bytes`"
+        ))
+    } else {
+        ApiError::bad_request(format!(
+            "the request body could not be read ({rejection}): send the request again"
+        ))
+    }
+}
+
+/// `caller`'s request: its body read, routed and answered.
 async fn answer(
     shared: &Arc<Shared>,
+    caller: &auth::Caller,
     headers: &HeaderMap,
-    body: &[u8],
+    body: Result<Bytes, BytesRejection>,
     request_id: &str,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
-    let caller = shared.access.caller(shared.router.registry(), headers)?;
     let tenant_label = caller.tenant.clone().unwrap_or_else(|| "-".to_owned());
     // A router error: its provider calls are counted, and it is labelled by who was asked.
     let routed = |e: router_sdk::Error| {
@@ -202,12 +303,13 @@ async fn answer(
         };
         Failed {
             error: ApiError::from(e),
-            tenant: Some(tenant_label.clone()),
             provider,
             model,
         }
     };
-    let read = inbound::read(body).map_err(ApiError::bad_request)?;
+    let limit = shared.router.registry().gateway.body_limit_bytes;
+    let body = body.map_err(|rejection| body_unread(&rejection, limit))?;
+    let read = inbound::read(&body).map_err(ApiError::bad_request)?;
     let mut req = read.request;
     let model = req.model.clone().unwrap_or_default();
     caller.may_use(&model)?;

@@ -378,7 +378,199 @@ async fn bad_bodies_are_400_naming_the_field_and_large_ones_413() {
     }
     let mut big = hello();
     big["messages"][0]["content"] = json!("x".repeat(5000));
-    assert_eq!(r.post(Some(ACME), &big).await.status(), 413);
+    let response = r.post(Some(ACME), &big).await;
+    assert_eq!(response.status(), 413);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert!(response.headers().contains_key("x-request-id"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "body_too_large");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2000 bytes") && message.contains("`gateway.body_limit_bytes`"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_paths_and_wrong_methods_are_openai_errors() {
+    let r = start("", "").await;
+    let send = |method: reqwest::Method, path: &str| {
+        let request = r.http.request(method, format!("{}{path}", r.base));
+        request.bearer_auth(ACME).send()
+    };
+    // (method, path, status, code, words the message has, the `Allow` header)
+    let cases = [
+        (
+            reqwest::Method::GET,
+            "/v1/nope",
+            404_u16,
+            "unknown_path",
+            vec!["`GET /v1/nope`", "POST /v1/chat/completions"],
+            None,
+        ),
+        // A client whose base URL lacks `/v1`.
+        (
+            reqwest::Method::POST,
+            "/chat/completions",
+            404,
+            "unknown_path",
+            vec!["`POST /chat/completions`", "base URL ends in `/v1`"],
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/chat/completions",
+            405,
+            "method_not_allowed",
+            vec!["`/v1/chat/completions` does not take GET", "POST"],
+            Some("POST"),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/models",
+            405,
+            "method_not_allowed",
+            vec!["`/v1/models` does not take POST", "as GET"],
+            Some("GET"),
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/healthz",
+            405,
+            "method_not_allowed",
+            vec!["as GET"],
+            Some("GET"),
+        ),
+        (
+            reqwest::Method::POST,
+            "/metrics",
+            405,
+            "method_not_allowed",
+            vec!["`/metrics` does not take POST", "as GET"],
+            Some("GET"),
+        ),
+    ];
+    for (method, path, status, code, words, allow) in cases {
+        let response = send(method.clone(), path).await.unwrap();
+        assert_eq!(response.status(), status, "{method} {path}");
+        let h = response.headers().clone();
+        assert_eq!(h["content-type"], "application/json", "{method} {path}");
+        assert!(h.contains_key("x-request-id"), "{method} {path}");
+        if let Some(allow) = allow {
+            let allowed = h["allow"].to_str().unwrap();
+            assert!(allowed.contains(allow), "{method} {path}: {allowed}");
+        }
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{method} {path}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        let message = body["error"]["message"].as_str().unwrap();
+        for word in words {
+            assert!(message.contains(word), "{method} {path}: {message}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let r = start("", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let send = |authorization: String| {
+        let request = r
+            .http
+            .post(url.as_str())
+            .header("authorization", authorization);
+        request.json(&hello()).send()
+    };
+    for scheme in ["Bearer ", "bearer ", "BEARER ", "bEaReR   "] {
+        let response = send(format!("{scheme}{ACME}")).await.unwrap();
+        assert_eq!(response.status(), 200, "{scheme:?}");
+    }
+    // Another scheme, or a bare key, is refused without echoing what was sent.
+    for authorization in [format!("Basic {ACME}"), ACME.to_owned()] {
+        let response = send(authorization).await.unwrap();
+        assert_eq!(response.status(), 401);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_api_key");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`Bearer` scheme"), "{message}");
+        assert!(!body.to_string().contains("llmr-"), "{body}");
+    }
+    let response = send("bearer ".to_owned()).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let body: Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("no API key"), "{message}");
+}
+
+#[tokio::test]
+async fn nulls_are_fields_left_out() {
+    let r = start("", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let mut body = hello();
+    for field in [
+        "tools",
+        "tool_choice",
+        "stream",
+        "stream_options",
+        "metadata",
+        "logprobs",
+    ] {
+        body[field] = Value::Null;
+    }
+    body["messages"][0]["tool_calls"] = Value::Null;
+    let response = r.post(Some(ACME), &body).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    // The passed-on `null` is left out upstream too.
+    let seen = &r.upstream.received_requests().await.unwrap()[0];
+    let sent: Value = serde_json::from_slice(&seen.body).unwrap();
+    assert!(sent.get("logprobs").is_none(), "{sent}");
+}
+
+#[tokio::test]
+async fn refusals_after_the_key_count_under_its_tenant() {
+    let r = start("", "  body_limit_bytes: 2000\n").await;
+    let bad = json!({"model": "chat"});
+    assert_eq!(r.post(Some(ACME), &bad).await.status(), 400);
+    // On a connection of its own: the gateway may close it, the body being left unread.
+    let mut big = hello();
+    big["messages"][0]["content"] = json!("x".repeat(5000));
+    let too_large = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ACME)
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
+    // The narrow key may not use `chat`.
+    assert_eq!(r.post(Some(NARROW), &hello()).await.status(), 404);
+    // No key: no tenant.
+    assert_eq!(r.post(None, &bad).await.status(), 401);
+    let text = r
+        .http
+        .get(format!("{}/metrics", r.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="invalid_request"} 1"#,
+        r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="body_too_large"} 1"#,
+        r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="model_not_found"} 1"#,
+        r#"llmroute_requests_total{tenant="-",provider="-",model="-",outcome="invalid_api_key"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(
+        !text.contains(r#"tenant="-",provider="-",model="-",outcome="invalid_request""#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
