@@ -68,9 +68,38 @@ fn default_path() -> PathBuf {
         .unwrap_or(here)
 }
 
-/// Whether the environment variable `name` holds a non-empty value. Never reads the value out.
-pub(crate) fn key_is_set(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+/// What an API key's environment variable holds, as the router will read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyState {
+    /// A key: text, not blank.
+    Set,
+    /// Nothing: unset, empty or only spaces (the router reads no key from it).
+    NotSet,
+    /// Bytes that are not valid UTF-8: no key can be read from it.
+    NotUtf8,
+}
+
+impl KeyState {
+    /// How `providers` shows it; never the value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Set => "set",
+            KeyState::NotSet => "not set",
+            KeyState::NotUtf8 => "set, but not valid UTF-8",
+        }
+    }
+}
+
+/// What the environment variable `name` holds. The value itself is never returned.
+pub(crate) fn key_state(name: &str) -> KeyState {
+    match std::env::var_os(name) {
+        None => KeyState::NotSet,
+        Some(value) => match value.to_str() {
+            None => KeyState::NotUtf8,
+            Some(text) if text.trim().is_empty() => KeyState::NotSet,
+            Some(_) => KeyState::Set,
+        },
+    }
 }
 
 /// The path as given, for output.

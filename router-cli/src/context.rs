@@ -42,7 +42,8 @@ impl<'a> Context<'a> {
         let env = Environment::process();
         let settings = usage::settings(&loaded.registry, UsageDefault::Sqlite, &env)
             .map_err(|e| Failure::usage(anyhow::anyhow!("{e}")))?;
-        let recorder = usage::open(&settings, &env).map_err(Failure::state)?;
+        let recorder =
+            usage::open(&settings, &env).map_err(|e| crate::store::usage_failed(&settings, e))?;
         let builder = Router::builder(loaded.registry).ledger(ledger);
         let builder = match recorder {
             Some(recorder) => builder.usage(recorder),

@@ -14,6 +14,8 @@ use std::process::ExitCode;
 
 use router_sdk::Error;
 
+use crate::config::{KeyState, key_state};
+
 /// A failed command: the message for stderr and the exit status.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -67,6 +69,9 @@ impl Failure {
 
     /// A router error, with the status its kind documents.
     pub(crate) fn router(error: Error) -> Failure {
+        if let Some(message) = unreadable_key(&error) {
+            return Failure::usage(anyhow::anyhow!(message));
+        }
         let code = match &error {
             Error::NoCapacity { .. } | Error::BudgetExhausted { .. } => Self::NO_CAPACITY,
             Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
@@ -95,8 +100,101 @@ impl Failure {
     /// exit status.
     pub(crate) fn report(self) -> ExitCode {
         if self.code != 0 {
-            eprintln!("llmroute: {:#}", self.error);
+            eprintln!("llmroute: {}", self.message());
         }
         ExitCode::from(self.code)
+    }
+
+    /// The message: the error and its causes on one line, each cause once. Some errors (the
+    /// ledger's, SQLite's) show their cause in their own message and also return it as their
+    /// source; printing the chain as it is would repeat it. A cause the line already holds ends
+    /// the chain there: what lies below it is what that error chose to show.
+    pub(crate) fn message(&self) -> String {
+        let mut line = self.error.to_string();
+        for cause in self.error.chain().skip(1) {
+            let text = cause.to_string();
+            if line.contains(&text) {
+                break;
+            }
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        line
+    }
+
+    /// The exit status.
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// For a missing key whose variable is set but holds bytes that are not valid UTF-8, what is
+/// really wrong: the router reads keys as text, so it reports such a variable as not set, and
+/// "set it" is no help to someone who has. `None` for any other error. The value is never shown.
+fn unreadable_key(error: &Error) -> Option<String> {
+    let Error::MissingKey { model, vars, .. } = error else {
+        return None;
+    };
+    let (unreadable, unset): (Vec<&str>, Vec<&str>) = vars
+        .iter()
+        .map(String::as_str)
+        .partition(|var| key_state(var) == KeyState::NotUtf8);
+    let (is, them) = match unreadable.len() {
+        0 => return None,
+        1 => ("is", "it"),
+        _ => ("are", "them"),
+    };
+    let mut message = format!(
+        "no usable API key for `{model}`: {} {is} set but not valid UTF-8 (value not shown); \
+         set {them} to the key itself, as plain text",
+        unreadable.join(" and ")
+    );
+    if !unset.is_empty() {
+        message.push_str(&format!(", or set {}", unset.join(" or ")));
+    }
+    Some(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that shows its cause in its own message and also returns it as its source, as
+    /// the ledger's errors do.
+    #[derive(Debug)]
+    struct ShowsItsCause(std::io::Error);
+
+    impl std::fmt::Display for ShowsItsCause {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "ledger file /x/ledger.sqlite: cannot create its directory: {}",
+                self.0
+            )
+        }
+    }
+
+    impl std::error::Error for ShowsItsCause {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_shows_is_printed_once() {
+        let failure = Failure::state(ShowsItsCause(std::io::Error::other("Not a directory")));
+        assert_eq!(
+            failure.message(),
+            "ledger file /x/ledger.sqlite: cannot create its directory: Not a directory"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_does_not_show_is_printed_after_it() {
+        let error = anyhow::Error::new(std::io::Error::other("disk full"));
+        let failure = Failure::usage(error.context("cannot write output"));
+        assert_eq!(failure.message(), "cannot write output: disk full");
+        assert_eq!(failure.code(), 2);
     }
 }

@@ -10,6 +10,7 @@ mod commands;
 mod config;
 mod context;
 mod failure;
+mod flags;
 mod interrupt;
 mod logging;
 mod store;

@@ -1,11 +1,15 @@
 //! Opening the ledger the configuration selects (the choice itself is the SDK's:
-//! [`router_sdk::store`]), with a hint on what to fix when it cannot be opened.
+//! [`router_sdk::store`]), with a hint on what to fix when it, or the usage sink, cannot be
+//! opened.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::anyhow;
+use router_core::config::{UsageSettings, UsageSink};
 use router_core::ledger::Ledger;
-use router_sdk::store::{ChoiceOrigin, LedgerChoice};
+use router_sdk::store::{ChoiceOrigin, LedgerChoice, STATE_DIR_ENV};
+use router_sdk::usage::USAGE_ENV;
 
 use crate::config::Loaded;
 use crate::failure::Failure;
@@ -18,7 +22,10 @@ pub(crate) async fn open(loaded: &Loaded) -> Result<Arc<dyn Ledger>, Failure> {
             LedgerChoice::Redis { from, .. } => {
                 Failure::state(anyhow!("{e}; start Redis there, or fix {}", fix(from)))
             }
-            _ => Failure::state(e),
+            LedgerChoice::Embedded { path, from } => {
+                Failure::state(anyhow!("{e}; {}", embedded_fix(path, from)))
+            }
+            LedgerChoice::Memory => Failure::state(e),
         })
 }
 
@@ -27,5 +34,36 @@ fn fix(from: &ChoiceOrigin) -> String {
     match from {
         ChoiceOrigin::Config => "`state` in the configuration file".to_owned(),
         other => other.as_str().to_owned(),
+    }
+}
+
+/// What to do when the embedded ledger file `path` cannot be opened: its directory came from
+/// `from` ($LLMROUTE_STATE_DIR, or the user's state directory).
+fn embedded_fix(path: &Path, from: &ChoiceOrigin) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    let redis = "or share limits through Redis (--state, REDIS_URL or `state`)";
+    match from {
+        ChoiceOrigin::Env(name) if *name == STATE_DIR_ENV => format!(
+            "its directory comes from {STATE_DIR_ENV} ({dir}): set {STATE_DIR_ENV} to a \
+             directory this user can write, {redis}"
+        ),
+        _ => format!(
+            "its directory is the user's state directory ({dir}): make it writable, set \
+             {STATE_DIR_ENV} to a directory this user can write, {redis}"
+        ),
+    }
+}
+
+/// A usage sink that cannot be opened (exit status 5). When it is the default file in the state
+/// directory and $LLMROUTE_STATE_DIR chose that directory, the message says so and what to do.
+pub(crate) fn usage_failed(settings: &UsageSettings, e: router_sdk::Error) -> Failure {
+    let dir = std::env::var_os(STATE_DIR_ENV).filter(|d| !d.is_empty());
+    match dir {
+        Some(dir) if settings.sink == UsageSink::Sqlite(None) => Failure::state(anyhow!(
+            "{e}; its directory comes from {STATE_DIR_ENV} ({}): set {STATE_DIR_ENV} to a \
+             directory this user can write, or `usage` (or {USAGE_ENV}) to a sink elsewhere",
+            Path::new(&dir).display()
+        )),
+        _ => Failure::state(e),
     }
 }

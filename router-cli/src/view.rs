@@ -7,7 +7,7 @@ use router_core::config::{Limits, Price, Registry, redact_url};
 use router_sdk::store::LedgerChoice;
 use serde::Serialize;
 
-use crate::config::Loaded;
+use crate::config::{KeyState, Loaded};
 
 /// The whole configuration.
 #[derive(Debug, Serialize)]
@@ -57,7 +57,7 @@ pub(crate) struct ProviderView {
     pub(crate) api: &'static str,
     pub(crate) base_url: String,
     pub(crate) api_key_env: String,
-    /// `"set"` or `"not set"`; never the key.
+    /// `"set"`, `"not set"` or `"set, but not valid UTF-8"`; never the key.
     pub(crate) api_key: &'static str,
     pub(crate) limits: LimitsView,
     pub(crate) models: Vec<ModelView>,
@@ -94,8 +94,8 @@ pub(crate) struct LimitsView {
 }
 
 impl ConfigView {
-    /// The view of `loaded`; `key_is_set` says whether an API key variable is set.
-    pub(crate) fn new(loaded: &Loaded, key_is_set: impl Fn(&str) -> bool) -> ConfigView {
+    /// The view of `loaded`; `key_state` says what an API key variable holds.
+    pub(crate) fn new(loaded: &Loaded, key_state: impl Fn(&str) -> KeyState) -> ConfigView {
         let registry = &loaded.registry;
         ConfigView {
             config: crate::config::shown(&loaded.path),
@@ -112,7 +112,7 @@ impl ConfigView {
             },
             providers: registry
                 .provider_ids()
-                .map(|id| provider(registry, id, &key_is_set))
+                .map(|id| provider(registry, id, &key_state))
                 .collect(),
             routes: registry
                 .routes
@@ -137,7 +137,7 @@ impl ConfigView {
 fn provider(
     registry: &Registry,
     id: router_core::config::ProviderId,
-    key_is_set: &impl Fn(&str) -> bool,
+    key_state: &impl Fn(&str) -> KeyState,
 ) -> ProviderView {
     let p = registry.provider(id);
     ProviderView {
@@ -145,11 +145,7 @@ fn provider(
         api: p.api.as_str(),
         base_url: redact_url(&p.base_url),
         api_key_env: p.api_key_env.clone(),
-        api_key: if key_is_set(&p.api_key_env) {
-            "set"
-        } else {
-            "not set"
-        },
+        api_key: key_state(&p.api_key_env).as_str(),
         limits: LimitsView::from(p.limits),
         models: registry
             .deployments_of(id)

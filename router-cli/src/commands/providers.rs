@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use router_sdk::store::LedgerChoice;
 
 use crate::cli::ProvidersArgs;
-use crate::config::key_is_set;
+use crate::config::key_state;
 use crate::context::Context;
 use crate::failure::Failure;
 use crate::view::{ConfigView, LimitsView, ProviderView};
@@ -17,7 +17,7 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let loaded = ctx.load()?;
-    let view = ConfigView::new(&loaded, key_is_set);
+    let view = ConfigView::new(&loaded, key_state);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &view).map_err(|e| Failure::output(e.into()))?;
         writeln!(out).map_err(Failure::output)

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::failure::Failure;
+use crate::flags;
 
 const TITLE: &str = "llmroute simulate — SIMULATION: no requests were sent";
 const FOOTER: &str = "SIMULATION: virtual clock, simulated providers; no network, no keys. \
@@ -74,7 +75,48 @@ pub(crate) struct SimulateArgs {
     json: bool,
 }
 
+/// The largest `--burstiness`: bursts at 1001 x the mean rate, 60 ms of each minute. Beyond it
+/// a burst grows shorter than the virtual clock can tell from its start, and the run never ends.
+const MAX_BURSTINESS: f64 = 1_000.0;
+
+/// The largest `--prompt-spread` and `--output-spread`.
+const MAX_SPREAD: f64 = 100.0;
+
+/// The longest `--latency-ms`: an hour.
+const MAX_LATENCY_MS: u64 = 3_600_000;
+
+/// The longest `--ms-per-token`: a minute.
+const MAX_MS_PER_TOKEN: f64 = 60_000.0;
+
 impl SimulateArgs {
+    /// The numeric flags the simulator does not bound itself, each in a range that keeps the
+    /// virtual clock's arithmetic exact and the run finite; otherwise a usage error (exit status
+    /// 2) naming the flag, the value and the range. `--rps`, `--duration`, `--foreign-load` and
+    /// `--provider-headroom` are checked by the simulator.
+    fn check(&self) -> Result<(), Failure> {
+        let tokens =
+            |flag: &str, n: u64| flags::whole_within(flag, n, (1, flags::MAX_TOKENS), "e.g. 1000");
+        tokens("--prompt-tokens", self.prompt_tokens)?;
+        tokens("--output-tokens", self.output_tokens)?;
+        if let Some(n) = self.max_tokens.0 {
+            let range = (1, flags::MAX_TOKENS);
+            flags::whole_within("--max-tokens", n, range, "or `none` to send none")?;
+        }
+        let spread = |flag: &str, x: f64| {
+            let hint = "0 for sizes all the same, e.g. 0.5";
+            flags::number_within(flag, x, (0.0, MAX_SPREAD), hint)
+        };
+        spread("--prompt-spread", self.prompt_spread)?;
+        spread("--output-spread", self.output_spread)?;
+        let hint = "0 for steady arrivals, e.g. 4 for bursts at 5x the rate";
+        flags::number_within("--burstiness", self.burstiness, (0.0, MAX_BURSTINESS), hint)?;
+        let range = (0, MAX_LATENCY_MS);
+        flags::whole_within("--latency-ms", self.latency_ms, range, "e.g. 500")?;
+        let range = (0.0, MAX_MS_PER_TOKEN);
+        flags::number_within("--ms-per-token", self.ms_per_token, range, "e.g. 10")?;
+        Ok(())
+    }
+
     fn profile(&self) -> Profile {
         Profile {
             rps: self.rps,
@@ -139,6 +181,8 @@ pub(crate) async fn run(
     args: &SimulateArgs,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
+    // A bad flag is reported before the configuration is loaded.
+    args.check()?;
     let loaded = ctx.load()?;
     simulate(args, &loaded.registry, out).map_err(|e| match e.downcast_ref::<std::io::Error>() {
         Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
@@ -385,6 +429,67 @@ providers:
             v["totals"]["requests"].as_u64().is_some_and(|n| n > 0),
             "{v}"
         );
+    }
+
+    #[test]
+    fn out_of_range_flags_are_refused_naming_the_flag_and_the_range() {
+        let cases: [(&[&str], &str); 8] = [
+            (
+                &["--burstiness", "1e300"],
+                "--burstiness: must be a number from 0 to 1000, got 1e300",
+            ),
+            (
+                &["--latency-ms", "18446744073709551615"],
+                "--latency-ms: must be a whole number from 0 to 3600000, got 18446744073709551615",
+            ),
+            (
+                &["--ms-per-token", "inf"],
+                "--ms-per-token: must be a number from 0 to 60000, got inf",
+            ),
+            (
+                &["--prompt-tokens", "18446744073709551615"],
+                "--prompt-tokens: must be a whole number from 1 to 4294967295",
+            ),
+            (
+                &["--output-tokens", "0"],
+                "--output-tokens: must be a whole number from 1 to 4294967295, got 0",
+            ),
+            (
+                &["--max-tokens", "0"],
+                "--max-tokens: must be a whole number from 1 to 4294967295, got 0",
+            ),
+            (
+                &["--prompt-spread", "nan"],
+                "--prompt-spread: must be a number from 0 to 100, got NaN",
+            ),
+            (
+                &["--output-spread", "1e300"],
+                "--output-spread: must be a number from 0 to 100, got 1e300",
+            ),
+        ];
+        for (flags, want) in cases {
+            let cli = Cli::try_parse_from(std::iter::once("simulate").chain(flags.iter().copied()))
+                .expect("flags clap accepts");
+            let failure = cli.args.check().expect_err("out of range");
+            assert_eq!(failure.code(), 2, "{flags:?}");
+            let message = failure.message();
+            assert!(message.starts_with(want), "{flags:?}: {message}");
+        }
+        let defaults = Cli::try_parse_from(["simulate"]).expect("no flags");
+        assert!(defaults.args.check().is_ok());
+        let most = [
+            "simulate",
+            "--burstiness",
+            "1000",
+            "--latency-ms",
+            "3600000",
+            "--ms-per-token",
+            "60000",
+            "--max-tokens",
+            "none",
+        ];
+        let most = Cli::try_parse_from(most).expect("valid flags");
+        assert!(most.args.check().is_ok());
     }
 
     #[test]

@@ -255,3 +255,68 @@ fn a_redis_url_that_is_not_utf8_exits_2_naming_it() {
         "llmroute: REDIS_URL: is not valid UTF-8; fix it or unset it\n"
     );
 }
+
+/// A configuration whose one provider's `base_url` (line 4) is `url`.
+fn with_base_url(url: &str) -> String {
+    format!(
+        "providers:
+  - name: x
+    api: openai
+    base_url: \"{url}\"
+    api_key_env: X_KEY
+    models:
+      - name: m
+        price: {{ input: 1, output: 2 }}
+"
+    )
+}
+
+#[test]
+fn a_secret_in_base_url_is_refused_at_load_and_never_printed() {
+    let cases = [
+        ("https://api.x.com/v1?key=AIzaSECRET", "query string"),
+        ("https://api.x.com/v1#AIzaSECRET", "fragment"),
+        (
+            "https://user:AIzaSECRET@api.x.com/v1",
+            "user name or password",
+        ),
+    ];
+    for (url, problem) in cases {
+        let (_dir, path) = config_file("secret.yaml", &with_base_url(url));
+        for json in [false, true] {
+            let mut cmd = llmroute();
+            cmd.arg("--config").arg(&path).arg("providers");
+            if json {
+                cmd.arg("--json");
+            }
+            let (out, err) = run(&mut cmd, 2);
+            assert!(out.is_empty(), "{out}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            for part in ["secret.yaml:4:", "providers[x].base_url", problem] {
+                assert!(err.contains(part), "{url}: {part:?} missing from: {err}");
+            }
+            assert!(!err.contains("SECRET"), "the secret leaked: {err}");
+        }
+    }
+    let (_dir, path) = config_file("secret.yaml", &with_base_url(cases[0].0));
+    let (_, err) = run(llmroute().arg("--config").arg(&path).arg("providers"), 2);
+    assert!(err.contains("`api_key_env`"), "{err}");
+}
+
+#[test]
+fn a_base_url_the_client_cannot_send_to_is_refused_at_load_with_file_and_line() {
+    for (url, problem) in [
+        ("https://x:99999/v1", "not a number from 1 to 65535"),
+        ("https://x:0/v1", "port 0, out of range"),
+        ("https://10.0.0.300/v1", "not an IPv4 address"),
+        ("https://api.x.com/v 1", "a space"),
+    ] {
+        let (_dir, path) = config_file("urls.yaml", &with_base_url(url));
+        let (out, err) = run(llmroute().arg("--config").arg(&path).arg("providers"), 2);
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for part in ["urls.yaml:4:", "providers[x].base_url", problem] {
+            assert!(err.contains(part), "{url}: {part:?} missing from: {err}");
+        }
+    }
+}

@@ -3,11 +3,12 @@
 
 use std::num::NonZeroU64;
 
+use super::base_url::check_base_url;
 use super::capabilities::{Capabilities, Capability};
 use super::error::ConfigError;
 use super::raw::{At, Number, RawLimits, RawPrice};
 use super::registry::{Api, Limits, Price};
-use super::state::{StateValue, check_redis_url, nodes_to_url, redact_url};
+use super::state::{StateValue, check_redis_url, nodes_to_url};
 use crate::flow::Priority;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
@@ -95,25 +96,11 @@ impl Ctx<'_> {
         })
     }
 
-    /// `base_url`: `http://` or `https://` and a host, no spaces. A trailing `/` is dropped.
+    /// `base_url`: an `http://` or `https://` URL the HTTP client can send to, without a user,
+    /// password, query or fragment (see [`check_base_url`]). A trailing `/` is dropped. The
+    /// message never shows a value that may hold a secret.
     pub(crate) fn base_url(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
-        let raw = value.value.as_str();
-        let text = raw.trim_end_matches('/');
-        let host = raw
-            .strip_prefix("https://")
-            .or_else(|| raw.strip_prefix("http://"));
-        let problem = match host.map(|h| h.trim_end_matches('/')) {
-            None => "must start with http:// or https://",
-            Some("") => "has no host after the scheme",
-            Some(_) if text.chars().any(char::is_whitespace) => "must not contain spaces",
-            Some(_) => return Ok(text.to_owned()),
-        };
-        let msg = format!(
-            "`{}` {problem}; write the full URL as the provider documents it, \
-             e.g. https://api.openai.com/v1",
-            redact_url(&value.value)
-        );
-        Err(self.invalid(field, line(value), msg))
+        check_base_url(&value.value).map_err(|msg| self.invalid(field, line(value), msg))
     }
 
     /// `api_key_env`: a valid environment variable name, and not a key pasted in by mistake.

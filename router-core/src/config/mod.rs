@@ -6,7 +6,9 @@
 //!    is an error with its line and column. Numbers are read as plain integers and floats.
 //! 2. **Validate.** Every value is checked once and turned into its runtime type: limits become
 //!    `NonZeroU64`, prices positive finite floats, names unique, aliases resolvable, the `state`
-//!    URL one the Redis client accepts. Code holding a [`Registry`] never re-validates.
+//!    URL one the Redis client accepts, each `base_url` one the HTTP client can send to with no
+//!    user, password, query or fragment in it, the retry backoff no longer than the longest
+//!    cooldown. Code holding a [`Registry`] never re-validates.
 //!
 //! Errors ([`ConfigError`]) are one line each and name the file, the line, the field path (e.g.
 //! `providers[deepseek].models[deepseek-chat].limits.rpm`), the bad value and what to do. They
@@ -53,6 +55,7 @@
 //! # Ok::<(), router_core::config::ConfigError>(())
 //! ```
 
+mod base_url;
 mod capabilities;
 mod checks;
 mod error;

@@ -123,6 +123,7 @@ fn retry(ctx: &Ctx<'_>, raw: Option<&RawRetry>) -> Result<RetrySettings, ConfigE
     )?;
     out.max_cooldown = Duration::from_secs(max_cooldown);
     out.deadline = Duration::from_secs(deadline);
+    backoff_within_max_cooldown(ctx, raw, &mut out)?;
     if out.base > out.cap {
         let msg = format!(
             "base_ms {} is larger than cap_ms {}; make the base smaller or the cap larger",
@@ -132,6 +133,38 @@ fn retry(ctx: &Ctx<'_>, raw: Option<&RawRetry>) -> Result<RetrySettings, ConfigE
         return Err(ctx.invalid("retry.base_ms", raw.base_ms.as_ref().and_then(line), msg));
     }
     Ok(out)
+}
+
+/// A computed backoff becomes a deployment's cooldown in the shared ledger, for every instance,
+/// so neither `retry.base_ms` nor `retry.cap_ms` may be longer than `retry.max_cooldown_secs`,
+/// the longest cooldown anything else may put on it. A value written in the file above it is
+/// refused; the default cap (30 s) is lowered to a smaller `max_cooldown_secs` instead, so that
+/// setting `max_cooldown_secs` alone stays valid.
+fn backoff_within_max_cooldown(
+    ctx: &Ctx<'_>,
+    raw: &RawRetry,
+    out: &mut RetrySettings,
+) -> Result<(), ConfigError> {
+    let max = out.max_cooldown;
+    let max_ms = max.as_millis();
+    for (key, value, given) in [
+        ("base_ms", out.base, &raw.base_ms),
+        ("cap_ms", out.cap, &raw.cap_ms),
+    ] {
+        let Some(given) = given.as_ref().filter(|_| value > max) else {
+            continue;
+        };
+        let msg = format!(
+            "{} ms is longer than retry.max_cooldown_secs ({} s): a backoff cools the deployment \
+             down for every instance, and no cooldown may be longer than that; write at most \
+             {max_ms}, or raise max_cooldown_secs",
+            value.as_millis(),
+            max.as_secs()
+        );
+        return Err(ctx.invalid(&format!("retry.{key}"), line(given), msg));
+    }
+    out.cap = out.cap.min(max);
+    Ok(())
 }
 
 /// `defaults.model` must name a model or alias of some deployment.
@@ -354,4 +387,88 @@ fn aliases(
 fn first_at(line: Option<u64>) -> String {
     line.map(|l| format!(" (first at line {l})"))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::super::{ConfigError, Registry};
+
+    /// One provider in seven lines: `retry:` follows on line 8, its first key on line 9.
+    const PROVIDERS: &str = "providers:
+  - name: p
+    api: openai
+    base_url: https://example.test/v1
+    api_key_env: P_KEY
+    models:
+      - { name: m, price: { input: 1, output: 2 } }
+";
+
+    fn load(retry: &str) -> Result<Registry, ConfigError> {
+        Registry::from_yaml_str(&format!("{PROVIDERS}retry:\n{retry}"), "retry.yaml")
+    }
+
+    #[track_caller]
+    fn assert_mentions(err: &ConfigError, parts: &[&str]) {
+        let msg = err.to_string();
+        for part in parts {
+            assert!(msg.contains(part), "{part:?} missing from: {msg}");
+        }
+    }
+
+    #[test]
+    fn a_backoff_cap_longer_than_the_max_cooldown_is_refused_with_its_line() {
+        let err = load("  cap_ms: 3600000000\n").unwrap_err();
+        assert_mentions(
+            &err,
+            &[
+                "retry.yaml:9:",
+                "retry.cap_ms",
+                "3600000000 ms",
+                "retry.max_cooldown_secs (300 s)",
+                "write at most 300000",
+            ],
+        );
+        let err = load("  max_cooldown_secs: 60\n  cap_ms: 60001\n").unwrap_err();
+        assert_mentions(
+            &err,
+            &["retry.yaml:10:", "retry.cap_ms", "60001 ms", "(60 s)"],
+        );
+    }
+
+    #[test]
+    fn a_backoff_base_longer_than_the_max_cooldown_is_refused_with_its_line() {
+        let err = load("  max_cooldown_secs: 10\n  base_ms: 20000\n  cap_ms: 5000\n").unwrap_err();
+        assert_mentions(
+            &err,
+            &[
+                "retry.yaml:10:",
+                "retry.base_ms",
+                "20000 ms",
+                "write at most 10000",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_backoff_within_the_max_cooldown_is_kept() {
+        let retry = load("  max_cooldown_secs: 1000\n  base_ms: 1000\n  cap_ms: 1000000\n")
+            .unwrap()
+            .retry;
+        assert_eq!(retry.cap, Duration::from_secs(1000));
+        assert_eq!(retry.base, Duration::from_secs(1));
+        let retry = load("  cap_ms: 300000\n").unwrap().retry;
+        assert_eq!(retry.cap, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_max_cooldown_below_the_default_cap_lowers_the_cap() {
+        let retry = load("  max_cooldown_secs: 10\n").unwrap().retry;
+        assert_eq!(retry.max_cooldown, Duration::from_secs(10));
+        assert_eq!(retry.cap, Duration::from_secs(10));
+        assert_eq!(retry.base, Duration::from_millis(250));
+    }
 }

@@ -52,9 +52,13 @@ pub(super) fn image(arg: &str) -> Result<Image, Failure> {
 pub(super) fn json_schema(path: &Path) -> Result<ResponseFormat, Failure> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::usage(anyhow!(
-            "--json-schema {shown}: cannot read it: {e}; pass a file holding a JSON Schema"
-        ))
+        Failure::usage(if e.kind() == std::io::ErrorKind::InvalidData {
+            anyhow!(
+                "--json-schema {shown}: not UTF-8 text; pass the JSON Schema as a UTF-8 JSON file"
+            )
+        } else {
+            anyhow!("--json-schema {shown}: cannot read it: {e}; pass a file holding a JSON Schema")
+        })
     })?;
     let schema: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(anyhow!("--json-schema {shown}: not valid JSON ({e})")))?;

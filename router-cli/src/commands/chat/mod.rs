@@ -1,7 +1,7 @@
 //! `llmroute chat`: one prompt to the cheapest provider with room; the answer on stdout.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -10,6 +10,7 @@ use router_sdk::{ChatRequest, Message, Priority, Router};
 
 use crate::context::Context;
 use crate::failure::Failure;
+use crate::flags;
 use crate::interrupt::{Signals, stopped_by, until_signal};
 
 mod answer;
@@ -28,10 +29,10 @@ pub(crate) struct ChatArgs {
     /// Model name or alias (default: `defaults.model` of the configuration)
     #[arg(short = 'm', long)]
     model: Option<String>,
-    /// Upper bound on completion tokens
+    /// Upper bound on completion tokens, from 1 to 4294967295
     #[arg(long, value_name = "N")]
     max_tokens: Option<u64>,
-    /// Sampling temperature
+    /// Sampling temperature, from 0 to 2 (Anthropic models take at most 1)
     #[arg(long, value_name = "T")]
     temperature: Option<f64>,
     /// Tenant to account the request to (its tier's limits and budget apply)
@@ -41,7 +42,8 @@ pub(crate) struct ChatArgs {
     /// wait behind interactive ones
     #[arg(long, value_enum, default_value_t = PriorityArg::Interactive)]
     priority: PriorityArg,
-    /// Give up after this many seconds, waits and retries included (default: `retry.deadline_secs`)
+    /// Give up after this many seconds, waits and retries included, at most 86400 (default:
+    /// `retry.deadline_secs`)
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
     /// Wait for the whole answer instead of streaming it
@@ -71,18 +73,31 @@ enum PriorityArg {
     Batch,
 }
 
+/// The numeric flags of `chat`, checked.
+#[derive(Debug, Clone, Copy)]
+struct Numbers {
+    /// `--timeout`.
+    deadline: Option<Duration>,
+    /// `--temperature`.
+    temperature: Option<f64>,
+    /// `--max-tokens`.
+    max_tokens: Option<u64>,
+}
+
 impl ChatArgs {
+    /// The numeric flags, each in its range, or a usage error naming the flag, the value and
+    /// the range ([`flags`]).
+    fn numbers(&self) -> Result<Numbers, Failure> {
+        Ok(Numbers {
+            deadline: self.timeout.map(flags::timeout).transpose()?,
+            temperature: self.temperature.map(flags::temperature).transpose()?,
+            max_tokens: self.max_tokens.map(flags::max_tokens).transpose()?,
+        })
+    }
+
     fn request(&self) -> Result<ChatRequest, Failure> {
+        let numbers = self.numbers()?;
         let prompt = read_prompt(&self.prompt)?;
-        let deadline = match self.timeout {
-            Some(secs) if secs.is_finite() && secs > 0.0 => Some(Duration::from_secs_f64(secs)),
-            Some(secs) => {
-                return Err(Failure::usage(anyhow!(
-                    "--timeout: must be a positive number of seconds, got {secs}"
-                )));
-            }
-            None => None,
-        };
         let mut messages: Vec<Message> = self.system.iter().map(Message::system).collect();
         let mut user = Message::user(prompt);
         for image in &self.images {
@@ -109,10 +124,10 @@ impl ChatArgs {
         Ok(ChatRequest {
             model: self.model.clone(),
             messages,
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
+            max_tokens: numbers.max_tokens,
+            temperature: numbers.temperature,
             tenant: self.tenant.clone(),
-            deadline,
+            deadline: numbers.deadline,
             priority: match self.priority {
                 PriorityArg::Interactive => Priority::Interactive,
                 PriorityArg::Batch => Priority::Batch,
@@ -124,24 +139,50 @@ impl ChatArgs {
     }
 }
 
-fn read_prompt(path: &PathBuf) -> Result<String, Failure> {
-    let mut text = String::new();
-    let read = if path.as_os_str() == "-" {
-        std::io::stdin().read_to_string(&mut text).map(drop)
+/// The prompt of `-p FILE` (`-p -`: standard input): text, not blank. Each error names the
+/// file (or standard input) and says what to do.
+fn read_prompt(path: &Path) -> Result<String, Failure> {
+    let stdin = path.as_os_str() == "-";
+    let mut bytes = Vec::new();
+    let read = if stdin {
+        std::io::stdin().read_to_end(&mut bytes).map(drop)
     } else {
-        std::fs::read_to_string(path).map(|t| text = t)
+        std::fs::read(path).map(|b| bytes = b)
     };
     read.map_err(|e| {
+        Failure::usage(if stdin {
+            anyhow!(
+                "cannot read the prompt from standard input (-p -): {e}; pipe the prompt in, \
+                 or pass a file with -p FILE"
+            )
+        } else {
+            anyhow!(
+                "cannot read prompt file {}: {e}; pass an existing file, or - for standard input",
+                path.display()
+            )
+        })
+    })?;
+    let source = if stdin {
+        "the prompt on standard input (-p -)".to_owned()
+    } else {
+        format!("prompt file {}", path.display())
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
         Failure::usage(anyhow!(
-            "cannot read prompt file {}: {e}; pass an existing file, or - for standard input",
-            path.display()
+            "{source} is not UTF-8 text (the first invalid byte is at offset {}): the prompt \
+             must be text; convert it (e.g. iconv -f LATIN1 -t UTF-8), or extract the text \
+             from a binary document first",
+            e.utf8_error().valid_up_to()
         ))
     })?;
     if text.trim().is_empty() {
-        return Err(Failure::usage(anyhow!(
-            "the prompt in {} is empty",
-            path.display()
-        )));
+        let what_to_do = if stdin {
+            "pipe the prompt in, e.g. echo 'Hello' | llmroute chat -p -, or pass a file with \
+             -p FILE"
+        } else {
+            "write the prompt into it, or pass another file"
+        };
+        return Err(Failure::usage(anyhow!("{source} is empty; {what_to_do}")));
     }
     Ok(text)
 }
@@ -155,6 +196,8 @@ pub(crate) async fn run(
     args: &ChatArgs,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
+    // A bad flag is reported before the configuration is loaded or the ledger opened.
+    args.numbers()?;
     let loaded = ctx.load()?;
     let router = ctx.router(loaded).await?;
     let mut signals = Signals::install()?;

@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::context::Context;
 use crate::failure::Failure;
+use crate::flags;
 
 mod table;
 
@@ -22,7 +23,7 @@ pub(crate) struct QuotaArgs {
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
-    /// Refresh every SECS seconds (default 2) until interrupted
+    /// Refresh every SECS seconds (default 2; from 0.1 to 86400) until interrupted
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
     watch: Option<f64>,
 }
@@ -33,18 +34,11 @@ pub(crate) async fn run(
     args: &QuotaArgs,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
+    // A bad flag is reported before the configuration is loaded or the ledger opened.
+    let every: Option<Duration> = args.watch.map(flags::watch).transpose()?;
     let loaded = ctx.load()?;
     let ledger = ctx.open_ledger(&loaded).await?;
     let (registry, state) = (&loaded.registry, &loaded.ledger.describe());
-    let every = match args.watch {
-        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--watch: must be a positive number of seconds, got {s}"
-            )));
-        }
-        None => None,
-    };
     loop {
         let quota = router_sdk::quota::quota(registry, &ledger, state, args.tenant.as_deref())
             .await

@@ -65,7 +65,7 @@ pub(crate) async fn run(
         )));
     }
     let sink = usage::reader(&settings, &env)
-        .map_err(Failure::state)?
+        .map_err(|e| crate::store::usage_failed(&settings, e))?
         .ok_or_else(|| Failure::usage(anyhow!("no usage sink configured")))?;
     let now = router_core::clock::Clock::now_ms(&router_core::clock::SystemClock);
     if args.check {
