@@ -78,11 +78,11 @@ impl Router {
     ) -> Result<(Completion, HeaderMap), CallFailure> {
         let (api, request) = self.wire(input, d, false);
         let limits = self.call_limits(input.deadline_ms);
-        let now = self.system_now();
+        let now = || self.system_now();
         let call = async {
             let response = transport::send(&self.inner.http, api, request, limits, now).await?;
             let (headers, body) = transport::read(response).await?;
-            transport::decode(api, input.req, headers, &body, now)
+            transport::decode(api, input.req, headers, &body, now())
         };
         // Without streaming, the whole answer must come within the attempt's time.
         match tokio::time::timeout(limits.0, call).await {

@@ -147,7 +147,8 @@ impl Router {
         d: router_core::config::DeploymentId,
     ) -> Result<Opened, CallFailure> {
         let (api, request) = self.wire(input, d, true);
-        let (limits, now) = (self.call_limits(input.deadline_ms), self.system_now());
+        let limits = self.call_limits(input.deadline_ms);
+        let now = || self.system_now();
         let response = transport::send(&self.inner.http, api, request, limits, now).await?;
         let headers = response.headers().clone();
         let mut events = response

@@ -83,13 +83,14 @@ fn transport_failure(e: reqwest::Error) -> CallFailure {
 /// Sends `request`; a non-success status is read and classified. Redirects are never followed
 /// (the client is built so): a 3xx is a server error of that deployment. Returns the open response on
 /// success, its body not yet read. The provider must start answering within `first_answer`, and
-/// the whole exchange (body included) must end within `deadline`.
+/// the whole exchange (body included) must end within `deadline`. `now` reads the time once the
+/// error arrived: an HTTP-date or RFC 3339 wait is counted from then, not from the sending.
 pub(crate) async fn send(
     http: &reqwest::Client,
     api: Api,
     request: WireRequest,
     (first_answer, deadline): (Duration, Duration),
-    now: SystemTime,
+    now: impl Fn() -> SystemTime,
 ) -> Result<reqwest::Response, CallFailure> {
     let sending = http
         .post(request.url)
@@ -111,7 +112,7 @@ pub(crate) async fn send(
         return Err(CallFailure::Provider { failure, headers });
     }
     let body = response.bytes().await.unwrap_or_default();
-    let failure = error::http_failure(for_api(api), status.as_u16(), &headers, &body, now);
+    let failure = error::http_failure(for_api(api), status.as_u16(), &headers, &body, now());
     Err(CallFailure::Provider { failure, headers })
 }
 

@@ -82,7 +82,7 @@ async fn a_429_with_retry_after_fails_over_at_once_without_sleeping() {
 }
 
 /// The only deployment says 429 once, then answers.
-async fn only_provider_limited_once(w: &World, limited: ResponseTemplate) {
+async fn only_provider_limited_once(w: &World, limited: impl wiremock::Respond + 'static) {
     Mock::given(method("POST"))
         .and(path(OPENAI_PATH))
         .respond_with(limited)
@@ -127,6 +127,22 @@ async fn an_http_date_retry_after_is_honoured() {
         rate_limited().insert_header("retry-after", httpdate::fmt_http_date(at).as_str()),
     )
     .await;
+    w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_waited(&w, Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn an_http_date_retry_after_counts_from_when_the_answer_came_not_from_the_sending() {
+    let w = World::new(&[Upstream::openai("only", (1.0, 1.0))]).await;
+    // The provider takes 3 s to refuse, and says to come back 5 s after its answer.
+    let at = UNIX_EPOCH + Duration::from_millis(T0) + Duration::from_secs(3 + 5);
+    let limited = rate_limited().insert_header("retry-after", httpdate::fmt_http_date(at).as_str());
+    let clock = w.clock.clone();
+    let slow = move |_: &wiremock::Request| {
+        clock.advance_ms(3_000);
+        limited.clone()
+    };
+    only_provider_limited_once(&w, slow).await;
     w.router.chat(ChatRequest::new("Hello")).await.unwrap();
     assert_waited(&w, Duration::from_secs(5));
 }
