@@ -23,7 +23,7 @@ use crate::router::Router;
 use crate::transport::{self, CallFailure};
 use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, ToolCallAssembly, Usage};
 use crate::wire::StreamDecoder;
-use crate::wire::classify::{Failure, FailureClass};
+use crate::wire::classify::Failure;
 
 /// A streamed answer: [`ChatChunk::Delta`] items, then one [`ChatChunk::Done`]; or an `Err`
 /// item if the stream breaks.
@@ -138,9 +138,11 @@ impl Router {
 
     /// Opens a stream on `d`: the provider must start answering within the attempt's time.
     /// Then reads its events up to the first that says something to the caller (text, a tool
-    /// call, a finish): an error before that is this attempt's failure, and the request may
-    /// fail over, since the caller has nothing yet. A stream that breaks or ends before then is
-    /// handed over as it is, to end as a broken stream does.
+    /// call, a finish): anything that ends the stream before that is this attempt's failure,
+    /// and the request may fail over, since the caller has nothing yet. The provider answered
+    /// 200, so it may have counted the request's tokens: an error event or an unreadable event
+    /// settles as an unreadable answer does, and a stream that breaks, ends or stalls past the
+    /// request's deadline as a timeout; both keep the estimate.
     async fn open_stream(
         &self,
         input: &CallInput<'_>,
@@ -159,8 +161,18 @@ impl Router {
             .boxed();
         let mut decoder = StreamDecoder::new(api, input.req);
         let mut first = Vec::new();
-        let until = tokio::time::Instant::now() + limits.1;
-        while let Ok(Some(Ok(event))) = tokio::time::timeout_at(until, events.next()).await {
+        let left = input.deadline_ms.saturating_sub(self.now_ms());
+        let until = tokio::time::Instant::now() + std::time::Duration::from_millis(left);
+        loop {
+            let event = match tokio::time::timeout_at(until, events.next()).await {
+                Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(e))) => return Err(CallFailure::Timeout(e)),
+                Ok(None) => {
+                    let ended = "the stream ended before the provider said anything";
+                    return Err(CallFailure::Timeout(ended.to_owned()));
+                }
+                Err(_) => return Err(transport::no_answer_within(limits.1)),
+            };
             match decoder.event(&event.event, &event.data) {
                 Ok(items) => {
                     let said = items.iter().any(StreamEvent::says_something);
@@ -169,10 +181,7 @@ impl Router {
                         break;
                     }
                 }
-                Err(failure) if failure.class == FailureClass::Decode => {
-                    return Err(CallFailure::Decode { failure, headers });
-                }
-                Err(failure) => return Err(CallFailure::Provider { failure, headers }),
+                Err(failure) => return Err(CallFailure::Decode { failure, headers }),
             }
         }
         Ok(Opened {

@@ -24,7 +24,8 @@ pub(crate) enum CallFailure {
         failure: Failure,
         headers: HeaderMap,
     },
-    /// The provider answered 200 with a body we cannot read: tokens were probably spent.
+    /// The provider answered 200 with a body we cannot read, or a stream whose first events
+    /// are an error: tokens were probably spent (its class says whose fault, and the wait).
     Decode {
         failure: Failure,
         headers: HeaderMap,

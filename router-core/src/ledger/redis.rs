@@ -496,6 +496,11 @@ impl Drop for Abandoned<'_> {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                reservation = self.need.id,
+                "an admission its caller stopped waiting for cannot be voided outside a Tokio \
+                 runtime; its slot expires with its TTL"
+            );
             return;
         };
         let (store, need, candidates) = (

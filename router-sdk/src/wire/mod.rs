@@ -135,13 +135,16 @@ pub(crate) fn build(
     }
     let mut body = format.body(target, req, stream);
     // The caller's extra fields go in as given, and win: they are the way to reach a server's
-    // own options. An object where llmroute wrote one is merged into it, key by key (Gemini's
-    // `generationConfig.topK` keeps the temperature llmroute wrote beside it). Fields that
-    // decide what admission reserved never get here (`request::check` refuses them).
+    // own options. Gemini's generation config, where its options live, is merged into the one
+    // llmroute wrote, key by key (`topK` keeps the temperature beside it). Fields that decide
+    // what admission reserved never get here (`request::check` refuses them).
     if let Some(fields) = body.as_object_mut() {
         for (name, value) in &req.extra_body {
+            let config = matches!(name.as_str(), "generationConfig" | "generation_config");
             match (fields.get_mut(name), value) {
-                (Some(serde_json::Value::Object(ours)), serde_json::Value::Object(theirs)) => {
+                (Some(serde_json::Value::Object(ours)), serde_json::Value::Object(theirs))
+                    if config =>
+                {
                     for (key, value) in theirs {
                         ours.insert(key.clone(), value.clone());
                     }
