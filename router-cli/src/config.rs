@@ -90,15 +90,17 @@ impl KeyState {
     }
 }
 
-/// What the environment variable `name` holds. The value itself is never returned.
+/// What the environment variable `name` holds, as the router reads it (`EnvKeys`). The value
+/// itself is never returned.
 pub(crate) fn key_state(name: &str) -> KeyState {
-    match std::env::var_os(name) {
-        None => KeyState::NotSet,
-        Some(value) => match value.to_str() {
-            None => KeyState::NotUtf8,
-            Some(text) if text.trim().is_empty() => KeyState::NotSet,
-            Some(_) => KeyState::Set,
-        },
+    use router_sdk::KeySource;
+    let keys = router_sdk::EnvKeys;
+    if keys.key(name).is_some() {
+        KeyState::Set
+    } else if keys.unreadable(name) {
+        KeyState::NotUtf8
+    } else {
+        KeyState::NotSet
     }
 }
 

@@ -14,8 +14,6 @@ use std::process::ExitCode;
 
 use router_sdk::Error;
 
-use crate::config::{KeyState, key_state};
-
 /// A failed command: the message for stderr and the exit status.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -69,9 +67,6 @@ impl Failure {
 
     /// A router error, with the status its kind documents.
     pub(crate) fn router(error: Error) -> Failure {
-        if let Some(message) = unreadable_key(&error) {
-            return Failure::usage(anyhow::anyhow!(message));
-        }
         let code = match &error {
             Error::NoCapacity { .. } | Error::BudgetExhausted { .. } => Self::NO_CAPACITY,
             Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
@@ -127,33 +122,6 @@ impl Failure {
     pub(crate) fn code(&self) -> u8 {
         self.code
     }
-}
-
-/// For a missing key whose variable is set but holds bytes that are not valid UTF-8, what is
-/// really wrong: the router reads keys as text, so it reports such a variable as not set, and
-/// "set it" is no help to someone who has. `None` for any other error. The value is never shown.
-fn unreadable_key(error: &Error) -> Option<String> {
-    let Error::MissingKey { model, vars, .. } = error else {
-        return None;
-    };
-    let (unreadable, unset): (Vec<&str>, Vec<&str>) = vars
-        .iter()
-        .map(String::as_str)
-        .partition(|var| key_state(var) == KeyState::NotUtf8);
-    let (is, them) = match unreadable.len() {
-        0 => return None,
-        1 => ("is", "it"),
-        _ => ("are", "them"),
-    };
-    let mut message = format!(
-        "no usable API key for `{model}`: {} {is} set but not valid UTF-8 (value not shown); \
-         set {them} to the key itself, as plain text",
-        unreadable.join(" and ")
-    );
-    if !unset.is_empty() {
-        message.push_str(&format!(", or set {}", unset.join(" or ")));
-    }
-    Some(message)
 }
 
 #[cfg(test)]

@@ -43,12 +43,14 @@ pub enum Error {
         lacking: Vec<String>,
     },
     /// No candidate deployment has its API key set.
-    #[error("no API key set for `{model}`: set {}", vars.join(" or "))]
+    #[error("{}", missing_key_message(model, vars, unreadable))]
     MissingKey {
         /// What the request named.
         model: String,
-        /// The environment variables that would each enable a candidate.
+        /// The environment variables, not set, that would each enable a candidate.
         vars: Vec<String>,
+        /// Those that are set but hold nothing a key can be read from (not valid UTF-8).
+        unreadable: Vec<String>,
     },
     /// No candidate could take the request before its deadline (or ever).
     #[error("{}", no_capacity_message(*never, *retry_after, detail))]
@@ -117,6 +119,25 @@ pub enum Error {
 fn hms(d: Duration) -> String {
     let s = d.as_secs();
     format!("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60)
+}
+
+/// What [`Error::MissingKey`] says: which variables to set, and which are set but unreadable
+/// (their values never shown).
+fn missing_key_message(model: &str, unset: &[String], unreadable: &[String]) -> String {
+    let (is, them) = match unreadable.len() {
+        0 => return format!("no API key set for `{model}`: set {}", unset.join(" or ")),
+        1 => ("is", "it"),
+        _ => ("are", "them"),
+    };
+    let mut message = format!(
+        "no usable API key for `{model}`: {} {is} set but not valid UTF-8 (value not shown); \
+         set {them} to the key itself, as plain text",
+        unreadable.join(" and ")
+    );
+    if !unset.is_empty() {
+        message.push_str(&format!(", or set {}", unset.join(" or ")));
+    }
+    message
 }
 
 fn no_capacity_message(never: bool, retry_after: Option<Duration>, detail: &str) -> String {
@@ -204,5 +225,29 @@ impl Error {
             | Error::Transport { attempts, .. } => attempts,
             _ => &[],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_key_message;
+
+    #[test]
+    fn a_missing_key_says_which_variable_to_set_and_which_is_set_but_unreadable() {
+        let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            missing_key_message("chat", &owned(&["A_KEY", "B_KEY"]), &[]),
+            "no API key set for `chat`: set A_KEY or B_KEY"
+        );
+        assert_eq!(
+            missing_key_message("chat", &owned(&["B_KEY"]), &owned(&["A_KEY"])),
+            "no usable API key for `chat`: A_KEY is set but not valid UTF-8 (value not shown); \
+             set it to the key itself, as plain text, or set B_KEY"
+        );
+        assert_eq!(
+            missing_key_message("chat", &[], &owned(&["A_KEY", "B_KEY"])),
+            "no usable API key for `chat`: A_KEY and B_KEY are set but not valid UTF-8 (value \
+             not shown); set them to the key itself, as plain text"
+        );
     }
 }

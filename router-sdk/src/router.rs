@@ -402,7 +402,7 @@ impl Router {
     ) -> Result<HashMap<ProviderId, ApiKey>, Error> {
         let registry = &self.inner.registry;
         let mut keys = HashMap::new();
-        let mut vars: Vec<String> = Vec::new();
+        let (mut vars, mut unreadable): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         for &d in candidates {
             let id = registry.deployment(d).provider;
             let var = &registry.provider(id).api_key_env;
@@ -410,14 +410,16 @@ impl Router {
                 Some(key) => {
                     keys.insert(id, key);
                 }
-                None if !vars.contains(var) => vars.push(var.clone()),
-                None => {}
+                None if vars.contains(var) || unreadable.contains(var) => {}
+                None if self.inner.keys.unreadable(var) => unreadable.push(var.clone()),
+                None => vars.push(var.clone()),
             }
         }
         if keys.is_empty() {
             return Err(Error::MissingKey {
                 model: model.to_owned(),
                 vars,
+                unreadable,
             });
         }
         Ok(keys)

@@ -69,6 +69,13 @@ mod tests {
 pub trait KeySource: Send + Sync + std::fmt::Debug {
     /// The key held by variable `var`, if it is set and not empty.
     fn key(&self, var: &str) -> Option<ApiKey>;
+
+    /// Whether `var` is set but holds nothing a key can be read from (bytes that are not valid
+    /// UTF-8), told apart from an unset one so that the error says what to fix. Never the value.
+    fn unreadable(&self, var: &str) -> bool {
+        let _ = var;
+        false
+    }
 }
 
 /// Keys from the process environment.
@@ -81,6 +88,10 @@ impl KeySource for EnvKeys {
             .ok()
             .filter(|v| !v.trim().is_empty())
             .map(ApiKey::new)
+    }
+
+    fn unreadable(&self, var: &str) -> bool {
+        std::env::var_os(var).is_some_and(|v| v.to_str().is_none())
     }
 }
 
