@@ -131,6 +131,33 @@ fn unknown_field_reports_serde_saphyr_message_with_line() {
 }
 
 #[test]
+fn a_bad_lease_is_named_with_its_line_and_what_to_write() {
+    let field = "providers[anthropic].models[claude-haiku-4-5].lease";
+    let lease = |value: &str| {
+        error_of(&with(
+            "output: 5.0 }\n",
+            &format!("output: 5.0 }}\n        lease: {value}\n"),
+        ))
+    };
+    for bad in ["sometimes", "5", "true"] {
+        let msg = lease(bad);
+        let named = format!("`{bad}` is not a lease");
+        assert_mentions(&msg, &["test.yaml:25", field, &named, "`auto`"]);
+    }
+    let msg = lease("{ requests: 0.5 }");
+    let requests = format!("{field}.requests");
+    assert_mentions(
+        &msg,
+        &["test.yaml:25", &requests, "got 0.5", "whole number"],
+    );
+    let msg = lease("{ requests: 5, tokenz: 3 }");
+    assert_mentions(&msg, &["test.yaml:25:", "unknown field `tokenz`", "tokens"]);
+    // A list is not a block.
+    let msg = lease("[5]");
+    assert_mentions(&msg, &["test.yaml:25:", "`auto`, or a block"]);
+}
+
+#[test]
 fn a_key_pasted_as_api_key_is_not_echoed_and_the_hint_names_api_key_env() {
     let msg = error_of(&with(
         "    api_key_env: ANTHROPIC_API_KEY\n",

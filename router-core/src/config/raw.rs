@@ -209,15 +209,50 @@ pub(crate) struct RawModel {
     #[serde(default)]
     pub(crate) capabilities: Option<At<Vec<At<String>>>>,
     #[serde(default)]
-    pub(crate) lease: Option<RawLease>,
+    pub(crate) lease: Option<At<RawLease>>,
 }
 
 /// A model's `lease:`, `auto` or a block.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub(crate) enum RawLease {
-    Named(At<String>),
+    Named(String),
     Block(Box<RawLeaseBlock>),
+}
+
+/// Read by hand rather than as an untagged enum, which would buffer the value: its lines would
+/// be lost, a list would pass for a block, and a misspelt field would get serde's "did not
+/// match any variant" instead of its name.
+impl<'de> Deserialize<'de> for RawLease {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LeaseVisitor;
+        impl<'de> Visitor<'de> for LeaseVisitor {
+            type Value = RawLease;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`auto`, or a block `{ requests: 50, tokens: 50000, secs: 5 }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawLease, E> {
+                Ok(RawLease::Named(v.to_owned()))
+            }
+            // Other scalars are names validation refuses, with its message.
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawLease, E> {
+                Ok(RawLease::Named(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawLease, E> {
+                Ok(RawLease::Named(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawLease, E> {
+                Ok(RawLease::Named(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawLease, E> {
+                Ok(RawLease::Named(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLease, A::Error> {
+                let block = RawLeaseBlock::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawLease::Block(Box::new(block)))
+            }
+        }
+        deserializer.deserialize_any(LeaseVisitor)
+    }
 }
 
 /// `lease: { requests, tokens, secs }`.

@@ -302,19 +302,18 @@ fn deployment(
 fn lease(
     ctx: &Ctx<'_>,
     path: &str,
-    raw: &RawLease,
+    raw: &At<RawLease>,
     limits: Limits,
     provider_limits: Limits,
 ) -> Result<Lease, ConfigError> {
     let field = format!("{path}.lease");
-    let (out, at) = match raw {
-        RawLease::Named(name) if name.value == "auto" => (Lease::Auto, line(name)),
+    let (out, at) = match &raw.value {
+        RawLease::Named(name) if name == "auto" => (Lease::Auto, line(raw)),
         RawLease::Named(name) => {
             let msg = format!(
-                "`{}` is not a lease; write `auto`, or a block `{{ requests: 50, tokens: 50000, secs: 5 }}`",
-                name.value
+                "`{name}` is not a lease; write `auto`, or a block `{{ requests: 50, tokens: 50000, secs: 5 }}`"
             );
-            return Err(ctx.invalid(&field, line(name), msg));
+            return Err(ctx.invalid(&field, line(raw), msg));
         }
         RawLease::Block(b) => {
             let hint = "write a whole number above zero";
