@@ -591,6 +591,50 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     assert_eq!(tokens().await, (4, 10));
 }
 
+#[tokio::test]
+async fn a_correction_whose_block_call_got_no_answer_is_not_taken_off_twice() {
+    let redis = redis_server();
+    // Blocks of 2 requests and 1,000 tokens, of 3 requests a minute.
+    let yaml = one_model("rpm: 3, tpm: 100000").replace(
+        "        limits:",
+        "        lease: { requests: 2, tokens: 1000, secs: 60 }\n        limits:",
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let a = by_hand(&redis, registry, OnError::Closed).await;
+    a.heartbeat_now().await;
+    let held = [
+        admit(&a).await.unwrap().unwrap(),
+        admit(&a).await.unwrap().unwrap(),
+    ];
+    let usage = || async {
+        let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
+        (s[0].usage.requests, s[0].usage.tokens)
+    };
+    assert_eq!(
+        usage().await,
+        (2, 1000),
+        "the block counts all it was granted"
+    );
+    for r in &held {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    // The next request ends the used-up block: the call for another carries the 990 tokens
+    // the first did not use. It gets no answer, Redis being frozen, and Redis runs it when it
+    // wakes: the 990 taken off, a block of the last request and 1,000 tokens granted to no one.
+    redis.pause();
+    let third = admit(&a).await;
+    assert!(
+        matches!(third, Err(LedgerError::Timeout { .. })),
+        "{third:?}"
+    );
+    redis.resume();
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
+    // Taken off once: sent again with the beat, the 990 would be taken off twice, leaving the
+    // window 990 tokens short of what it holds. (The orphan block counts until it slides out.)
+    assert_eq!(usage().await, (3, 10 + 1000));
+}
+
 /// Two deployments of one alias: `cheap` (DeploymentId 0) leasing `auto` with `limits`, and a
 /// dearer one with room for everything, leasing `auto` too when `dear_leases`.
 fn cheap_and_dear(limits: &str, dear_leases: bool) -> Registry {

@@ -265,6 +265,15 @@ impl Leases {
         }
     }
 
+    /// Keeps a correction whose call may or may not have applied it (no answer came, or its
+    /// caller went away): what it adds, and not what it takes away. Applied twice, an addition
+    /// over-counts, as the shared windows may; a subtraction would leave them short of what is
+    /// in use, so it is given up, and the windows count it until its bucket slides out.
+    pub(crate) fn owe_unsure(&mut self, o: Owed) {
+        let adds = o.deltas.map(|v| v.max(0));
+        self.owe_again(Owed { deltas: adds, ..o });
+    }
+
     /// Ends every block (shutdown): what they did not hand out is owed at once (what is in
     /// flight is corrected as it settles).
     pub(crate) fn end_all(&mut self) {
@@ -456,6 +465,35 @@ mod tests {
             !l.lacks_room(D, 500, 28_100),
             "the cooldown is over and there is room"
         );
+    }
+
+    #[test]
+    fn a_correction_that_may_have_been_applied_keeps_what_it_adds_and_not_what_it_takes_away() {
+        let mut l = Leases::default();
+        let report = Observation::default();
+        l.owe_unsure(Owed {
+            deployment: D,
+            bucket: 7,
+            deltas: [0, -980, 20, -1000],
+            observed: Some(report),
+        });
+        assert_eq!(
+            l.drain(0),
+            vec![Owed {
+                deployment: D,
+                bucket: 7,
+                deltas: [0, 0, 20, 0],
+                observed: Some(report),
+            }]
+        );
+        // Nothing that adds: nothing owed.
+        l.owe_unsure(Owed {
+            deployment: D,
+            bucket: 7,
+            deltas: [-1, -980, 0, 0],
+            observed: None,
+        });
+        assert!(l.drain(0).is_empty());
     }
 
     #[test]

@@ -429,6 +429,54 @@ impl Drop for Called<'_> {
     }
 }
 
+/// The corrections a block call carries (see [`Leases`]), from when they are taken from the
+/// leases until the call's answer says what became of them. Dropped unanswered (its caller went
+/// away), they are owed again as far as that is safe: see [`Leases::owe_unsure`].
+struct Carried<'a> {
+    inner: &'a Inner,
+    d: DeploymentId,
+    owed: Vec<(u64, [i64; 4])>,
+}
+
+impl Carried<'_> {
+    /// The call answered (`None`) or failed with `error`: applied, refused by a store in
+    /// another epoch before it applied anything (owed again whole), or not known.
+    fn answered(mut self, error: Option<&LedgerError>) {
+        match error {
+            None => self.owed.clear(),
+            Some(LedgerError::Lost { .. }) => {
+                let mut st = self.inner.lock();
+                for (bucket, deltas) in std::mem::take(&mut self.owed) {
+                    st.leases.owe_again(self.owed_on(bucket, deltas));
+                }
+            }
+            // Dropped here: not known whether the store applied them.
+            Some(_) => {}
+        }
+    }
+
+    fn owed_on(&self, bucket: u64, deltas: [i64; 4]) -> Owed {
+        Owed {
+            deployment: self.d,
+            bucket,
+            deltas,
+            observed: None,
+        }
+    }
+}
+
+impl Drop for Carried<'_> {
+    fn drop(&mut self) {
+        if self.owed.is_empty() {
+            return;
+        }
+        let mut st = self.inner.lock();
+        for (bucket, deltas) in std::mem::take(&mut self.owed) {
+            st.leases.owe_unsure(self.owed_on(bucket, deltas));
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Admitting {
     Shared,
@@ -1172,29 +1220,28 @@ impl Inner {
             let (size, secs) = self.lease_size(d, spec, need, rank);
             // The open block cannot take this request: it ends now, so the call that asks for
             // the next one also hands back what it did not use.
-            let (owed, call) = {
+            let (carried, call) = {
                 let mut st = self.lock();
                 if let Some(decided) = st.elsewhere(self, need, candidates) {
                     return Some(decided);
                 }
                 st.leases.end(d);
                 let owed = st.leases.take_owed(d);
-                (owed, self.register(&mut st, Calling::block(d, size.want)))
+                let carried = Carried {
+                    inner: self,
+                    d,
+                    owed,
+                };
+                (
+                    carried,
+                    self.register(&mut st, Calling::block(d, size.want)),
+                )
             };
-            let asked = self.timed(self.shared.lease(d, size, &owed).boxed()).await;
+            let asked = self
+                .timed(self.shared.lease(d, size, &carried.owed).boxed())
+                .await;
             asked_once = true;
-            if asked.is_err() {
-                // Not applied (or not known to be): kept for the next call.
-                let mut st = self.lock();
-                for (bucket, deltas) in owed {
-                    st.leases.owe_again(Owed {
-                        deployment: d,
-                        bucket,
-                        deltas,
-                        observed: None,
-                    });
-                }
-            }
+            carried.answered(asked.as_ref().err());
             let now = self.now();
             match asked {
                 Ok(Leased::Granted(grant, room)) => {
@@ -1310,8 +1357,8 @@ impl Inner {
                 )
                 .await;
             if let Err(e) = sent {
-                tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
-                self.lock().leases.owe_again(o);
+                tracing::debug!(error = %e, "ledger: a lease correction failed; what it adds is kept for later");
+                self.lock().leases.owe_unsure(o);
             }
         }
     }
