@@ -62,7 +62,13 @@ async fn no_key_set_exits_2_naming_the_variables() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_unreachable_exits_5_naming_the_url_without_its_password() {
-    let (s, _server) = openai_scene("rpm: 10").await;
+    let server = wiremock::MockServer::start().await;
+    let base = format!("{}/v1", server.uri());
+    // Time enough for the refusal to come back on a loaded machine: what it says is the point.
+    let s = scene_with(
+        &[("oa", "openai", base, "gpt-test", 2.0, 8.0, "rpm: 10")],
+        "ledger: { timeout_ms: 5000 }\n",
+    );
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "redis://admin:planted-pw-42@{}/0",
@@ -76,6 +82,9 @@ async fn redis_unreachable_exits_5_naming_the_url_without_its_password() {
     let line = one_line(&line);
     assert!(line.contains("redis://admin:***@127.0.0.1:"), "{line}");
     assert!(!line.contains("planted-pw-42"), "{line}");
+    // Refused, not "no answer", and what to do.
+    assert!(line.contains("refused"), "{line}");
+    assert!(line.contains("start Redis at that address"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

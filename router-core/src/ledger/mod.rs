@@ -76,7 +76,7 @@ use crate::config::DeploymentId;
 #[non_exhaustive]
 pub enum LedgerError {
     /// The Redis server could not be reached or answered with an error.
-    #[error("state store {url}: {source}")]
+    #[error("state store {url}: {source}{hint}", hint = redis_hint(.source))]
     Redis {
         /// The Redis URL, password removed.
         url: String,
@@ -132,6 +132,18 @@ pub enum LedgerError {
     /// A deployment id not in the registry the store was built from.
     #[error("unknown deployment id {0}")]
     UnknownDeployment(usize),
+}
+
+/// What to do about a Redis error the connection gave (nothing to add for one Redis answered).
+fn redis_hint(e: &::redis::RedisError) -> &'static str {
+    if e.is_connection_refusal() {
+        "; nothing takes connections there: start Redis at that address, or point the state \
+         store at one that runs"
+    } else if e.is_io_error() || e.is_connection_dropped() {
+        "; check that Redis runs at that address and can be reached from here"
+    } else {
+        ""
+    }
 }
 
 /// The boxed future every ledger method returns (the trait is used as `dyn Ledger`).

@@ -9,6 +9,8 @@
 //! the namespace depends on. On NOSCRIPT, redis-rs loads the script with SCRIPT LOAD, which the
 //! cluster client sends to every primary, and calls again.
 
+use std::time::Duration;
+
 use futures_util::FutureExt;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
@@ -65,13 +67,19 @@ impl Conn {
     }
 }
 
+/// How long the connection manager waits before its one retry of a failed connect, at least.
+const RETRY_DELAY: Duration = Duration::from_millis(5);
+
 /// One server, connected now; the manager reconnects by itself after a drop.
 async fn open_single(url: &str, options: &RedisStoreOptions) -> RedisResult<ConnectionManager> {
     let client = redis::Client::open(url)?;
     let config = ConnectionManagerConfig::new()
         .set_response_timeout(Some(options.response_timeout))
         .set_connection_timeout(Some(options.connect_timeout))
-        .set_number_of_retries(1);
+        // One retry, soon: a refused connection is then reported as such (`Connection refused`)
+        // well within `ledger.timeout_ms`, rather than as a call that got no answer.
+        .set_number_of_retries(1)
+        .set_min_delay(RETRY_DELAY);
     if options.lazy {
         ConnectionManager::new_lazy_with_config(client, config)
     } else {
