@@ -1,5 +1,5 @@
 //! Redis only: an admission retried after its reply was lost counts once, one whose caller
-//! stopped waiting for it is voided, every admission that
+//! stopped waiting for it (or that got no answer) is voided, every admission that
 //! adds a slot keeps the slots zset alive at least as long as the slot, the URL's user, password
 //! and database are used (the password never shown), and scripts Redis lost are loaded again.
 
@@ -12,7 +12,9 @@ use llmroute_tests::{TestRedis, redis_server};
 use redis::aio::MultiplexedConnection;
 use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Registry};
-use router_core::ledger::{Admission, Ledger, Need, Observation, Reservation};
+use router_core::ledger::{
+    Admission, Ledger, Need, Observation, RedisStore, RedisStoreOptions, Reservation,
+};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -191,6 +193,41 @@ async fn an_admission_dropped_before_its_answer_is_voided_and_holds_no_slot() {
     let store = connect(&server, &registry, Some(clock.clone())).await;
     let observer = connect(&server, &registry, Some(clock)).await;
     an_admission_dropped_unanswered_is_voided(&store, &observer, m).await;
+}
+
+#[tokio::test]
+async fn an_admission_that_timed_out_is_voided_when_redis_runs_it_late() {
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
+    let server = redis_server();
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        response_timeout: Duration::from_millis(300),
+        ..RedisStoreOptions::default()
+    };
+    let store = RedisStore::connect(&server.url, &registry, options)
+        .await
+        .expect("connect");
+    let observer = connect(&server, &registry, None).await;
+    let ttl = Duration::from_secs(600);
+    let _kept = granted(&store, &Need::new(1, ttl), m, "admit", "refused").await;
+    // Redis, frozen, runs the admission only once the store has given up on it.
+    server.pause();
+    let late = store.admit(&Need::new(100, ttl), &[m]).await;
+    server.resume();
+    let err = late.expect_err("no answer from a frozen Redis");
+    assert!(err.maybe_applied(), "{err}");
+    let mut u = observer.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    for _ in 0..200 {
+        if u.in_flight == 1 {
+            break;
+        }
+        u = observer.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    }
+    assert_eq!(
+        (u.requests, u.tokens, u.in_flight),
+        (1, 1, 1),
+        "the admission that timed out still counts"
+    );
 }
 
 #[tokio::test]

@@ -134,6 +134,21 @@ pub enum LedgerError {
     UnknownDeployment(usize),
 }
 
+impl LedgerError {
+    /// Whether the store may have carried the call out though no answer came: it timed out, or
+    /// the connection was lost after it was sent. What the call would have done is undone, or
+    /// done again only where doing it twice is safe.
+    pub fn maybe_applied(&self) -> bool {
+        match self {
+            LedgerError::Timeout { .. } => true,
+            LedgerError::Redis { source, .. } => {
+                source.is_timeout() || source.is_connection_dropped()
+            }
+            _ => false,
+        }
+    }
+}
+
 /// What to do about a Redis error the connection gave (nothing to add for one Redis answered).
 fn redis_hint(e: &::redis::RedisError) -> &'static str {
     if e.is_connection_refusal() {

@@ -530,7 +530,10 @@ impl Ledger for RedisStore {
         async move {
             let abandoned = self.abandoned(need, candidates);
             let admission = self.admit_inner(need, candidates).await;
-            abandoned.disarm();
+            // One that got no answer may have been counted after all: voided, as if abandoned.
+            if !admission.as_ref().is_err_and(LedgerError::maybe_applied) {
+                abandoned.disarm();
+            }
             admission
         }
         .boxed()

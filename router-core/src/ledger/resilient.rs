@@ -505,7 +505,8 @@ struct State {
     calling: HashMap<u64, Calling>,
     /// Tenants served lately, and when last (ms).
     tenants: HashMap<String, u64>,
-    /// Admissions whose reply timed out: Redis may have counted them after all.
+    /// Admissions that got no answer ([`LedgerError::maybe_applied`]): Redis may have counted
+    /// them after all.
     uncertain: Vec<(Need, Vec<DeploymentId>)>,
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
     /// it late, so it is sent again under the same number (applied at most once).
@@ -901,7 +902,7 @@ impl Inner {
                 Ok(restored) => restored,
                 Err(e) => {
                     let mut st = self.lock();
-                    if matches!(e, LedgerError::Timeout { .. }) {
+                    if e.maybe_applied() {
                         st.pending = Some((seq, snapshot));
                     }
                     st.away_again();
@@ -1138,7 +1139,7 @@ impl Inner {
             }
             Ok(denied) => Ok(denied),
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
-                if matches!(e, LedgerError::Timeout { .. }) {
+                if e.maybe_applied() {
                     self.lock()
                         .uncertain
                         .push((need.clone(), candidates.to_vec()));
