@@ -142,8 +142,19 @@ impl LedgerError {
         match self {
             LedgerError::Timeout { .. } => true,
             LedgerError::Redis { source, .. } => {
-                source.is_timeout() || source.is_connection_dropped()
+                !source.is_connection_refusal()
+                    && (source.is_timeout() || source.is_connection_dropped())
             }
+            _ => false,
+        }
+    }
+
+    /// Whether the store surely did not carry the call out: it refused it before doing anything
+    /// (its windows were lost or restored), or the connection was refused before it was sent.
+    pub fn not_applied(&self) -> bool {
+        match self {
+            LedgerError::Lost { .. } => true,
+            LedgerError::Redis { source, .. } => source.is_connection_refusal(),
             _ => false,
         }
     }
@@ -276,5 +287,41 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     fn settle_here(&self, s: &Settlement) -> Option<Result<bool, LedgerError>> {
         let _ = s;
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LedgerError;
+
+    #[test]
+    fn a_failed_call_may_have_been_applied_only_if_it_may_have_been_sent() {
+        let io = |kind: std::io::ErrorKind| LedgerError::Redis {
+            url: "redis://127.0.0.1:6379".into(),
+            source: std::io::Error::from(kind).into(),
+        };
+        let url = || "redis://127.0.0.1:6379".to_owned();
+        let timeout = LedgerError::Timeout {
+            url: url(),
+            after: std::time::Duration::from_millis(50),
+        };
+        let protocol = LedgerError::Protocol {
+            url: url(),
+            script: "admit.lua",
+            detail: "a reply of the wrong shape".into(),
+        };
+        // (maybe applied, surely not applied)
+        let cases = [
+            (io(std::io::ErrorKind::ConnectionRefused), (false, true)),
+            (io(std::io::ErrorKind::TimedOut), (true, false)),
+            (io(std::io::ErrorKind::ConnectionReset), (true, false)),
+            (timeout, (true, false)),
+            (LedgerError::Lost { url: url() }, (false, true)),
+            // The script ran and answered: applied, known.
+            (protocol, (false, false)),
+        ];
+        for (e, expected) in cases {
+            assert_eq!((e.maybe_applied(), e.not_applied()), expected, "{e}");
+        }
     }
 }

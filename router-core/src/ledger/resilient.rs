@@ -439,12 +439,12 @@ struct Carried<'a> {
 }
 
 impl Carried<'_> {
-    /// The call answered (`None`) or failed with `error`: applied, refused by a store in
-    /// another epoch before it applied anything (owed again whole), or not known.
+    /// The call answered (`None`) or failed with `error`: applied, surely not applied (owed
+    /// again whole), or not known.
     fn answered(mut self, error: Option<&LedgerError>) {
         match error {
             None => self.owed.clear(),
-            Some(LedgerError::Lost { .. }) => {
+            Some(e) if e.not_applied() => {
                 let mut st = self.inner.lock();
                 for (bucket, deltas) in std::mem::take(&mut self.owed) {
                     st.leases.owe_again(self.owed_on(bucket, deltas));
@@ -1358,8 +1358,13 @@ impl Inner {
                 )
                 .await;
             if let Err(e) = sent {
-                tracing::debug!(error = %e, "ledger: a lease correction failed; what it adds is kept for later");
-                self.lock().leases.owe_unsure(o);
+                tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
+                let mut st = self.lock();
+                if e.not_applied() {
+                    st.leases.owe_again(o);
+                } else {
+                    st.leases.owe_unsure(o);
+                }
             }
         }
     }
