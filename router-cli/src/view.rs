@@ -3,7 +3,7 @@
 //! Built from a validated registry. Secrets never enter it: the `state` URL and base URLs are
 //! redacted, and an API key is represented only by whether its variable is set.
 
-use router_core::config::{Limits, Price, Registry, redact_url};
+use router_core::config::{Lease, Limits, Price, Registry, redact_url};
 use router_sdk::store::LedgerChoice;
 use serde::Serialize;
 
@@ -72,6 +72,58 @@ pub(crate) struct ModelView {
     pub(crate) limits: LimitsView,
     /// What the model can do beyond text (`tools`, `vision`, `json_schema`, `reasoning`).
     pub(crate) capabilities: Vec<&'static str>,
+    /// Its `lease:`, if it leases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) lease: Option<LeaseView>,
+}
+
+/// A model's `lease:`: `"auto"`, or a block (`tokens` absent: sized from each request).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum LeaseView {
+    Auto(&'static str),
+    Block {
+        requests: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tokens: Option<u64>,
+        secs: u64,
+    },
+}
+
+impl From<Lease> for LeaseView {
+    fn from(l: Lease) -> Self {
+        match l {
+            Lease::Auto => LeaseView::Auto("auto"),
+            Lease::Block {
+                requests,
+                tokens,
+                secs,
+            } => LeaseView::Block {
+                requests,
+                tokens: (tokens != u64::MAX).then_some(tokens),
+                secs,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for LeaseView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseView::Auto(name) => f.write_str(name),
+            LeaseView::Block {
+                requests,
+                tokens,
+                secs,
+            } => {
+                write!(f, "{requests} req")?;
+                if let Some(t) = tokens {
+                    write!(f, ", {t} tok")?;
+                }
+                write!(f, ", {secs} s")
+            }
+        }
+    }
 }
 
 /// USD per million tokens.
@@ -157,6 +209,7 @@ fn provider(
                     price: PriceView::from(d.price),
                     limits: LimitsView::from(d.limits),
                     capabilities: d.capabilities.list().iter().map(|c| c.as_str()).collect(),
+                    lease: d.lease.map(LeaseView::from),
                 }
             })
             .collect(),

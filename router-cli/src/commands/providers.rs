@@ -83,6 +83,11 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         head.extend(row(["itpm", "otpm"]));
     }
     head.extend(row(["concurrency", "capabilities"]));
+    // A lease column only for a provider with a model that leases.
+    let leases = p.models.iter().any(|m| m.lease.is_some());
+    if leases {
+        head.push("lease".to_owned());
+    }
     let mut rows = vec![head];
     for m in &p.models {
         let aliases = if m.aliases.is_empty() {
@@ -108,6 +113,13 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         } else {
             m.capabilities.join(",")
         });
+        if leases {
+            cells.push(
+                m.lease
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |l| l.to_string()),
+            );
+        }
         rows.push(cells);
     }
     write_table(out, &rows)

@@ -79,6 +79,45 @@ fn providers_json_is_one_object_with_every_provider() {
 }
 
 #[test]
+fn providers_shows_each_models_lease() {
+    let yaml = "providers:
+  - name: x
+    api: openai
+    base_url: https://api.example.com/v1
+    api_key_env: X_KEY
+    models:
+      - { name: a, price: { input: 1, output: 2 }, limits: { rpm: 10 }, lease: auto }
+      - { name: b, price: { input: 1, output: 2 }, limits: { rpm: 10 }, lease: { requests: 5, secs: 20 } }
+      - { name: c, price: { input: 1, output: 2 }, lease: { requests: 5, tokens: 900 } }
+      - { name: d, price: { input: 1, output: 2 } }
+";
+    let (_dir, config) = config_file("providers.yaml", yaml);
+    let (out, _) = run(llmroute().arg("--config").arg(&config).arg("providers"), 0);
+    for part in ["lease", "auto", "5 req, 20 s", "5 req, 900 tok, 10 s"] {
+        assert!(out.contains(part), "{part:?} missing from:\n{out}");
+    }
+    let (out, _) = run(
+        llmroute()
+            .arg("--config")
+            .arg(&config)
+            .args(["providers", "--json"]),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let models = &json["providers"][0]["models"];
+    assert_eq!(models[0]["lease"], "auto");
+    assert_eq!(
+        models[1]["lease"],
+        serde_json::json!({ "requests": 5, "secs": 20 })
+    );
+    assert_eq!(
+        models[2]["lease"],
+        serde_json::json!({ "requests": 5, "tokens": 900, "secs": 10 })
+    );
+    assert!(models[3].get("lease").is_none(), "{}", models[3]);
+}
+
+#[test]
 fn a_planted_api_key_is_never_printed_but_reported_as_set() {
     let secret = "sk-planted-secret-123";
     let logging: [(&[&str], Option<&str>); 4] = [
