@@ -16,10 +16,12 @@ use crate::logging::LogFormat;
 /// -vvv trace; RUST_LOG, when set, chooses instead (e.g. RUST_LOG=router_sdk=debug);
 /// --log-format json writes one JSON object per line.
 ///
-/// Exit status: 0 success; 1 `usage --check` found a difference; 2 usage or configuration (bad flags or YAML, unknown model, no key
-/// set, unreadable prompt); 3 no capacity before the deadline; 4 provider error (error answer,
-/// timeout, connection); 5 state store unavailable; 130 / 143 `chat` stopped by SIGINT / SIGTERM
-/// (its reservation settled first).
+/// Exit status: 0 success; 1 `usage --check` found a difference; 2 usage or configuration (bad
+/// flags or YAML, unknown model, no key set, unreadable prompt, image or schema file, a feature
+/// no model can serve); 3 no capacity before the deadline, or a tenant's budget exhausted; 4
+/// provider error (error answer, timeout, connection, an answer that is not JSON for
+/// `--json-schema`); 5 state store or usage sink unavailable; 130 / 143 `chat` stopped by SIGINT
+/// / SIGTERM (its reservation settled first).
 #[derive(Debug, Parser)]
 #[command(name = "llmroute", version, propagate_version = true)]
 pub(crate) struct Cli {
