@@ -28,8 +28,8 @@ struct Block {
     id: u64,
     bucket: u64,
     requests: u64,
-    /// 0 when the deployment has no token limit (tokens are not leased then).
-    tokens: u64,
+    /// `None` when the deployment has no token limit (tokens are not leased then).
+    tokens: Option<u64>,
     /// Requests, tokens, input and output tokens its requests count now.
     used: Counts,
     /// When it stops admitting (ms).
@@ -42,11 +42,12 @@ impl Block {
     /// counted as reserved; their settlements correct the rest.
     fn correction(&self) -> [i64; 4] {
         let d = |used: u64, granted: u64| used as i64 - granted as i64;
+        let tokens = self.tokens.unwrap_or(0);
         [
             d(self.used[0], self.requests),
-            d(self.used[1], self.tokens),
-            d(self.used[2], self.tokens),
-            d(self.used[3], self.tokens),
+            d(self.used[1], tokens),
+            d(self.used[2], tokens),
+            d(self.used[3], tokens),
         ]
     }
 }
@@ -112,7 +113,7 @@ impl Leases {
         let block = self.open.get_mut(&d)?;
         let tokens = need.tokens_on(rank);
         let fits = block.used[0] < block.requests
-            && (block.tokens == 0 || block.used[1] + tokens <= block.tokens);
+            && block.tokens.is_none_or(|t| block.used[1] + tokens <= t);
         if !fits {
             return None;
         }
@@ -134,12 +135,12 @@ impl Leases {
         Some(r)
     }
 
-    /// Opens a block of `requests` and `tokens` (0: tokens not leased) granted in `bucket`, until
+    /// Opens a block of `requests` and `tokens` (`None`: tokens not leased) granted in `bucket`, until
     /// `ends`; the deployment's previous block ends.
     pub(crate) fn open(
         &mut self,
         d: DeploymentId,
-        (requests, tokens, bucket): (u64, u64, u64),
+        (requests, tokens, bucket): (u64, Option<u64>, u64),
         ends: u64,
     ) {
         self.end(d);
@@ -357,7 +358,7 @@ mod tests {
     #[test]
     fn a_block_admits_up_to_its_size_then_owes_what_was_unused() {
         let mut l = Leases::default();
-        l.open(D, (3, 100, 7), 5_000);
+        l.open(D, (3, Some(100), 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         let b = l.take(D, &need(40), 0, 1).unwrap();
         assert_eq!(a.bucket, 7);
@@ -392,9 +393,19 @@ mod tests {
     }
 
     #[test]
+    fn a_block_granted_no_tokens_admits_nothing_that_needs_some() {
+        let mut l = Leases::default();
+        l.open(D, (5, Some(0), 7), 5_000);
+        assert!(l.take(D, &need(10), 0, 1).is_none());
+        // Tokens not leased (no token limit): only requests count.
+        l.open(D, (5, None, 7), 5_000);
+        assert!(l.take(D, &need(10), 0, 1).is_some());
+    }
+
+    #[test]
     fn a_block_that_ends_with_requests_in_flight_hands_back_its_unused_part_to_the_next_call() {
         let mut l = Leases::default();
-        l.open(D, (4, 1_000, 7), 5_000);
+        l.open(D, (4, Some(1_000), 7), 5_000);
         let a = l.take(D, &need(600), 0, 1).unwrap();
         assert!(l.take(D, &need(600), 0, 2).is_none(), "600 + 600 > 1000");
         // Asking for the next block ends this one: its 400 unused tokens and 3 requests go with
@@ -408,7 +419,7 @@ mod tests {
     #[test]
     fn a_block_ends_when_it_expires_and_late_settlements_are_owed_alone() {
         let mut l = Leases::default();
-        l.open(D, (10, 0, 7), 5_000);
+        l.open(D, (10, None, 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         assert!(l.take(D, &need(40), 0, 5_000).is_none(), "expired");
         l.end_all();
@@ -499,7 +510,7 @@ mod tests {
     #[test]
     fn the_rate_counts_the_last_ten_seconds() {
         let mut l = Leases::default();
-        l.open(D, (100, 0, 1), 60_000);
+        l.open(D, (100, None, 1), 60_000);
         for t in [0, 1_000, 9_000, 12_000] {
             assert!(l.take(D, &need(30), 0, t).is_some());
         }

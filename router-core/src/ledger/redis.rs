@@ -224,17 +224,33 @@ impl RedisStore {
     }
 
     /// Runs a prepared script call; retries once when the connection had dropped (the first
-    /// command after a drop fails while the manager reconnects).
+    /// command after a drop fails while the manager reconnects). Only for a script that may run
+    /// twice with the effect of once (its call carries an id or a number it was applied under,
+    /// or it only sets or reads): the first call may have run before its reply was lost.
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
         let first = self.conn.invoke(inv).await;
         let result = match first {
             Err(e) if e.is_connection_dropped() || e.is_io_error() => self.conn.invoke(inv).await,
             other => other,
         };
-        result.map_err(|source| LedgerError::Redis {
+        result.map_err(|source| self.redis_error(source))
+    }
+
+    /// Runs a prepared script call once, for a script whose second run would count its
+    /// changes again (a block's grant and corrections): a failure is its caller's to weigh
+    /// ([`LedgerError::maybe_applied`]).
+    async fn run_once(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
+        self.conn
+            .invoke(inv)
+            .await
+            .map_err(|source| self.redis_error(source))
+    }
+
+    fn redis_error(&self, source: ::redis::RedisError) -> LedgerError {
+        LedgerError::Redis {
             url: self.url.clone(),
             source,
-        })
+        }
     }
 
     fn protocol(&self, script: &'static str, reply: &[i64]) -> LedgerError {

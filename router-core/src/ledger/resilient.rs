@@ -94,6 +94,8 @@ pub struct Health {
     pub changes: u64,
     /// Admissions made in local or open mode since start.
     pub local_admissions: u64,
+    /// Requests admitted through the shared store (not from a leased block) and not finished.
+    pub in_flight: u64,
 }
 
 /// What a restore round leads to.
@@ -538,6 +540,10 @@ struct Inner {
     calls: AtomicU64,
     /// One restore at a time.
     restoring: tokio::sync::Mutex<()>,
+    /// One heartbeat at a time (the task's, `heartbeat_now`'s, the one at close): two at once
+    /// could reach the store out of their order, and the later number would have the store
+    /// skip the earlier one's corrections.
+    beating: tokio::sync::Mutex<()>,
 }
 
 /// The shared Redis ledger, with timeouts and a failure mode (see the module documentation).
@@ -610,6 +616,7 @@ impl ResilientStore {
             seq: AtomicU64::new(now),
             calls: AtomicU64::new(0),
             restoring: tokio::sync::Mutex::new(()),
+            beating: tokio::sync::Mutex::new(()),
         });
         inner.tick().await;
         let heartbeat = tokio::runtime::Handle::try_current().ok().map(|rt| {
@@ -697,6 +704,7 @@ impl Inner {
             instances: st.seen.as_ref().map_or(0, |b| b.instances),
             changes: st.changes,
             local_admissions: st.local_admissions,
+            in_flight: st.in_flight.len() as u64,
         }
     }
 
@@ -705,6 +713,7 @@ impl Inner {
     /// instance restored them), restore first, from what was seen before, and read again: a
     /// reading of emptied windows must not replace the last good one.
     async fn tick(&self) {
+        let _one = self.beating.lock().await;
         for _ in 0..2 {
             let (tenants, base, me) = {
                 let mut st = self.lock();
@@ -1096,7 +1105,10 @@ impl Inner {
             }
         }
         let (mut result, mut call) = match self.admit_leased(need, candidates).await {
-            Some(result) => (result, None),
+            // Admitted from a block (the block's grant counted it), or decided elsewhere
+            // meanwhile: nothing of it is held through the shared store.
+            Some(Ok(admission)) => return Ok(admission),
+            Some(Err(e)) => (Err(e), None),
             None => match self.admit_shared(need, candidates).await {
                 Ok((answer, call)) => (answer, Some(call)),
                 Err(decided) => return decided,
@@ -1247,7 +1259,7 @@ impl Inner {
             match asked {
                 Ok(Leased::Granted(grant, room)) => {
                     let mut st = self.lock();
-                    let tokens = if size.want.1 == 0 { 0 } else { grant.tokens };
+                    let tokens = (size.want.1 != 0).then_some(grant.tokens);
                     st.leases
                         .open(d, (grant.requests, tokens, grant.bucket), now + secs * 1000);
                     st.leases.saw_room(d, room, now);
@@ -1315,8 +1327,9 @@ impl Inner {
             }
         };
         drop(st);
+        // Where tokens are limited a block holds at least one (none: tokens are not leased).
         let leased_tokens = if tokens_limited {
-            (want.1, tokens)
+            (want.1.max(1), tokens)
         } else {
             (0, 0)
         };

@@ -104,7 +104,7 @@ impl RedisStore {
             }
         }
         self.push_epoch(&mut inv);
-        let reply = self.run(&inv).await?;
+        let reply = self.run_once(&inv).await?;
         if let [2, _] = reply.as_slice() {
             return Err(LedgerError::Lost {
                 url: self.url.clone(),
@@ -154,7 +154,7 @@ impl RedisStore {
             inv.arg(delta);
         }
         self.push_report(&mut inv, scopes[0], observed);
-        let reply = self.run(&inv).await?;
+        let reply = self.run_once(&inv).await?;
         match reply.as_slice() {
             [1] => Ok(()),
             _ => Err(self.protocol("unlease.lua", &reply)),
