@@ -519,6 +519,34 @@ async fn a_request_from_a_block_is_not_held_as_a_shared_one() {
 }
 
 #[tokio::test]
+async fn a_block_closed_after_redis_came_back_empty_gives_back_nothing_it_never_held() {
+    let mut redis = redis_server();
+    let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;
+    a.heartbeat_now().await;
+    let held = admit(&a).await.unwrap().unwrap();
+    assert!(a.settle(&held, ActualUsage::tokens(5)).await.unwrap());
+    // Redis restarts empty; another instance admits 20 before this one hears of it.
+    redis.restart();
+    let b = instance(&redis, OnError::Local).await;
+    b.heartbeat_now().await;
+    for _ in 0..5 {
+        assert!(admit(&b).await.unwrap().is_some());
+    }
+    // A's connection comes back (a read: it learns nothing of the new epoch)...
+    let mut read = a.snapshot(&[M]).await;
+    for _ in 0..50 {
+        if read.is_ok() {
+            break;
+        }
+        read = a.snapshot(&[M]).await;
+    }
+    assert_eq!(read.unwrap()[0].usage.requests, 5);
+    // ...and closing hands back the block's unused 29: not from windows that never held it.
+    a.close().await.unwrap();
+    assert_eq!(shared_requests(&redis).await.0, 5);
+}
+
+#[tokio::test]
 async fn what_a_block_did_not_use_goes_back_on_close() {
     let redis = redis_server();
     let a = leasing(&redis, "{ requests: 30, secs: 60 }").await;

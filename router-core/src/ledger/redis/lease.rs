@@ -137,6 +137,7 @@ impl RedisStore {
 
     /// Corrects what a lease counted in `bucket` of `d`'s windows by `deltas` (requests, tokens,
     /// input, output; negative gives back), then follows the provider's report if one comes.
+    /// [`LedgerError::Lost`]: the store is not in the epoch this instance knows; nothing applied.
     pub(crate) async fn unlease(
         &self,
         d: DeploymentId,
@@ -154,9 +155,13 @@ impl RedisStore {
             inv.arg(delta);
         }
         self.push_report(&mut inv, scopes[0], observed);
+        self.push_epoch(&mut inv);
         let reply = self.run_once(&inv).await?;
         match reply.as_slice() {
             [1] => Ok(()),
+            [2] => Err(LedgerError::Lost {
+                url: self.url.clone(),
+            }),
             _ => Err(self.protocol("unlease.lua", &reply)),
         }
     }
