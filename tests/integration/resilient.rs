@@ -542,8 +542,53 @@ async fn a_block_closed_after_redis_came_back_empty_gives_back_nothing_it_never_
     }
     assert_eq!(read.unwrap()[0].usage.requests, 5);
     // ...and closing hands back the block's unused 29: not from windows that never held it.
+    // (Its close writes back what it admitted, the block, with the correction: its one
+    // request.)
     a.close().await.unwrap();
-    assert_eq!(shared_requests(&redis).await.0, 5);
+    assert_eq!(shared_requests(&redis).await.0, 5 + 1);
+}
+
+#[tokio::test]
+async fn a_request_a_block_admits_seconds_after_its_grant_counts_for_a_minute_from_then() {
+    let redis = redis_server();
+    // Redis and the instance on one clock, at the start of a second.
+    let clock = ManualClock::new(crate::support::T0);
+    let yaml = one_model("rpm: 10").replace(
+        "        limits:",
+        "        lease: { requests: 10, secs: 30 }\n        limits:",
+    );
+    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        clock: Some(Arc::new(clock.clone())),
+        response_timeout: Duration::from_secs(5),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let a = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
+    let reader = crate::support::connect(&redis, &registry, Some(clock.clone())).await;
+    let requests = || async { reader.snapshot(&[M]).await.unwrap()[0].usage.requests };
+    // The block takes the whole limit; one request now, nine 20 s later, from the block.
+    let mut held = vec![admit(&a).await.unwrap().unwrap()];
+    clock.advance_ms(20_000);
+    for _ in 0..9 {
+        held.push(admit(&a).await.unwrap().unwrap());
+    }
+    a.heartbeat_now().await;
+    assert_eq!(requests().await, 10);
+    // A minute after the grant, the provider still counts the nine: so must the windows.
+    clock.advance_ms(41_000);
+    assert_eq!(requests().await, 9, "the nine left with the grant's second");
+    clock.advance_ms(20_000);
+    assert_eq!(requests().await, 0);
 }
 
 #[tokio::test]

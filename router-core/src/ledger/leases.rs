@@ -2,13 +2,15 @@
 //! and settling what they admitted is local. What the blocks counted in the shared windows is
 //! corrected (lua/unlease.lua, or the next block's call, or the heartbeat): by the part a block
 //! did not hand out as soon as it ends, and by what each request really used against what it
-//! reserved as it settles. Corrections owed on one deployment and bucket add up into one.
+//! reserved as it settles. Corrections owed on one deployment and bucket add up into one. A
+//! request admitted in a later second than its block's grant is moved to its own second (see
+//! [`Granted::send_by`]).
 
 use std::collections::{HashMap, VecDeque};
 
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
-use super::window::Counts;
+use super::window::{Counts, bucket_of};
 use crate::config::DeploymentId;
 
 /// The span over which `auto` measures this instance's rate, ms.
@@ -34,6 +36,31 @@ struct Block {
     used: Counts,
     /// When it stops admitting (ms).
     ends: u64,
+    /// The store's clock less this instance's, at the grant (ms): a request's bucket is read on
+    /// the store's clock, as the grant's was.
+    skew: i64,
+    /// When what it admits after its grant's second must have reached the store (ms): see
+    /// [`Granted::send_by`].
+    send_by: u64,
+}
+
+/// A block the store granted, as [`Leases::open`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Granted {
+    pub(crate) requests: u64,
+    /// `None` when tokens are not leased (the deployment has no token limit).
+    pub(crate) tokens: Option<u64>,
+    /// The second (bucket) the grant is counted in.
+    pub(crate) bucket: u64,
+    /// The store's clock at the grant, and this instance's when the answer came (ms).
+    pub(crate) store_now: u64,
+    pub(crate) now: u64,
+    /// When the shared windows drop the grant's bucket, less the time a call takes, on this
+    /// instance's clock (ms). The grant counts every request the block admits in that bucket;
+    /// a request admitted in a later second would leave the windows before the provider forgets
+    /// it, so it is moved to its own second (counted there, taken off the grant's) by the next
+    /// call or heartbeat, which must come by then.
+    pub(crate) send_by: u64,
 }
 
 impl Block {
@@ -75,6 +102,8 @@ pub(crate) struct Leases {
     owed: HashMap<(DeploymentId, u64), [i64; 4]>,
     /// The provider's latest report per leased deployment, sent with the next correction.
     reports: HashMap<DeploymentId, Observation>,
+    /// The earliest [`Granted::send_by`] of the moves owed (ms): a heartbeat goes by then.
+    send_by: Option<u64>,
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
     recent: VecDeque<(u64, u64)>,
     /// What this instance last learnt of each deployment's room: a request that needs more
@@ -101,7 +130,8 @@ fn counts(r: &Reservation) -> Counts {
 }
 
 impl Leases {
-    /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room.
+    /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room. A request
+    /// admitted in a later second than the grant's is moved to its own (see [`Granted::send_by`]).
     pub(crate) fn take(
         &mut self,
         d: DeploymentId,
@@ -117,10 +147,12 @@ impl Leases {
         if !fits {
             return None;
         }
+        let home = block.bucket;
+        let bucket = bucket_of(now.saturating_add_signed(block.skew)).max(home);
         let r = Reservation {
             id: need.id,
             deployment: d,
-            bucket: block.bucket,
+            bucket,
             tokens,
             input_tokens: need.input_on(rank),
             rank,
@@ -130,28 +162,41 @@ impl Leases {
         for (u, v) in block.used.iter_mut().zip(c) {
             *u += v;
         }
-        self.admitted.insert(r.id, (d, block.id, r.bucket, c));
+        let (block_id, send_by) = (block.id, block.send_by);
+        if bucket != home {
+            self.shift(d, home, bucket, c.map(|v| v as i64));
+            self.send_by = Some(self.send_by.map_or(send_by, |t| t.min(send_by)));
+        }
+        self.admitted.insert(r.id, (d, block_id, bucket, c));
         self.recent.push_back((now, tokens));
         Some(r)
     }
 
-    /// Opens a block of `requests` and `tokens` (`None`: tokens not leased) granted in `bucket`, until
-    /// `ends`; the deployment's previous block ends.
-    pub(crate) fn open(
-        &mut self,
-        d: DeploymentId,
-        (requests, tokens, bucket): (u64, Option<u64>, u64),
-        ends: u64,
-    ) {
+    /// Moves `counts` of `d` from bucket `from` to `to`: owed together, so applied together.
+    fn shift(&mut self, d: DeploymentId, from: u64, to: u64, counts: [i64; 4]) {
+        self.owe(d, to, counts);
+        self.owe(d, from, counts.map(|v| -v));
+    }
+
+    /// When the moves owed must have reached the store (ms), if any are.
+    pub(crate) fn send_by(&self) -> Option<u64> {
+        self.send_by
+    }
+
+    /// Opens the block `grant` of `d`, admitting until `ends`; the deployment's previous block
+    /// ends.
+    pub(crate) fn open(&mut self, d: DeploymentId, grant: Granted, ends: u64) {
         self.end(d);
         self.blocks += 1;
         let block = Block {
             id: self.blocks,
-            bucket,
-            requests,
-            tokens,
+            bucket: grant.bucket,
+            requests: grant.requests,
+            tokens: grant.tokens,
             used: [0; 4],
             ends,
+            skew: grant.store_now as i64 - grant.now as i64,
+            send_by: grant.send_by,
         };
         self.open.insert(d, block);
     }
@@ -206,10 +251,16 @@ impl Leases {
         };
         let delta = [0, 1, 2, 3].map(|i| after[i] as i64 - before[i] as i64);
         match self.open.get_mut(&d) {
-            // Still admitting: the block's own count changes (what it hands out depends on it).
+            // Still admitting: the block's own count changes (what it hands out depends on it),
+            // and goes with the block's correction to its bucket; a request moved to a later
+            // bucket has it moved there too.
             Some(block) if block.id == block_id => {
                 for (u, v) in block.used.iter_mut().zip(delta) {
                     *u = u.saturating_add_signed(v);
+                }
+                let home = block.bucket;
+                if bucket != home {
+                    self.shift(d, home, bucket, delta);
                 }
             }
             // Its block ended and was corrected with this request as reserved.
@@ -232,6 +283,7 @@ impl Leases {
     /// report goes with one of them (a report alone goes with bucket 0, which no window holds).
     pub(crate) fn drain(&mut self, now: u64) -> Vec<Owed> {
         self.end_expired(now);
+        self.send_by = None;
         let due: Vec<(DeploymentId, u64)> = self.owed.keys().copied().collect();
         let mut out: Vec<Owed> = due
             .into_iter()
@@ -351,6 +403,19 @@ mod tests {
 
     const D: DeploymentId = DeploymentId(0);
 
+    /// A block granted in `bucket` by a store whose clock read the bucket's start when this
+    /// instance's read 0.
+    fn grant(requests: u64, tokens: Option<u64>, bucket: u64) -> Granted {
+        Granted {
+            requests,
+            tokens,
+            bucket,
+            store_now: bucket * 1_000,
+            now: 0,
+            send_by: 50_000,
+        }
+    }
+
     fn need(tokens: u64) -> Need {
         Need::new(tokens, Duration::from_secs(60)).with_input_tokens(tokens / 2)
     }
@@ -358,7 +423,7 @@ mod tests {
     #[test]
     fn a_block_admits_up_to_its_size_then_owes_what_was_unused() {
         let mut l = Leases::default();
-        l.open(D, (3, Some(100), 7), 5_000);
+        l.open(D, grant(3, Some(100), 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         let b = l.take(D, &need(40), 0, 1).unwrap();
         assert_eq!(a.bucket, 7);
@@ -393,19 +458,58 @@ mod tests {
     }
 
     #[test]
+    fn a_request_admitted_in_a_later_second_than_the_grant_is_moved_to_its_own() {
+        let mut l = Leases::default();
+        // Granted in bucket 7, the store's clock reading 7,400 ms when this instance's read 1,000.
+        let granted = Granted {
+            requests: 10,
+            tokens: Some(1_000),
+            bucket: 7,
+            store_now: 7_400,
+            now: 1_000,
+            send_by: 60_000,
+        };
+        l.open(D, granted, 20_000);
+        let a = l.take(D, &need(40), 0, 1_500).unwrap();
+        assert_eq!(
+            a.bucket, 7,
+            "the store's clock at 7,900: the grant's second"
+        );
+        assert_eq!(l.send_by(), None);
+        let b = l.take(D, &need(40), 0, 3_700).unwrap();
+        assert_eq!(b.bucket, 10, "the store's clock at 10,100");
+        assert_eq!(l.send_by(), Some(60_000), "a move to send in time");
+        // It settles for 10 in and 5 out (it reserved 20 and 20): its settlement goes with it.
+        assert!(l.finish(b.id, Some(ActualUsage::split(10, 5))));
+        let mut owed = l.drain(3_800);
+        owed.sort_by_key(|o| o.bucket);
+        let at = |bucket, deltas| Owed {
+            deployment: D,
+            bucket,
+            deltas,
+            observed: None,
+        };
+        assert_eq!(
+            owed,
+            vec![at(7, [-1, -15, -10, -5]), at(10, [1, 15, 10, 5])]
+        );
+        assert_eq!(l.send_by(), None, "sent");
+    }
+
+    #[test]
     fn a_block_granted_no_tokens_admits_nothing_that_needs_some() {
         let mut l = Leases::default();
-        l.open(D, (5, Some(0), 7), 5_000);
+        l.open(D, grant(5, Some(0), 7), 5_000);
         assert!(l.take(D, &need(10), 0, 1).is_none());
         // Tokens not leased (no token limit): only requests count.
-        l.open(D, (5, None, 7), 5_000);
+        l.open(D, grant(5, None, 7), 5_000);
         assert!(l.take(D, &need(10), 0, 1).is_some());
     }
 
     #[test]
     fn a_block_that_ends_with_requests_in_flight_hands_back_its_unused_part_to_the_next_call() {
         let mut l = Leases::default();
-        l.open(D, (4, Some(1_000), 7), 5_000);
+        l.open(D, grant(4, Some(1_000), 7), 5_000);
         let a = l.take(D, &need(600), 0, 1).unwrap();
         assert!(l.take(D, &need(600), 0, 2).is_none(), "600 + 600 > 1000");
         // Asking for the next block ends this one: its 400 unused tokens and 3 requests go with
@@ -419,7 +523,7 @@ mod tests {
     #[test]
     fn a_block_ends_when_it_expires_and_late_settlements_are_owed_alone() {
         let mut l = Leases::default();
-        l.open(D, (10, None, 7), 5_000);
+        l.open(D, grant(10, None, 7), 5_000);
         let a = l.take(D, &need(40), 0, 1).unwrap();
         assert!(l.take(D, &need(40), 0, 5_000).is_none(), "expired");
         l.end_all();
@@ -510,7 +614,7 @@ mod tests {
     #[test]
     fn the_rate_counts_the_last_ten_seconds() {
         let mut l = Leases::default();
-        l.open(D, (100, None, 1), 60_000);
+        l.open(D, grant(100, None, 1), 60_000);
         for t in [0, 1_000, 9_000, 12_000] {
             assert!(l.take(D, &need(30), 0, t).is_some());
         }

@@ -39,12 +39,12 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
-use super::leases::{Leases, Owed};
+use super::leases::{Granted, Leases, Owed};
 use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
-use super::window::{Counts, Slot, Window, bucket_of};
+use super::window::{Counts, Slot, Window, bucket_of, expiry_of};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
@@ -540,6 +540,10 @@ struct Inner {
     calls: AtomicU64,
     /// One restore at a time.
     restoring: tokio::sync::Mutex<()>,
+    /// When the heartbeat task wakes next (ms), and what wakes it sooner: a move owed (see
+    /// `Granted::send_by`) that must reach the store before then.
+    beat_due: AtomicU64,
+    moved: tokio::sync::Notify,
     /// One heartbeat at a time (the task's, `heartbeat_now`'s, the one at close): two at once
     /// could reach the store out of their order, and the later number would have the store
     /// skip the earlier one's corrections.
@@ -616,6 +620,8 @@ impl ResilientStore {
             seq: AtomicU64::new(now),
             calls: AtomicU64::new(0),
             restoring: tokio::sync::Mutex::new(()),
+            beat_due: AtomicU64::new(u64::MAX),
+            moved: tokio::sync::Notify::new(),
             beating: tokio::sync::Mutex::new(()),
         });
         inner.tick().await;
@@ -643,19 +649,29 @@ impl ResilientStore {
 /// then in no other's reading either, and each adds its own (see [`Own`]).
 async fn beat_forever(inner: Weak<Inner>) {
     loop {
-        let wait = {
-            let Some(inner) = inner.upgrade() else {
-                return;
-            };
-            let rejoining = inner.lock().rejoining();
-            next_beat_in(inner.settings.heartbeat, rejoining, inner.now())
-        };
-        tokio::time::sleep(Duration::from_millis(wait)).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        inner.tick().await;
+        let now = inner.now();
+        let (rejoining, send_by) = {
+            let st = inner.lock();
+            (st.rejoining(), st.leases.send_by())
+        };
+        let wait = next_wake_in(inner.settings.heartbeat, rejoining, now, send_by);
+        inner.beat_due.store(now + wait, Ordering::Relaxed);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(wait)) => inner.tick().await,
+            // A move owed before then: wait again, for it.
+            () = inner.moved.notified() => {}
+        }
     }
+}
+
+/// How long until the heartbeat task sends a beat, ms, at `now` (ms): at the next beat, or by
+/// `send_by` (ms) if moves are owed by then.
+fn next_wake_in(heartbeat: Duration, rejoining: bool, now: u64, send_by: Option<u64>) -> u64 {
+    let beat = next_beat_in(heartbeat, rejoining, now);
+    send_by.map_or(beat, |t| beat.min(t.saturating_sub(now)))
 }
 
 /// How long until the next beat, ms, at `now` (ms): the next multiple of the heartbeat, or of a
@@ -675,6 +691,20 @@ impl Inner {
 
     fn now(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// Wakes the heartbeat task if a move owed must reach the store before it would wake.
+    fn wake_for_moves(&self, st: &State) {
+        let due = self.beat_due.load(Ordering::Relaxed);
+        if st.leases.send_by().is_some_and(|t| t < due) {
+            self.moved.notify_one();
+        }
+    }
+
+    /// How long before a grant's second leaves the shared windows the moves out of it are sent
+    /// (ms): a call's time twice, and a second to spare.
+    fn move_margin(&self) -> u64 {
+        1_000 + 2 * self.settings.timeout.as_millis() as u64
     }
 
     /// How long an instance back from local mode waits for the others to write back what they
@@ -1215,7 +1245,12 @@ impl Inner {
         let mut asked_once = false;
         for (rank, &d) in candidates.iter().enumerate() {
             let spec = self.lease.get(d.0).copied().flatten()?;
-            let taken = |this: &Self| this.lock().leases.take(d, need, rank, this.now());
+            let taken = |this: &Self| {
+                let mut st = this.lock();
+                let r = st.leases.take(d, need, rank, this.now());
+                this.wake_for_moves(&st);
+                r
+            };
             if let Some(r) = taken(self) {
                 return Some(Ok(Admission::Granted(r)));
             }
@@ -1259,9 +1294,21 @@ impl Inner {
             match asked {
                 Ok(Leased::Granted(grant, room)) => {
                     let mut st = self.lock();
-                    let tokens = (size.want.1 != 0).then_some(grant.tokens);
+                    // What the block admits after the grant's second must reach the store
+                    // before that second leaves the windows (see `Granted::send_by`): on this
+                    // instance's clock, less a call's time; the block stops admitting by then.
+                    let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
+                    let send_by = now + leaves.saturating_sub(self.move_margin());
+                    let granted = Granted {
+                        requests: grant.requests,
+                        tokens: (size.want.1 != 0).then_some(grant.tokens),
+                        bucket: grant.bucket,
+                        store_now: grant.now,
+                        now,
+                        send_by,
+                    };
                     st.leases
-                        .open(d, (grant.requests, tokens, grant.bucket), now + secs * 1000);
+                        .open(d, granted, (now + secs * 1000).min(send_by).max(now + 1));
                     st.leases.saw_room(d, room, now);
                     let admitted = Admitted {
                         deployment: d,
@@ -1271,7 +1318,9 @@ impl Inner {
                     };
                     st.remember(self.shared.table(), &admitted, now);
                     call.done(&mut st, Some(d));
-                    if let Some(r) = st.leases.take(d, need, rank, now) {
+                    let taken = st.leases.take(d, need, rank, now);
+                    self.wake_for_moves(&st);
+                    if let Some(r) = taken {
                         return Some(Ok(Admission::Granted(r)));
                     }
                 }
@@ -1349,20 +1398,26 @@ impl Inner {
         }
     }
 
-    /// Ends every leased block and sends what they owe the shared windows, one call per block
-    /// and bucket (at close; while the store answers, heartbeats carry the corrections).
+    /// Ends every leased block and sends what they owe the shared windows (at close): with a
+    /// heartbeat, which applies them all together and once; what it cannot carry (the store is
+    /// away, or in another epoch) with one call per deployment and bucket.
     async fn settle_leases(&self) {
         // Corrections a beat carried without an answer go again under their number first.
         if self.lock().carrying.is_some() {
             self.tick().await;
         }
-        let owed = {
+        self.lock().leases.end_all();
+        self.tick().await;
+        let mut owed = {
             let mut st = self.lock();
             let now = self.now();
-            st.leases.end_all();
             st.leases.drain(now)
         };
-        for o in owed {
+        // Later buckets first, so that a move's addition lands before its subtraction; after a
+        // failure, the rest is kept rather than sent without it.
+        owed.sort_by_key(|o| std::cmp::Reverse(o.bucket));
+        let mut owed = owed.into_iter();
+        while let Some(o) = owed.next() {
             let sent = self
                 .timed(
                     self.shared
@@ -1378,6 +1433,10 @@ impl Inner {
                 } else {
                     st.leases.owe_unsure(o);
                 }
+                for rest in owed {
+                    st.leases.owe_again(rest);
+                }
+                return;
             }
         }
     }
@@ -2200,6 +2259,20 @@ mod tests {
         reads.record(1, 1, own(100));
         assert_eq!(reads.0.len(), 1);
         assert_eq!(base(&reads), Some(100));
+    }
+
+    #[test]
+    fn a_move_owed_before_the_next_beat_brings_the_beat_forward() {
+        let hour = Duration::from_secs(3600);
+        assert_eq!(next_wake_in(hour, false, 1_000, None), 3_599_000);
+        assert_eq!(next_wake_in(hour, false, 1_000, Some(50_000)), 49_000);
+        assert_eq!(
+            next_wake_in(hour, false, 1_000, Some(500)),
+            0,
+            "late: at once"
+        );
+        let two = Duration::from_secs(2);
+        assert_eq!(next_wake_in(two, false, 1_000, Some(50_000)), 1_000);
     }
 
     #[test]

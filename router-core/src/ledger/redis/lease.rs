@@ -16,6 +16,8 @@ pub(crate) struct Grant {
     pub(crate) requests: u64,
     pub(crate) tokens: u64,
     pub(crate) bucket: u64,
+    /// The store's clock when it granted (ms).
+    pub(crate) now: u64,
 }
 
 /// A block asked for: `want` (requests, tokens), but at most 1/`parts` of what is left of each
@@ -119,11 +121,12 @@ impl RedisStore {
             })
         };
         match reply.as_slice() {
-            [1, _now, requests, tokens, bucket, room_r, room_t] => Ok(Leased::Granted(
+            [1, now, requests, tokens, bucket, room_r, room_t] => Ok(Leased::Granted(
                 Grant {
                     requests: count(*requests)?,
                     tokens: count(*tokens)?,
                     bucket: count(*bucket)?,
+                    now: count(*now)?,
                 },
                 room(*room_r, *room_t)?,
             )),
