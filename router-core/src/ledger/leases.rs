@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::LedgerError;
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
 use super::window::{Counts, bucket_of};
@@ -325,6 +326,16 @@ impl Leases {
     pub(crate) fn owe_unsure(&mut self, o: Owed) {
         let adds = o.deltas.map(|v| v.max(0));
         self.owe_again(Owed { deltas: adds, ..o });
+    }
+
+    /// Keeps a correction whose call failed with `error`: whole if the store surely did not
+    /// apply it, else as [`Leases::owe_unsure`] does.
+    pub(crate) fn owe_failed(&mut self, o: Owed, error: &LedgerError) {
+        if error.not_applied() {
+            self.owe_again(o);
+        } else {
+            self.owe_unsure(o);
+        }
     }
 
     /// Ends every block (shutdown): what they did not hand out is owed at once (what is in

@@ -441,19 +441,15 @@ struct Carried<'a> {
 }
 
 impl Carried<'_> {
-    /// The call answered (`None`) or failed with `error`: applied, surely not applied (owed
-    /// again whole), or not known.
+    /// The call answered (`None`: applied) or failed with `error` (see [`Leases::owe_failed`]).
     fn answered(mut self, error: Option<&LedgerError>) {
-        match error {
-            None => self.owed.clear(),
-            Some(e) if e.not_applied() => {
-                let mut st = self.inner.lock();
-                for (bucket, deltas) in std::mem::take(&mut self.owed) {
-                    st.leases.owe_again(self.owed_on(bucket, deltas));
-                }
-            }
-            // Dropped here: not known whether the store applied them.
-            Some(_) => {}
+        let owed = std::mem::take(&mut self.owed);
+        let Some(e) = error else {
+            return;
+        };
+        let mut st = self.inner.lock();
+        for (bucket, deltas) in owed {
+            st.leases.owe_failed(self.owed_on(bucket, deltas), e);
         }
     }
 
@@ -1428,11 +1424,7 @@ impl Inner {
             if let Err(e) = sent {
                 tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
                 let mut st = self.lock();
-                if e.not_applied() {
-                    st.leases.owe_again(o);
-                } else {
-                    st.leases.owe_unsure(o);
-                }
+                st.leases.owe_failed(o, &e);
                 for rest in owed {
                     st.leases.owe_again(rest);
                 }
