@@ -192,3 +192,30 @@ local function spent(key, p)
   local month = (tonumber(v[3]) == p.month) and (tonumber(v[4]) or 0) or 0
   return day, month
 end
+
+-- Call records (llmroute:{ns}:v3:c:<call id>, one per call of a script whose second run would
+-- count its changes again: lease.lua and unlease.lua). The first run stores its reply; a second
+-- run of the same call (the client's retry after a reply it never got: redis-rs after a dropped
+-- connection, the cluster client after an I/O error) answers with it and changes nothing. A
+-- record lives as long as a window hash: by then nothing the first run counted is in a window.
+local function replayed(key)
+  local stored = redis.call('GET', key)
+  if not stored then
+    return nil
+  end
+  local reply = {}
+  for v in string.gmatch(stored, '[^,]+') do
+    reply[#reply + 1] = v + 0
+  end
+  return reply
+end
+
+-- Stores `reply` as the answer of the call whose record is `key`, and returns it.
+local function remembered(key, reply)
+  local parts = {}
+  for i, v in ipairs(reply) do
+    parts[i] = fmt('%d', v)
+  end
+  redis.call('SET', key, table.concat(parts, ','), 'PX', fmt('%d', WINDOW_TTL_MS))
+  return reply
+end

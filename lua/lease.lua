@@ -19,12 +19,18 @@
 --   how its requests split into input and output), so an unused part is returned in full; a
 --   deployment that does not count input and output apart gets no input or output counted.
 -- A deployment in cooldown grants nothing.
--- Last of all: KEYS ends with the epoch key and ARGV with the epoch the instance knows ('' to
---   skip the check), as in admit.lua.
+-- Last of all: KEYS ends with the call's record (see common.lua: a call run again answers as
+--   it did the first time, and changes nothing) and the epoch key, and ARGV with the epoch the
+--   instance knows ('' to skip the check), as in admit.lua.
 -- Reply: granted {1, now, requests, tokens, bucket, room}; refused {0, now, cooldown end (0:
 --   none), room}, where room is the requests and tokens left after it (-1: unlimited); {2, now}
---   when the stored epoch is not the instance's (see admit.lua).
+--   when the stored epoch is not the instance's (see admit.lua; nothing applied, nothing kept).
 
+local call = KEYS[#KEYS - 1]
+local earlier = replayed(call)
+if earlier then
+  return earlier
+end
 local now = now_ms()
 if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
   return {2, now}
@@ -80,10 +86,10 @@ local function reply_room(room, taken)
   return math.max(room - taken, 0)
 end
 if ws[1].cd > now then
-  return {0, now, ws[1].cd, 0, 0}
+  return remembered(call, {0, now, ws[1].cd, 0, 0})
 end
 if (room_r ~= nil and room_r < min_r) or (room_t ~= nil and room_t < min_t) then
-  return {0, now, 0, reply_room(room_r, 0), reply_room(room_t, 0)}
+  return remembered(call, {0, now, 0, reply_room(room_r, 0), reply_room(room_t, 0)})
 end
 if room_r ~= nil then
   want_r = math.min(want_r, math.max(min_r, math.floor(room_r / parts)))
@@ -98,4 +104,5 @@ for i = 1, s do
   redis.call('HSET', KEYS[i], 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
   keep_window(KEYS[i], w, now)
 end
-return {1, now, want_r, want_t, ws[1].b, reply_room(room_r, want_r), reply_room(room_t, want_t)}
+return remembered(call,
+  {1, now, want_r, want_t, ws[1].b, reply_room(room_r, want_r), reply_room(room_t, want_t)})

@@ -1,7 +1,8 @@
-//! Redis only: an admission retried after its reply was lost counts once, one whose caller
-//! stopped waiting for it (or that got no answer) is voided, every admission that
-//! adds a slot keeps the slots zset alive at least as long as the slot, the URL's user, password
-//! and database are used (the password never shown), and scripts Redis lost are loaded again.
+//! Redis only: an admission or a block call retried after its reply was lost counts once, an
+//! admission whose caller stopped waiting for it (or that got no answer) is voided, every
+//! admission that adds a slot keeps the slots zset alive at least as long as the slot, the URL's
+//! user, password and database are used (the password never shown), and scripts Redis lost are
+//! loaded again.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,10 +11,11 @@ use std::time::Duration;
 
 use llmroute_tests::{TestRedis, redis_server};
 use redis::aio::MultiplexedConnection;
-use router_core::clock::ManualClock;
-use router_core::config::{DeploymentId, Registry};
+use router_core::clock::{ManualClock, SystemClock};
+use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
-    Admission, Ledger, Need, Observation, RedisStore, RedisStoreOptions, Reservation,
+    ActualUsage, Admission, Ledger, Need, Observation, RedisStore, RedisStoreOptions, Reservation,
+    ResilientStore,
 };
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -142,13 +144,7 @@ async fn write_all(to: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()>
 async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
     let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
     let server = redis_server();
-    let upstream: SocketAddr = server
-        .url
-        .trim_start_matches("redis://")
-        .trim_end_matches("/0")
-        .parse()
-        .expect("a host:port URL");
-    let proxy = ReplyDropper::start(upstream).await;
+    let proxy = ReplyDropper::start(address_of(&server)).await;
     let clock = ManualClock::new(T0);
     let url = format!("redis://{}/0", proxy.addr);
     let store = connect_to(&url, &server.namespace, &registry, Some(clock.clone())).await;
@@ -183,6 +179,90 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
             .requests,
         2
     );
+}
+
+/// A block call (lua/lease.lua) retried after its reply was lost answers as its first run did:
+/// the block it grants and the corrections it carries count once. Without the call's record, the
+/// retry would grant a second block and give back twice.
+#[tokio::test]
+async fn a_block_call_whose_reply_was_lost_is_retried_and_counted_once() {
+    let server = redis_server();
+    let proxy = ReplyDropper::start(address_of(&server)).await;
+    // Blocks of 2 requests and 1,000 tokens.
+    let mut registry = Registry::from_yaml_str(
+        &one_model("rpm: 100, tpm: 100000").replace(
+            "        limits:",
+            "        lease: { requests: 2, tokens: 1000, secs: 60 }\n        limits:",
+        ),
+        "test.yaml",
+    )
+    .expect("valid");
+    let m = registry.resolve("m")[0];
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Closed,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        response_timeout: registry.ledger.timeout,
+        ..RedisStoreOptions::default()
+    };
+    let url = format!("redis://{}/0", proxy.addr);
+    let shared = RedisStore::connect(&url, &registry, options)
+        .await
+        .expect("connect");
+    let leasing = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    leasing.heartbeat_now().await;
+    let need = Need::new(10, Duration::from_secs(60));
+    // The first block (which loads the script) admits two requests; they use 5 tokens each.
+    for _ in 0..2 {
+        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
+        assert!(
+            leasing
+                .settle(&r, ActualUsage::tokens(5))
+                .await
+                .expect("settle")
+        );
+    }
+    let reader = connect(&server, &registry, None).await;
+    let usage = || async {
+        let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
+        (u.requests, u.tokens)
+    };
+    assert_eq!(usage().await, (2, 1000), "one block");
+    // The next request asks for a second block, and that call hands back the 990 tokens the
+    // first did not use. Redis runs it; its reply is lost and the connection closed.
+    proxy.armed.store(true, Ordering::SeqCst);
+    let _third = granted(&leasing, &need, m, "the retry answers", "refused").await;
+    assert!(!proxy.armed.load(Ordering::SeqCst), "the reply was dropped");
+    assert_eq!(usage().await, (4, 1000 + 1000 - 990), "counted once");
+    // The call's record goes with the windows it counted in.
+    let mut conn = by_hand(&server).await;
+    let records = keys(
+        &mut conn,
+        &format!("llmroute:{{{}}}:v3:c:*", server.namespace),
+    )
+    .await;
+    assert_eq!(records.len(), 2, "one per block call: {records:?}");
+    for record in &records {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(record)
+            .query_async(&mut conn)
+            .await
+            .expect("pttl");
+        assert!((1..=62_000).contains(&ttl), "{record}: {ttl} ms");
+    }
+}
+
+/// The host and port of a test server's URL.
+fn address_of(server: &TestRedis) -> SocketAddr {
+    server
+        .url
+        .trim_start_matches("redis://")
+        .trim_end_matches("/0")
+        .parse()
+        .expect("a host:port URL")
 }
 
 #[tokio::test]

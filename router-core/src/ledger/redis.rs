@@ -224,9 +224,11 @@ impl RedisStore {
     }
 
     /// Runs a prepared script call; retries once when the connection had dropped (the first
-    /// command after a drop fails while the manager reconnects). Only for a script that may run
-    /// twice with the effect of once (its call carries an id or a number it was applied under,
-    /// or it only sets or reads): the first call may have run before its reply was lost.
+    /// command after a drop fails while the manager reconnects). Every script may run twice
+    /// with the effect of once, as it must: the first call may have run before its reply was
+    /// lost, and a cluster client retries on its own. A call carries an id or a number it was
+    /// applied under (a reservation, a heartbeat's sequence, a call record: see
+    /// [`RedisStore::call_key`]), or it only sets or reads.
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
         let first = self.conn.invoke(inv).await;
         let result = match first {
@@ -236,14 +238,11 @@ impl RedisStore {
         result.map_err(|source| self.redis_error(source))
     }
 
-    /// Runs a prepared script call once, for a script whose second run would count its
-    /// changes again (a block's grant and corrections): a failure is its caller's to weigh
-    /// ([`LedgerError::maybe_applied`]).
-    async fn run_once(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
-        self.conn
-            .invoke(inv)
-            .await
-            .map_err(|source| self.redis_error(source))
+    /// A fresh call record's key (see lua/common.lua): a script whose second run would count
+    /// its changes again (a block's grant and corrections) keeps its reply there, and a second
+    /// run of the same call answers with it.
+    fn call_key(&self) -> String {
+        format!("{}:c:{:016x}", self.prefix, fastrand::u64(..))
     }
 
     fn redis_error(&self, source: ::redis::RedisError) -> LedgerError {

@@ -105,8 +105,9 @@ impl RedisStore {
                 inv.arg(delta);
             }
         }
+        inv.key(self.call_key());
         self.push_epoch(&mut inv);
-        let reply = self.run_once(&inv).await?;
+        let reply = self.run(&inv).await?;
         if let [2, _] = reply.as_slice() {
             return Err(LedgerError::Lost {
                 url: self.url.clone(),
@@ -158,8 +159,9 @@ impl RedisStore {
             inv.arg(delta);
         }
         self.push_report(&mut inv, scopes[0], observed);
+        inv.key(self.call_key());
         self.push_epoch(&mut inv);
-        let reply = self.run_once(&inv).await?;
+        let reply = self.run(&inv).await?;
         match reply.as_slice() {
             [1] => Ok(()),
             [2] => Err(LedgerError::Lost {
