@@ -683,33 +683,41 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     assert_eq!(tokens().await, (4, 10));
 }
 
-#[tokio::test]
-async fn a_correction_whose_block_call_got_no_answer_is_not_taken_off_twice() {
-    let redis = redis_server();
-    // Blocks of 2 requests and 1,000 tokens, of 3 requests a minute.
+/// An instance leasing blocks of 2 requests and 1,000 tokens of 3 requests a minute, with one
+/// block used up by two requests that settled for 5 tokens each.
+async fn one_block_used_up(redis: &TestRedis) -> ResilientStore {
     let yaml = one_model("rpm: 3, tpm: 100000").replace(
         "        limits:",
         "        lease: { requests: 2, tokens: 1000, secs: 60 }\n        limits:",
     );
     let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
-    let a = by_hand(&redis, registry, OnError::Closed).await;
+    let a = by_hand(redis, registry, OnError::Closed).await;
     a.heartbeat_now().await;
     let held = [
         admit(&a).await.unwrap().unwrap(),
         admit(&a).await.unwrap().unwrap(),
     ];
-    let usage = || async {
-        let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
-        (s[0].usage.requests, s[0].usage.tokens)
-    };
     assert_eq!(
-        usage().await,
+        usage(redis).await,
         (2, 1000),
         "the block counts all it was granted"
     );
     for r in &held {
         assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
     }
+    a
+}
+
+/// The requests and tokens in `M`'s shared windows.
+async fn usage(redis: &TestRedis) -> (u64, u64) {
+    let s = reader(redis).await.snapshot(&[M]).await.unwrap();
+    (s[0].usage.requests, s[0].usage.tokens)
+}
+
+#[tokio::test]
+async fn a_block_call_that_got_no_answer_is_asked_again_and_counted_once() {
+    let redis = redis_server();
+    let a = one_block_used_up(&redis).await;
     // The next request ends the used-up block: the call for another carries the 990 tokens
     // the first did not use. It gets no answer, Redis being frozen, and Redis runs it when it
     // wakes: the 990 taken off, a block of the last request and 1,000 tokens granted to no one.
@@ -723,8 +731,29 @@ async fn a_correction_whose_block_call_got_no_answer_is_not_taken_off_twice() {
     a.heartbeat_now().await;
     assert_eq!(a.status().mode, Mode::Shared);
     // Taken off once: sent again with the beat, the 990 would be taken off twice, leaving the
-    // window 990 tokens short of what it holds. (The orphan block counts until it slides out.)
-    assert_eq!(usage().await, (3, 10 + 1000));
+    // window 990 tokens short of what it holds.
+    assert_eq!(usage(&redis).await, (3, 10 + 1000));
+    // That beat asked the call again, under its id: it answered as it had run, and the block
+    // it granted goes back with the next beat.
+    a.heartbeat_now().await;
+    assert_eq!(usage(&redis).await, (2, 10), "what the two requests used");
+    a.heartbeat_now().await;
+    assert_eq!(usage(&redis).await, (2, 10));
+}
+
+#[tokio::test]
+async fn a_block_call_whose_caller_went_away_is_asked_again_and_counted_once() {
+    let redis = redis_server();
+    let a = one_block_used_up(&redis).await;
+    // The caller stops waiting for the next block's call (which carries the 990 tokens the
+    // first block did not use) before its answer; Redis runs it when it wakes.
+    redis.pause();
+    let gone = tokio::time::timeout(Duration::from_millis(100), admit(&a)).await;
+    assert!(gone.is_err(), "the admission was still waiting");
+    redis.resume();
+    a.heartbeat_now().await;
+    a.heartbeat_now().await;
+    assert_eq!(usage(&redis).await, (2, 10), "what the two requests used");
 }
 
 /// Two deployments of one alias: `cheap` (DeploymentId 0) leasing `auto` with `limits`, and a

@@ -110,6 +110,29 @@ pub(crate) struct Leases {
     /// What this instance last learnt of each deployment's room: a request that needs more
     /// does not ask it for a block while that is trusted.
     room: HashMap<DeploymentId, Seen>,
+    /// Block calls that got no answer: sent again until one comes (see [`Unanswered`]).
+    unanswered: Vec<Unanswered>,
+}
+
+/// How long a block call that got no answer is sent again for, ms: well within the minute its
+/// call record lasts in the store from its first run (lua/common.lua), which comes after it
+/// was sent. After that, what it may have counted stays counted until it slides out.
+const ASK_AGAIN_FOR_MS: u64 = 30_000;
+
+/// A block call that got no answer (it timed out, its connection dropped, or its caller went
+/// away), which the store may or may not have run. Sent again under the same call id, it
+/// answers as its first run did, or runs now if that never came: either way the reply says
+/// what it granted, which is given back whole, and the corrections it carried are then
+/// applied exactly once. Until then, what they add is owed again ([`Leases::owe_unsure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unanswered {
+    pub(crate) deployment: DeploymentId,
+    /// The call's id (its record in the store).
+    pub(crate) call: u64,
+    /// The corrections it carried: bucket and deltas.
+    pub(crate) carried: Vec<(u64, [i64; 4])>,
+    /// When it was sent (ms).
+    pub(crate) sent: u64,
 }
 
 /// A deployment's room as last read.
@@ -336,6 +359,46 @@ impl Leases {
         } else {
             self.owe_unsure(o);
         }
+    }
+
+    /// Keeps block call `u`, which got no answer, to send again (see [`Unanswered`]); what its
+    /// corrections add is owed again meanwhile.
+    pub(crate) fn unanswered(&mut self, u: Unanswered) {
+        for &(bucket, deltas) in &u.carried {
+            self.owe_unsure(Owed {
+                deployment: u.deployment,
+                bucket,
+                deltas,
+                observed: None,
+            });
+        }
+        self.unanswered.push(u);
+    }
+
+    /// The block calls to send again at `now`; those sent too long ago to be answered as they
+    /// were are given up (what they may have counted stays counted until it slides out).
+    pub(crate) fn take_unanswered(&mut self, now: u64) -> Vec<Unanswered> {
+        let mut calls = std::mem::take(&mut self.unanswered);
+        calls.retain(|u| now.saturating_sub(u.sent) < ASK_AGAIN_FOR_MS);
+        calls
+    }
+
+    /// Block call `u`, sent again, got its answer: it granted `granted` (requests and tokens,
+    /// in that bucket) and applied its corrections, once. The grant goes back whole, and so
+    /// does what its corrections add, owed again when it got no answer.
+    pub(crate) fn answered_late(&mut self, u: Unanswered, granted: Option<(u64, u64, u64)>) {
+        for (bucket, deltas) in u.carried {
+            self.owe(u.deployment, bucket, deltas.map(|v| -v.max(0)));
+        }
+        if let Some((bucket, requests, tokens)) = granted {
+            let (r, t) = (requests as i64, tokens as i64);
+            self.owe(u.deployment, bucket, [-r, -t, -t, -t]);
+        }
+    }
+
+    /// Keeps block call `u` to send again: it got no answer again.
+    pub(crate) fn still_unanswered(&mut self, u: Unanswered) {
+        self.unanswered.push(u);
     }
 
     /// Ends every block (shutdown): what they did not hand out is owed at once (what is in
@@ -591,6 +654,47 @@ mod tests {
             !l.lacks_room(D, 500, 28_100),
             "the cooldown is over and there is room"
         );
+    }
+
+    #[test]
+    fn a_block_call_asked_again_counts_what_it_carried_once_and_gives_its_grant_back() {
+        let mut l = Leases::default();
+        let call = |sent| Unanswered {
+            deployment: D,
+            call: 1,
+            carried: vec![(7, [0, 20, 20, 0]), (8, [0, -980, 0, -980])],
+            sent,
+        };
+        let drained = |l: &mut Leases| {
+            let mut owed: Vec<(u64, [i64; 4])> =
+                l.drain(0).into_iter().map(|o| (o.bucket, o.deltas)).collect();
+            owed.sort();
+            owed
+        };
+        l.unanswered(call(1_000));
+        // Until it is answered, what it adds is owed again (a heartbeat carries it).
+        assert_eq!(drained(&mut l), vec![(7, [0, 20, 20, 0])]);
+        let again = l.take_unanswered(2_000);
+        assert_eq!(again, vec![call(1_000)]);
+        assert!(l.take_unanswered(2_000).is_empty(), "taken");
+        // Answered: it granted 2 requests and 1,000 tokens in bucket 9, and applied what it
+        // carried, so what the heartbeat added again is taken off.
+        for u in again {
+            l.answered_late(u, Some((9, 2, 1_000)));
+        }
+        assert_eq!(
+            drained(&mut l),
+            vec![(7, [0, -20, -20, 0]), (9, [-2, -1_000, -1_000, -1_000])]
+        );
+        // Not answered again: kept; sent too long ago to be answered as it was: given up.
+        l.unanswered(call(1_000));
+        l.drain(0);
+        for u in l.take_unanswered(30_999) {
+            l.still_unanswered(u);
+        }
+        assert_eq!(l.take_unanswered(30_999).len(), 1);
+        l.unanswered(call(1_000));
+        assert!(l.take_unanswered(31_000).is_empty());
     }
 
     #[test]

@@ -238,11 +238,11 @@ impl RedisStore {
         result.map_err(|source| self.redis_error(source))
     }
 
-    /// A fresh call record's key (see lua/common.lua): a script whose second run would count
-    /// its changes again (a block's grant and corrections) keeps its reply there, and a second
-    /// run of the same call answers with it.
-    fn call_key(&self) -> String {
-        format!("{}:c:{:016x}", self.prefix, fastrand::u64(..))
+    /// The key of call `id`'s record (see lua/common.lua): a script whose second run would
+    /// count its changes again (a block's grant and corrections) keeps its reply there, and a
+    /// second run of the same call answers with it.
+    fn call_key(&self, id: u64) -> String {
+        format!("{}:c:{id:016x}", self.prefix)
     }
 
     fn redis_error(&self, source: ::redis::RedisError) -> LedgerError {

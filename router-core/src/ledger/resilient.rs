@@ -39,7 +39,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
-use super::leases::{Granted, Leases, Owed};
+use super::leases::{Granted, Leases, Owed, Unanswered};
 use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
@@ -431,46 +431,61 @@ impl Drop for Called<'_> {
     }
 }
 
-/// The corrections a block call carries (see [`Leases`]), from when they are taken from the
-/// leases until the call's answer says what became of them. Dropped unanswered (its caller went
-/// away), they are owed again as far as that is safe: see [`Leases::owe_unsure`].
+/// A block call and the corrections it carries (see [`Leases`]), from when they are taken from
+/// the leases until the call's answer says what became of them. Without an answer (the call
+/// failed in a way that may have left it run, or its caller went away), it is sent again under
+/// the same id by a later heartbeat: see [`Unanswered`].
 struct Carried<'a> {
     inner: &'a Inner,
     d: DeploymentId,
+    /// The call's id (its record in the store, see lua/common.lua).
+    call: u64,
     owed: Vec<(u64, [i64; 4])>,
+    /// Its answer (or failure) was taken in.
+    done: bool,
 }
 
 impl Carried<'_> {
-    /// The call answered (`None`: applied) or failed with `error` (see [`Leases::owe_failed`]).
+    /// The call answered (`None`) or failed with `error`: if the store surely did not run it,
+    /// its corrections are owed again whole; if it may have, it is kept to send again.
     fn answered(mut self, error: Option<&LedgerError>) {
+        self.done = true;
         let owed = std::mem::take(&mut self.owed);
         let Some(e) = error else {
             return;
         };
-        let mut st = self.inner.lock();
-        for (bucket, deltas) in owed {
-            st.leases.owe_failed(self.owed_on(bucket, deltas), e);
+        if e.not_applied() {
+            let mut st = self.inner.lock();
+            for (bucket, deltas) in owed {
+                st.leases.owe_again(Owed {
+                    deployment: self.d,
+                    bucket,
+                    deltas,
+                    observed: None,
+                });
+            }
+        } else {
+            self.unanswered(owed);
         }
     }
 
-    fn owed_on(&self, bucket: u64, deltas: [i64; 4]) -> Owed {
-        Owed {
+    fn unanswered(&self, carried: Vec<(u64, [i64; 4])>) {
+        let sent = self.inner.now();
+        self.inner.lock().leases.unanswered(Unanswered {
             deployment: self.d,
-            bucket,
-            deltas,
-            observed: None,
-        }
+            call: self.call,
+            carried,
+            sent,
+        });
     }
 }
 
 impl Drop for Carried<'_> {
     fn drop(&mut self) {
-        if self.owed.is_empty() {
-            return;
-        }
-        let mut st = self.inner.lock();
-        for (bucket, deltas) in std::mem::take(&mut self.owed) {
-            st.leases.owe_unsure(self.owed_on(bucket, deltas));
+        if !self.done {
+            // The caller went away before the answer.
+            let owed = std::mem::take(&mut self.owed);
+            self.unanswered(owed);
         }
     }
 }
@@ -821,6 +836,7 @@ impl Inner {
             };
             if current {
                 self.set_mode_shared("the shared ledger answers again");
+                self.ask_unanswered_again().await;
                 return;
             }
             if let Err(e) = self.restore().await {
@@ -1274,7 +1290,9 @@ impl Inner {
                 let carried = Carried {
                     inner: self,
                     d,
+                    call: fastrand::u64(..),
                     owed,
+                    done: false,
                 };
                 (
                     carried,
@@ -1282,7 +1300,11 @@ impl Inner {
                 )
             };
             let asked = self
-                .timed(self.shared.lease(d, size, &carried.owed).boxed())
+                .timed(
+                    self.shared
+                        .lease(d, size, &carried.owed, carried.call)
+                        .boxed(),
+                )
                 .await;
             asked_once = true;
             carried.answered(asked.as_ref().err());
@@ -1391,6 +1413,41 @@ impl Inner {
         let mut st = self.lock();
         for o in owed {
             st.leases.owe_again(o);
+        }
+    }
+
+    /// Sends again, under the same ids, the block calls that got no answer (see
+    /// [`Unanswered`]), asking for no block: each answers as its first run did, or runs now.
+    /// What they granted goes back with the next heartbeat. Called when a heartbeat found the
+    /// store answering, in the epoch this instance knows.
+    async fn ask_unanswered_again(&self) {
+        let calls = self.lock().leases.take_unanswered(self.now());
+        let mut calls = calls.into_iter();
+        while let Some(u) = calls.next() {
+            let asked = self
+                .timed(
+                    self.shared
+                        .lease(u.deployment, Ask::NOTHING, &u.carried, u.call)
+                        .boxed(),
+                )
+                .await;
+            let mut st = self.lock();
+            match asked {
+                Ok(Leased::Granted(grant, _)) => st
+                    .leases
+                    .answered_late(u, Some((grant.bucket, grant.requests, grant.tokens))),
+                Ok(Leased::Refused(..)) => st.leases.answered_late(u, None),
+                // Not run in this epoch, nor will it be: what it carried stays owed as it is.
+                Err(LedgerError::Lost { .. }) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "ledger: a block call asked again got no answer");
+                    st.leases.still_unanswered(u);
+                    for rest in calls {
+                        st.leases.still_unanswered(rest);
+                    }
+                    return;
+                }
+            }
         }
     }
 

@@ -29,6 +29,15 @@ pub(crate) struct Ask {
     pub(crate) parts: u64,
 }
 
+impl Ask {
+    /// No block: a call that only carries corrections, or asks again what a call did.
+    pub(crate) const NOTHING: Ask = Ask {
+        want: (0, 0),
+        least: (0, 0),
+        parts: 1,
+    };
+}
+
 /// The requests and tokens a deployment had left in its windows after a lease call or at a
 /// heartbeat (the tightest of its limits and its provider's; `u64::MAX`: not limited).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,12 +81,14 @@ pub(crate) enum Leased {
 impl RedisStore {
     /// Asks for a block of `d`'s limits (see [`Ask`]); nothing is granted when `d` is in
     /// cooldown. `corrections` of this instance's earlier blocks on `d` (bucket, deltas) are
-    /// applied first, in the same call.
+    /// applied first, in the same call. `call` is the call's id: sent again with the same, it
+    /// answers as it first did and counts nothing again (see lua/common.lua).
     pub(crate) async fn lease(
         &self,
         d: DeploymentId,
         Ask { want, least, parts }: Ask,
         corrections: &[(u64, [i64; 4])],
+        call: u64,
     ) -> Result<Leased, LedgerError> {
         let scopes = self.scopes(d)?;
         let mut inv = LEASE.prepare_invoke();
@@ -105,7 +116,7 @@ impl RedisStore {
                 inv.arg(delta);
             }
         }
-        inv.key(self.call_key());
+        inv.key(self.call_key(call));
         self.push_epoch(&mut inv);
         let reply = self.run(&inv).await?;
         if let [2, _] = reply.as_slice() {
@@ -159,7 +170,7 @@ impl RedisStore {
             inv.arg(delta);
         }
         self.push_report(&mut inv, scopes[0], observed);
-        inv.key(self.call_key());
+        inv.key(self.call_key(fastrand::u64(..)));
         self.push_epoch(&mut inv);
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
