@@ -26,14 +26,15 @@
 --   none), room}, where room is the requests and tokens left after it (-1: unlimited); {2, now}
 --   when the stored epoch is not the instance's (see admit.lua; nothing applied, nothing kept).
 
+local now = now_ms()
+if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return {2, now}
+end
+-- The epoch first: a reply of another epoch's windows is never answered again.
 local call = KEYS[#KEYS - 1]
 local earlier = replayed(call)
 if earlier then
   return earlier
-end
-local now = now_ms()
-if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
-  return {2, now}
 end
 local want_r, want_t = tonumber(ARGV[2]), tonumber(ARGV[3])
 local min_r, min_t = tonumber(ARGV[4]), tonumber(ARGV[5])

@@ -15,14 +15,15 @@
 -- Reply: {1}, or {2} (nothing applied) when the stored epoch is not the instance's: the windows
 --   were lost or rebuilt since, and hold nothing of the lease to correct.
 
+local now = now_ms()
+if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return {2}
+end
+-- The epoch first: a reply of another epoch's windows is never answered again.
 local call = KEYS[#KEYS - 1]
 local earlier = replayed(call)
 if earlier then
   return earlier
-end
-local now = now_ms()
-if ARGV[#ARGV] ~= '' and redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
-  return {2}
 end
 local bucket = tonumber(ARGV[2])
 local dr, dt, di, dx = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),

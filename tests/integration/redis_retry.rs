@@ -14,11 +14,12 @@ use redis::aio::MultiplexedConnection;
 use router_core::clock::{ManualClock, SystemClock};
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
-    ActualUsage, Admission, Ledger, Need, Observation, RedisStore, RedisStoreOptions, Reservation,
-    ResilientStore,
+    ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
+    RedisStoreOptions, Reservation, ResilientStore,
 };
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 use crate::support::{
     T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model,
@@ -57,30 +58,78 @@ async fn by_hand(server: &TestRedis) -> MultiplexedConnection {
 
 /// A TCP proxy in front of Redis that, when armed, lets the next script call (`EVALSHA`) reach
 /// the server, then drops the server's reply and closes the connection: Redis ran the script,
-/// the client never hears of it.
+/// the client never hears of it. With `then_refuse` set too, it also stops listening then, so
+/// that reconnecting is refused.
 struct ReplyDropper {
     addr: SocketAddr,
     armed: Arc<AtomicBool>,
+    then_refuse: Arc<AtomicBool>,
 }
 
 impl ReplyDropper {
     async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::start_at("127.0.0.1:0".parse().expect("an address"), upstream).await
+    }
+
+    /// A proxy listening at `addr` (port 0: any free port).
+    async fn start_at(addr: SocketAddr, upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind(addr).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let armed = Arc::new(AtomicBool::new(false));
-        let flag = armed.clone();
+        let then_refuse = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (flag, refuse) = (armed.clone(), then_refuse.clone());
+        let (stopping, done) = (stop.clone(), stopped.clone());
         tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
+            loop {
+                let client = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((client, _)) => client,
+                        Err(_) => return,
+                    },
+                    () = stopping.notified() => {
+                        drop(listener);
+                        done.notify_one();
+                        return;
+                    }
+                };
                 let server = TcpStream::connect(upstream).await.expect("upstream");
-                tokio::spawn(pipe(client, server, flag.clone()));
+                let dropped = Dropped {
+                    armed: flag.clone(),
+                    then_refuse: refuse.clone(),
+                    stop: stopping.clone(),
+                    stopped: done.clone(),
+                };
+                tokio::spawn(pipe(client, server, dropped));
             }
         });
-        Self { addr, armed }
+        Self {
+            addr,
+            armed,
+            then_refuse,
+        }
     }
 }
 
+/// What a proxied connection does with an armed call's reply.
+struct Dropped {
+    armed: Arc<AtomicBool>,
+    then_refuse: Arc<AtomicBool>,
+    /// Tells the proxy to stop listening, and hears that it has.
+    stop: Arc<Notify>,
+    stopped: Arc<Notify>,
+}
+
 /// Forwards both ways; an armed script call's reply is swallowed and the connection closed.
-async fn pipe(client: TcpStream, server: TcpStream, armed: Arc<AtomicBool>) {
+async fn pipe(client: TcpStream, server: TcpStream, dropped: Dropped) {
+    let Dropped {
+        armed,
+        then_refuse,
+        stop,
+        stopped,
+    } = dropped;
+    let refusing = Arc::new(AtomicBool::new(false));
+    let refuses = refusing.clone();
     let (client_rd, client_wr) = client.into_split();
     let (server_rd, server_wr) = server.into_split();
     let dropping = Arc::new(AtomicBool::new(false));
@@ -96,6 +145,10 @@ async fn pipe(client: TcpStream, server: TcpStream, armed: Arc<AtomicBool>) {
                 .windows(7)
                 .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"));
             if call && armed.swap(false, Ordering::SeqCst) {
+                if then_refuse.swap(false, Ordering::SeqCst) {
+                    refuses.store(true, Ordering::SeqCst);
+                    stop.notify_one();
+                }
                 marked.store(true, Ordering::SeqCst);
             }
             if write_all(&server_wr, &buf[..n]).await.is_err() {
@@ -109,7 +162,14 @@ async fn pipe(client: TcpStream, server: TcpStream, armed: Arc<AtomicBool>) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if dropping.load(Ordering::SeqCst) || write_all(&client_wr, &buf[..n]).await.is_err() {
+        if dropping.load(Ordering::SeqCst) {
+            // Closed once nothing listens any more, so that reconnecting is refused.
+            if refusing.load(Ordering::SeqCst) {
+                stopped.notified().await;
+            }
+            break;
+        }
+        if write_all(&client_wr, &buf[..n]).await.is_err() {
             break;
         }
     }
@@ -189,31 +249,8 @@ async fn a_block_call_whose_reply_was_lost_is_retried_and_counted_once() {
     let server = redis_server();
     let proxy = ReplyDropper::start(address_of(&server)).await;
     // Blocks of 2 requests and 1,000 tokens.
-    let mut registry = Registry::from_yaml_str(
-        &one_model("rpm: 100, tpm: 100000").replace(
-            "        limits:",
-            "        lease: { requests: 2, tokens: 1000, secs: 60 }\n        limits:",
-        ),
-        "test.yaml",
-    )
-    .expect("valid");
-    let m = registry.resolve("m")[0];
-    registry.ledger = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Closed,
-        heartbeat: Duration::from_secs(3600),
-    };
-    let options = RedisStoreOptions {
-        namespace: server.namespace.clone(),
-        response_timeout: registry.ledger.timeout,
-        ..RedisStoreOptions::default()
-    };
-    let url = format!("redis://{}/0", proxy.addr);
-    let shared = RedisStore::connect(&url, &registry, options)
-        .await
-        .expect("connect");
-    let leasing = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
-    leasing.heartbeat_now().await;
+    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 100, tpm: 100000").await;
+    let registry = leasing_registry("rpm: 100, tpm: 100000").0;
     let need = Need::new(10, Duration::from_secs(60));
     // The first block (which loads the script) admits two requests; they use 5 tokens each.
     for _ in 0..2 {
@@ -253,6 +290,95 @@ async fn a_block_call_whose_reply_was_lost_is_retried_and_counted_once() {
             .expect("pttl");
         assert!((1..=62_000).contains(&ttl), "{record}: {ttl} ms");
     }
+}
+
+/// A block call whose reply was lost, and whose retry found the connection refused, may have
+/// run: it is asked again once Redis answers, and what it carried counts once. Taken for not
+/// run, the 990 tokens it gave back would be given back again.
+#[tokio::test]
+async fn a_block_call_whose_retry_was_refused_is_asked_again_and_counted_once() {
+    let server = redis_server();
+    let upstream = address_of(&server);
+    let proxy = ReplyDropper::start(upstream).await;
+    // Blocks of 2 requests and 1,000 tokens, of 3 requests a minute.
+    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 3, tpm: 100000").await;
+    let need = Need::new(10, Duration::from_secs(60));
+    for _ in 0..2 {
+        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
+        assert!(
+            leasing
+                .settle(&r, ActualUsage::tokens(5))
+                .await
+                .expect("settle")
+        );
+    }
+    let reader = connect(&server, &leasing_registry("rpm: 3, tpm: 100000").0, None).await;
+    let usage = || async {
+        let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
+        (u.requests, u.tokens)
+    };
+    assert_eq!(usage().await, (2, 1000), "one block");
+    // Another instance takes the last request of the minute (10 tokens).
+    let _other = granted(&reader, &need, m, "admit", "one request was left").await;
+    // The next request's block call hands back the 990 tokens the first did not use, and is
+    // refused a block (no requests left). Redis runs it; its reply is lost, and the proxy stops
+    // listening.
+    proxy.then_refuse.store(true, Ordering::SeqCst);
+    proxy.armed.store(true, Ordering::SeqCst);
+    let third = leasing.admit(&need, &[m]).await;
+    assert!(
+        third.as_ref().is_err_and(LedgerError::maybe_applied),
+        "{third:?}"
+    );
+    assert_eq!(usage().await, (3, 20), "run once");
+    // Redis can be reached again: the call is asked again, answers as it ran, and nothing
+    // more is taken off.
+    let _again = ReplyDropper::start_at(proxy.addr, upstream).await;
+    leasing.heartbeat_now().await;
+    leasing.heartbeat_now().await;
+    assert_eq!(leasing.status().mode, Mode::Shared);
+    assert_eq!(usage().await, (3, 20), "what the three requests use");
+}
+
+/// A registry of one model `m` with `limits`, leasing blocks of 2 requests and 1,000 tokens.
+fn leasing_registry(limits: &str) -> (Registry, DeploymentId) {
+    let mut registry = Registry::from_yaml_str(
+        &one_model(limits).replace(
+            "        limits:",
+            "        lease: { requests: 2, tokens: 1000, secs: 60 }\n        limits:",
+        ),
+        "test.yaml",
+    )
+    .expect("valid");
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Closed,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let m = registry.resolve("m")[0];
+    (registry, m)
+}
+
+/// An instance leasing (see [`leasing_registry`]) through `proxy`, that beats by hand and has
+/// beaten once.
+async fn leasing_through(
+    server: &TestRedis,
+    proxy: &ReplyDropper,
+    limits: &str,
+) -> (ResilientStore, DeploymentId) {
+    let (registry, m) = leasing_registry(limits);
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        response_timeout: registry.ledger.timeout,
+        ..RedisStoreOptions::default()
+    };
+    let url = format!("redis://{}/0", proxy.addr);
+    let shared = RedisStore::connect(&url, &registry, options)
+        .await
+        .expect("connect");
+    let leasing = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    leasing.heartbeat_now().await;
+    (leasing, m)
 }
 
 /// The host and port of a test server's URL.

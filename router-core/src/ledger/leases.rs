@@ -362,7 +362,8 @@ impl Leases {
     }
 
     /// Keeps block call `u`, which got no answer, to send again (see [`Unanswered`]); what its
-    /// corrections add is owed again meanwhile.
+    /// corrections add is owed again meanwhile, by the next heartbeat at once: an addition may
+    /// be a move (see [`Granted::send_by`]) due soon, and its deadline went with the call.
     pub(crate) fn unanswered(&mut self, u: Unanswered) {
         for &(bucket, deltas) in &u.carried {
             self.owe_unsure(Owed {
@@ -371,6 +372,9 @@ impl Leases {
                 deltas,
                 observed: None,
             });
+        }
+        if u.carried.iter().any(|(_, d)| d.iter().any(|&v| v > 0)) {
+            self.send_by = Some(self.send_by.map_or(u.sent, |t| t.min(u.sent)));
         }
         self.unanswered.push(u);
     }
@@ -666,8 +670,11 @@ mod tests {
             sent,
         };
         let drained = |l: &mut Leases| {
-            let mut owed: Vec<(u64, [i64; 4])> =
-                l.drain(0).into_iter().map(|o| (o.bucket, o.deltas)).collect();
+            let mut owed: Vec<(u64, [i64; 4])> = l
+                .drain(0)
+                .into_iter()
+                .map(|o| (o.bucket, o.deltas))
+                .collect();
             owed.sort();
             owed
         };

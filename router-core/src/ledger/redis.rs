@@ -229,10 +229,17 @@ impl RedisStore {
     /// lost, and a cluster client retries on its own. A call carries an id or a number it was
     /// applied under (a reservation, a heartbeat's sequence, a call record: see
     /// [`RedisStore::call_key`]), or it only sets or reads.
+    /// When the retry fails too, the first failure is the one reported unless it was refused
+    /// (never sent): the retry's (a refused reconnection, say) would hide that the first call
+    /// may have run.
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
-        let first = self.conn.invoke(inv).await;
-        let result = match first {
-            Err(e) if e.is_connection_dropped() || e.is_io_error() => self.conn.invoke(inv).await,
+        let result = match self.conn.invoke(inv).await {
+            Err(first) if first.is_connection_dropped() || first.is_io_error() => {
+                match self.conn.invoke(inv).await {
+                    Err(_retry) if !first.is_connection_refusal() => Err(first),
+                    retried => retried,
+                }
+            }
             other => other,
         };
         result.map_err(|source| self.redis_error(source))

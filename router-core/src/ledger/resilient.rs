@@ -471,12 +471,29 @@ impl Carried<'_> {
 
     fn unanswered(&self, carried: Vec<(u64, [i64; 4])>) {
         let sent = self.inner.now();
-        self.inner.lock().leases.unanswered(Unanswered {
+        let mut st = self.inner.lock();
+        st.leases.unanswered(Unanswered {
             deployment: self.d,
             call: self.call,
             carried,
             sent,
         });
+        self.inner.wake_for_moves(&st);
+    }
+}
+
+/// Block calls being asked again: kept for the next heartbeat if dropped before their answers.
+struct Asking<'a> {
+    inner: &'a Inner,
+    calls: Vec<Unanswered>,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        for u in self.calls.drain(..) {
+            st.leases.still_unanswered(u);
+        }
     }
 }
 
@@ -1419,19 +1436,26 @@ impl Inner {
     /// Sends again, under the same ids, the block calls that got no answer (see
     /// [`Unanswered`]), asking for no block: each answers as its first run did, or runs now.
     /// What they granted goes back with the next heartbeat. Called when a heartbeat found the
-    /// store answering, in the epoch this instance knows.
+    /// store answering, in the epoch this instance knows. The calls go together, so the next
+    /// beat waits for one call's time at most; those that fail, or that are dropped unanswered
+    /// with this future, are kept for the next.
     async fn ask_unanswered_again(&self) {
         let calls = self.lock().leases.take_unanswered(self.now());
-        let mut calls = calls.into_iter();
-        while let Some(u) = calls.next() {
-            let asked = self
-                .timed(
-                    self.shared
-                        .lease(u.deployment, Ask::NOTHING, &u.carried, u.call)
-                        .boxed(),
-                )
-                .await;
-            let mut st = self.lock();
+        if calls.is_empty() {
+            return;
+        }
+        let mut asking = Asking { inner: self, calls };
+        let asks = asking.calls.iter().map(|u| {
+            self.timed(
+                self.shared
+                    .lease(u.deployment, Ask::NOTHING, &u.carried, u.call)
+                    .boxed(),
+            )
+        });
+        let answers = futures_util::future::join_all(asks).await;
+        let calls = std::mem::take(&mut asking.calls);
+        let mut st = self.lock();
+        for (u, asked) in calls.into_iter().zip(answers) {
             match asked {
                 Ok(Leased::Granted(grant, _)) => st
                     .leases
@@ -1442,10 +1466,6 @@ impl Inner {
                 Err(e) => {
                     tracing::debug!(error = %e, "ledger: a block call asked again got no answer");
                     st.leases.still_unanswered(u);
-                    for rest in calls {
-                        st.leases.still_unanswered(rest);
-                    }
-                    return;
                 }
             }
         }
