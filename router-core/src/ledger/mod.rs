@@ -141,10 +141,7 @@ impl LedgerError {
     pub fn maybe_applied(&self) -> bool {
         match self {
             LedgerError::Timeout { .. } => true,
-            LedgerError::Redis { source, .. } => {
-                !source.is_connection_refusal()
-                    && (source.is_timeout() || source.is_connection_dropped())
-            }
+            LedgerError::Redis { source, .. } => may_have_run(source),
             _ => false,
         }
     }
@@ -158,6 +155,12 @@ impl LedgerError {
             _ => false,
         }
     }
+}
+
+/// Whether a call that failed with `e` may have run: it timed out, or its connection was lost
+/// after it was sent.
+pub(crate) fn may_have_run(e: &::redis::RedisError) -> bool {
+    !e.is_connection_refusal() && (e.is_timeout() || e.is_connection_dropped())
 }
 
 /// What to do about a Redis error the connection gave (nothing to add for one Redis answered).

@@ -14,7 +14,7 @@ use super::period::DAY_MS;
 use super::scopes::ScopeTable;
 use super::types::*;
 use super::window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS, millis};
-use super::{Ledger, LedgerError, LedgerFuture};
+use super::{Ledger, LedgerError, LedgerFuture, may_have_run};
 use crate::clock::Clock;
 use crate::config::redact_url;
 use crate::config::{DeploymentId, Limits, Registry};
@@ -229,14 +229,24 @@ impl RedisStore {
     /// lost, and a cluster client retries on its own. A call carries an id or a number it was
     /// applied under (a reservation, a heartbeat's sequence, a call record: see
     /// [`RedisStore::call_key`]), or it only sets or reads.
-    /// When the retry fails too, the first failure is the one reported unless it was refused
-    /// (never sent): the retry's (a refused reconnection, say) would hide that the first call
-    /// may have run.
+    /// When the retry fails too, the failure reported is the one that says the call may have
+    /// run, if either does ([`LedgerError::maybe_applied`]), and else the first unless that
+    /// was refused (never sent): a refused reconnection must not hide that the first call may
+    /// have run.
     async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<i64>, LedgerError> {
         let result = match self.conn.invoke(inv).await {
             Err(first) if first.is_connection_dropped() || first.is_io_error() => {
                 match self.conn.invoke(inv).await {
-                    Err(_retry) if !first.is_connection_refusal() => Err(first),
+                    Err(retry)
+                        if first.is_connection_refusal()
+                            || (!may_have_run(&first) && may_have_run(&retry)) =>
+                    {
+                        Err(retry)
+                    }
+                    Err(retry) => {
+                        tracing::debug!(error = %retry, "ledger: a retried script call failed again");
+                        Err(first)
+                    }
                     retried => retried,
                 }
             }

@@ -676,6 +676,8 @@ impl ResilientStore {
 /// the windows at about the same moment: what one instance admitted after its last heartbeat is
 /// then in no other's reading either, and each adds its own (see [`Own`]).
 async fn beat_forever(inner: Weak<Inner>) {
+    // When this task last beat (ms).
+    let mut last = 0;
     loop {
         let Some(inner) = inner.upgrade() else {
             return;
@@ -685,10 +687,13 @@ async fn beat_forever(inner: Weak<Inner>) {
             let st = inner.lock();
             (st.rejoining(), st.leases.send_by())
         };
-        let wait = next_wake_in(inner.settings.heartbeat, rejoining, now, send_by);
+        let wait = next_wake_in(inner.settings.heartbeat, rejoining, now, send_by, last);
         inner.beat_due.store(now + wait, Ordering::Relaxed);
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(wait)) => inner.tick().await,
+            () = tokio::time::sleep(Duration::from_millis(wait)) => {
+                last = inner.now();
+                inner.tick().await;
+            }
             // A move owed before then: wait again, for it.
             () = inner.moved.notified() => {}
         }
@@ -696,10 +701,20 @@ async fn beat_forever(inner: Weak<Inner>) {
 }
 
 /// How long until the heartbeat task sends a beat, ms, at `now` (ms): at the next beat, or by
-/// `send_by` (ms) if moves are owed by then.
-fn next_wake_in(heartbeat: Duration, rejoining: bool, now: u64, send_by: Option<u64>) -> u64 {
+/// `send_by` (ms) if moves are owed by then. A deadline already past waits for a tenth of a
+/// heartbeat (at most a second) after the `last` beat (ms): while the store does not answer, or
+/// the instance waits to rejoin, beats do not carry the moves, and would go back to back.
+fn next_wake_in(
+    heartbeat: Duration,
+    rejoining: bool,
+    now: u64,
+    send_by: Option<u64>,
+    last: u64,
+) -> u64 {
     let beat = next_beat_in(heartbeat, rejoining, now);
-    send_by.map_or(beat, |t| beat.min(t.saturating_sub(now)))
+    let spaced = last + (heartbeat.as_millis() as u64 / 10).clamp(1, 1_000);
+    let due = |t: u64| if t > now { t } else { t.max(spaced) };
+    send_by.map_or(beat, |t| beat.min(due(t).saturating_sub(now)))
 }
 
 /// How long until the next beat, ms, at `now` (ms): the next multiple of the heartbeat, or of a
@@ -2333,15 +2348,19 @@ mod tests {
     #[test]
     fn a_move_owed_before_the_next_beat_brings_the_beat_forward() {
         let hour = Duration::from_secs(3600);
-        assert_eq!(next_wake_in(hour, false, 1_000, None), 3_599_000);
-        assert_eq!(next_wake_in(hour, false, 1_000, Some(50_000)), 49_000);
+        assert_eq!(next_wake_in(hour, false, 1_000, None, 0), 3_599_000);
+        assert_eq!(next_wake_in(hour, false, 1_000, Some(50_000), 0), 49_000);
         assert_eq!(
-            next_wake_in(hour, false, 1_000, Some(500)),
+            next_wake_in(hour, false, 1_000, Some(500), 0),
             0,
             "late: at once"
         );
         let two = Duration::from_secs(2);
-        assert_eq!(next_wake_in(two, false, 1_000, Some(50_000)), 1_000);
+        assert_eq!(next_wake_in(two, false, 1_000, Some(50_000), 0), 1_000);
+        // Late, but a beat went 50 ms ago (it did not carry the moves: the store did not
+        // answer): the next a tenth of a heartbeat after it, not back to back.
+        assert_eq!(next_wake_in(two, false, 10_050, Some(9_000), 10_000), 150);
+        assert_eq!(next_wake_in(two, false, 10_300, Some(9_000), 10_000), 0);
     }
 
     #[test]
