@@ -248,26 +248,12 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
 async fn a_block_call_whose_reply_was_lost_is_retried_and_counted_once() {
     let server = redis_server();
     let proxy = ReplyDropper::start(address_of(&server)).await;
-    // Blocks of 2 requests and 1,000 tokens.
-    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 100, tpm: 100000").await;
-    let registry = leasing_registry("rpm: 100, tpm: 100000").0;
+    let (leasing, reader, m) = one_block_used(&server, &proxy, "rpm: 100, tpm: 100000").await;
     let need = Need::new(10, Duration::from_secs(60));
-    // The first block (which loads the script) admits two requests; they use 5 tokens each.
-    for _ in 0..2 {
-        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
-        assert!(
-            leasing
-                .settle(&r, ActualUsage::tokens(5))
-                .await
-                .expect("settle")
-        );
-    }
-    let reader = connect(&server, &registry, None).await;
     let usage = || async {
         let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
         (u.requests, u.tokens)
     };
-    assert_eq!(usage().await, (2, 1000), "one block");
     // The next request asks for a second block, and that call hands back the 990 tokens the
     // first did not use. Redis runs it; its reply is lost and the connection closed.
     proxy.armed.store(true, Ordering::SeqCst);
@@ -300,24 +286,13 @@ async fn a_block_call_whose_retry_was_refused_is_asked_again_and_counted_once() 
     let server = redis_server();
     let upstream = address_of(&server);
     let proxy = ReplyDropper::start(upstream).await;
-    // Blocks of 2 requests and 1,000 tokens, of 3 requests a minute.
-    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 3, tpm: 100000").await;
+    // Of 3 requests a minute.
+    let (leasing, reader, m) = one_block_used(&server, &proxy, "rpm: 3, tpm: 100000").await;
     let need = Need::new(10, Duration::from_secs(60));
-    for _ in 0..2 {
-        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
-        assert!(
-            leasing
-                .settle(&r, ActualUsage::tokens(5))
-                .await
-                .expect("settle")
-        );
-    }
-    let reader = connect(&server, &leasing_registry("rpm: 3, tpm: 100000").0, None).await;
     let usage = || async {
         let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
         (u.requests, u.tokens)
     };
-    assert_eq!(usage().await, (2, 1000), "one block");
     // Another instance takes the last request of the minute (10 tokens).
     let _other = granted(&reader, &need, m, "admit", "one request was left").await;
     // The next request's block call hands back the 990 tokens the first did not use, and is
@@ -379,6 +354,27 @@ async fn leasing_through(
     let leasing = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
     leasing.heartbeat_now().await;
     (leasing, m)
+}
+
+/// An instance leasing through `proxy` (see [`leasing_through`]) whose first block (which
+/// loads the script) admitted two requests that used 5 tokens each; a plain store on the same
+/// Redis, to read the windows; and the deployment.
+async fn one_block_used(
+    server: &TestRedis,
+    proxy: &ReplyDropper,
+    limits: &str,
+) -> (ResilientStore, RedisStore, DeploymentId) {
+    let (leasing, m) = leasing_through(server, proxy, limits).await;
+    let need = Need::new(10, Duration::from_secs(60));
+    for _ in 0..2 {
+        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
+        let settled = leasing.settle(&r, ActualUsage::tokens(5)).await;
+        assert!(settled.expect("settle"));
+    }
+    let reader = connect(server, &leasing_registry(limits).0, None).await;
+    let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    assert_eq!((u.requests, u.tokens), (2, 1000), "one block");
+    (leasing, reader, m)
 }
 
 /// The host and port of a test server's URL.
