@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --cpu] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --cpu] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
@@ -22,6 +22,8 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | -
                          K=4 and K=8 with `lease: auto` on every deployment
   --slack                only the floor and the slack load (90 requests / 30 s, K=4, enforce mock), three
                          times: its cost ratio moves by 0.5 % with one request's placement
+  --k1                   only the floor and llmroute K=1 (enforce mock) three times: one instance
+                         must place every request where the greedy oracle does
   --cpu                  the floor and llmroute K=4 (enforce mock) three times each, in the order
                          floor, router, router, floor, floor, router, so that a machine's drift
                          during the runs weighs on both alike; prints CPU per request run by run
@@ -32,7 +34,7 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | -
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
 OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
 value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick,
---slack, --cpu and --gateway-only sets).
+--slack, --k1, --cpu and --gateway-only sets).
 EOF
 }
 
@@ -41,6 +43,7 @@ GATEWAY_ONLY=0
 CHAOS=0
 LEASES=0
 SLACK=0
+K1=0
 CPU=0
 BUILD=1
 LITELLM_PY=""
@@ -51,6 +54,7 @@ while (($#)); do
         --chaos) CHAOS=1 QUICK=1 ;;
         --leases) LEASES=1 ;;
         --slack) SLACK=1 QUICK=1 ;;
+        --k1) K1=1 QUICK=1 ;;
         --cpu) CPU=1 QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
@@ -355,6 +359,12 @@ elif ((SLACK)); then
     for i in 1 2 3; do
         bench "llmroute-k4-slack-$i" "llmroute K=4 slack (90 req), run $i" "$ENFORCE" 90 inside 4 "${LEASE_ARGS[@]}"
         ORDER+=("llmroute-k4-slack-$i")
+    done
+elif ((K1)); then
+    ORDER=(floor-k4)
+    for i in 1 2 3; do
+        bench "llmroute-k1-$i" "llmroute K=1, run $i" "$ENFORCE" 600 inside 1 "${LEASE_ARGS[@]}"
+        ORDER+=("llmroute-k1-$i")
     done
 elif ((GATEWAY_ONLY)); then
     gateway_runs

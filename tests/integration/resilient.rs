@@ -759,11 +759,16 @@ async fn a_block_call_whose_caller_went_away_is_asked_again_and_counted_once() {
 /// Two deployments of one alias: `cheap` (DeploymentId 0) leasing `auto` with `limits`, and a
 /// dearer one with room for everything, leasing `auto` too when `dear_leases`.
 fn cheap_and_dear(limits: &str, dear_leases: bool) -> Registry {
+    cheap_leasing_and_dear("auto", limits, dear_leases)
+}
+
+/// [`cheap_and_dear`], `cheap` leasing `lease`.
+fn cheap_leasing_and_dear(lease: &str, limits: &str, dear_leases: bool) -> Registry {
     let dear_lease = if dear_leases { "lease: auto, " } else { "" };
     let yaml = format!(
         "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:1/v1\n    \
          api_key_env: P_KEY\n    models:\n      \
-         - {{ name: cheap, aliases: [chat], price: {{ input: 1, output: 2 }}, lease: auto, \
+         - {{ name: cheap, aliases: [chat], price: {{ input: 1, output: 2 }}, lease: {lease}, \
               limits: {{ {limits} }} }}\n      \
          - {{ name: dear, aliases: [chat], price: {{ input: 5, output: 9 }}, {dear_lease}\
               limits: {{ rpm: 1000 }} }}\n"
@@ -846,6 +851,28 @@ async fn a_refused_block_is_asked_again_at_once_by_a_request_that_fits_the_room_
     assert_eq!(script_calls(&redis).await - before, 1);
     // 100 asks `cheap` again, and fits.
     assert_eq!(admit_on(100).await, cheap);
+}
+
+#[tokio::test]
+async fn a_request_too_big_for_the_open_block_asks_for_a_new_one_if_the_room_read_and_the_block_hold_it()
+ {
+    let redis = redis_server();
+    let registry = cheap_leasing_and_dear(
+        "{ requests: 10, tokens: 600, secs: 60 }",
+        "tpm: 1000",
+        false,
+    );
+    let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
+    let a = by_hand(&redis, registry, OnError::Local).await;
+    // A block of 600 tokens; the call read 400 left after it.
+    assert_eq!(placed(&a, 100).await, cheap);
+    // 550 fits neither the block's 500 nor the 400 read, but it fits the 900 the next call
+    // finds once it hands back the block's unused part: `cheap` has room, as the provider
+    // would count it, and the request goes there, not to `dear`.
+    assert_eq!(placed(&a, 550).await, cheap);
+    // 400 does not fit what is left (1,000 - 650 = 350: 50 in the new block, 300 read left).
+    assert_eq!(placed(&a, 400).await, dear);
+    assert_eq!(placed(&a, 350).await, cheap);
 }
 
 #[tokio::test]

@@ -453,11 +453,37 @@ impl Leases {
         self.saw_room(d, room, sent);
     }
 
-    /// Whether `d` was lately read to have too little room for a request of `tokens`.
+    /// Whether `d` was lately read to have too little room for a request of `tokens`. The
+    /// reading leaves out what this instance holds of `d` since: its open block's unused part
+    /// and the corrections it owes on `d`, which the call for a new block hands back (or adds)
+    /// before it asks. So these count in the room a call would find, and a request the
+    /// deployment could still take is not sent to a dearer one.
     pub(crate) fn lacks_room(&self, d: DeploymentId, tokens: u64, now: u64) -> bool {
-        self.room
-            .get(&d)
-            .is_some_and(|s| s.until > now && (s.room.requests == 0 || tokens > s.room.tokens))
+        let Some(seen) = self.room.get(&d).filter(|s| s.until > now) else {
+            return false;
+        };
+        if seen.cooling {
+            return true;
+        }
+        let mut requests = i128::from(seen.room.requests);
+        let mut room_tokens = i128::from(seen.room.tokens);
+        if let Some(b) = self.open.get(&d) {
+            // Granted less used: what its end corrects (a settlement may have used more).
+            requests += i128::from(b.requests) - i128::from(b.used[0]);
+            if let Some(t) = b.tokens {
+                room_tokens += i128::from(t) - i128::from(b.used[1]);
+            }
+        }
+        for deltas in self
+            .owed
+            .iter()
+            .filter(|((o, _), _)| *o == d)
+            .map(|(_, deltas)| deltas)
+        {
+            requests -= i128::from(deltas[0]);
+            room_tokens -= i128::from(deltas[1]);
+        }
+        requests <= 0 || i128::from(tokens) > room_tokens
     }
 
     /// Admissions from blocks (any deployment) in the last ten seconds, and their mean tokens
@@ -624,6 +650,39 @@ mod tests {
         assert!(l.lacks_room(D, 1, 1_000), "no request left");
         l.saw_room(D, room(5, u64::MAX), 0);
         assert!(!l.lacks_room(D, 1_000_000, 1_000), "no token limit");
+    }
+
+    #[test]
+    fn the_room_a_new_block_would_find_counts_what_this_instance_holds_and_owes_on_it() {
+        let mut l = Leases::default();
+        let room = |requests, tokens| Room { requests, tokens };
+        // A block of 4 requests and 1,000 tokens, granted with 300 tokens left after it.
+        l.open(D, grant(4, Some(1_000), 7), 5_000);
+        l.saw_room(D, room(10, 300), 0);
+        assert!(l.take(D, &need(600), 0, 1).is_some());
+        // 800 > 300 read, but the block's unused 400 goes back with the call for the next one.
+        assert!(l.take(D, &need(800), 0, 2).is_none());
+        assert!(!l.lacks_room(D, 700, 2), "300 + 400 left");
+        assert!(l.lacks_room(D, 701, 2));
+        // Ended (its unused part is owed back), the same holds until the next call carries it.
+        l.end(D);
+        assert!(!l.lacks_room(D, 700, 3));
+        assert!(l.lacks_room(D, 701, 3));
+        // The next call carries that, and reads the room after its grant; what a request the
+        // new block admitted uses beyond its reservation counts against it too.
+        assert!(!l.take_owed(D).is_empty());
+        l.saw_room(D, room(1, 300), 4);
+        l.open(D, grant(1, Some(100), 8), 5_000);
+        let a = l.take(D, &need(100), 0, 5).unwrap();
+        l.finish(a.id, Some(ActualUsage::split(100, 50)));
+        assert!(
+            l.lacks_room(D, 251, 6),
+            "300, less the 50 used beyond the block"
+        );
+        assert!(!l.lacks_room(D, 250, 6));
+        // A cooldown leaves no room, whatever is held.
+        l.saw_cooldown(D, 1_000, 7);
+        assert!(l.lacks_room(D, 1, 8));
     }
 
     #[test]
