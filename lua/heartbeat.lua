@@ -3,8 +3,8 @@
 -- every limit should the store stop answering (see router-core/src/ledger/resilient.rs).
 --
 -- It also carries what this instance's leased blocks owe the shared windows (as unlease.lua
--- does, one correction per block and bucket, each optionally followed by the provider's latest
--- report), so that a lease's correction costs no call of its own. They are applied only when the
+-- does, one correction per block and bucket, each optionally with the provider's latest report
+-- on its deployment, followed once every correction is in), so that a lease's correction costs no call of its own. They are applied only when the
 -- store is in the epoch the instance knows (windows of another epoch never held the blocks), and
 -- once per sequence number: a beat whose reply was lost is sent again with the same corrections
 -- and number, and must not give back twice.
@@ -82,7 +82,7 @@ end
 local seq_key = KEYS[#KEYS]
 if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', seq_key)) or 0) then
   redis.call('SET', seq_key, ARGV[7], 'PX', EPOCH_TTL_MS)
-  local a = 11
+  local a, reports = 11, {}
   for _ = 1, c do
     local first, count, bucket = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local dr, dt, di, dx = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
@@ -94,11 +94,17 @@ if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', se
       end
     end
     if ARGV[a + 7] == '1' then
-      observe_at(KEYS[first], now, a + 8)
+      reports[#reports + 1] = {first, a + 8}
       a = a + 8 + 12
     else
       a = a + 8
     end
+  end
+  -- Reports last, against the windows with every correction in: a request moved to a later
+  -- second is added there and taken off its grant's second by two corrections, and a report
+  -- read between them would find the windows short by it and count the difference again.
+  for _, r in ipairs(reports) do
+    observe_at(KEYS[r[1]], now, r[2])
   end
 end
 local reads, read, oldest = KEYS[4], 0, 0

@@ -9,11 +9,11 @@ use llmroute_tests::{TestRedis, redis_server};
 use router_core::clock::{Clock, ManualClock, SystemClock};
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
-    ActualUsage, Admission, Ledger, LedgerError, Mode, Need, RedisStore, RedisStoreOptions,
-    Reservation, ResilientStore, Settlement, Verdict,
+    ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
+    RedisStoreOptions, Reservation, ResilientStore, Settlement, Verdict,
 };
 
-use crate::support::one_model;
+use crate::support::{connect_to, one_model};
 
 const M: DeploymentId = DeploymentId(0);
 
@@ -873,6 +873,67 @@ async fn a_request_too_big_for_the_open_block_asks_for_a_new_one_if_the_room_rea
     // 400 does not fit what is left (1,000 - 650 = 350: 50 in the new block, 300 read left).
     assert_eq!(placed(&a, 400).await, dear);
     assert_eq!(placed(&a, 350).await, cheap);
+}
+
+#[tokio::test]
+async fn a_report_that_rides_a_moved_request_is_followed_once_the_move_is_in() {
+    let redis = redis_server();
+    let mut registry = cheap_leasing_and_dear(
+        "{ requests: 10, tokens: 600, secs: 60 }",
+        "tpm: 1000",
+        false,
+    );
+    registry.ledger.heartbeat = Duration::from_secs(3600);
+    let cheap = DeploymentId(0);
+    // Redis on this instance's clock too, 100 ms into a second.
+    let clock = ManualClock::new(SystemClock.now_ms() / 1000 * 1000 + 100);
+    let on_clock = || Some(Arc::new(clock.clone()) as Arc<dyn Clock>);
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        clock: on_clock(),
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let a = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
+    let need = || Need::new(300, Duration::from_secs(60));
+    let Admission::Granted(first) = a.admit(&need(), &[cheap]).await.unwrap() else {
+        panic!("`cheap` is empty");
+    };
+    // A second later, from the same block of 600: moved to its own second (added there, taken
+    // off the grant's) by the next heartbeat, which also carries the provider's report.
+    clock.advance_ms(1_000);
+    let Admission::Granted(second) = a.admit(&need(), &[cheap]).await.unwrap() else {
+        panic!("the block has room");
+    };
+    assert_eq!(second.bucket, first.bucket + 1);
+    // The provider counts what the ledger does: 600 of 1,000.
+    let report = Observation {
+        tokens: Some((400, Duration::from_secs(59))),
+        ..Observation::default()
+    };
+    let settled = a
+        .settle_batch(&[
+            Settlement {
+                reservation: first,
+                actual: Some(ActualUsage::tokens(300)),
+                observed: None,
+            },
+            Settlement {
+                reservation: second,
+                actual: Some(ActualUsage::tokens(300)),
+                observed: Some(report),
+            },
+        ])
+        .await;
+    assert!(settled.iter().all(|r| matches!(r, Ok(true))), "{settled:?}");
+    a.heartbeat_now().await;
+    // Followed between the move's two halves, the report would have found 300 tokens where
+    // the provider counts 600, and counted the difference again: 900.
+    let reader = connect_to(&redis.url, &redis.namespace, &registry, Some(clock.clone())).await;
+    let s = reader.snapshot(&[cheap]).await.unwrap();
+    assert_eq!(s[0].usage.tokens, 600);
 }
 
 #[tokio::test]

@@ -303,8 +303,9 @@ impl Leases {
         self.reports.insert(d, observed);
     }
 
-    /// The corrections to send now (blocks expired by `now` included). Each deployment's latest
-    /// report goes with one of them (a report alone goes with bucket 0, which no window holds).
+    /// The corrections to send now (blocks expired by `now` included), later buckets first.
+    /// Each deployment's latest report goes with its last correction (a report alone goes with
+    /// bucket 0, which no window holds).
     pub(crate) fn drain(&mut self, now: u64) -> Vec<Owed> {
         self.end_expired(now);
         self.send_by = None;
@@ -320,8 +321,13 @@ impl Leases {
                 observed: None,
             })
             .collect();
+        // Later buckets first, so that a move's addition lands before its subtraction when they
+        // go in calls of their own; each report with its deployment's last correction, so that
+        // it is compared with windows that hold every other (a report read between the two
+        // halves of a move would find them short by it, and count the difference again).
+        out.sort_by_key(|o| (std::cmp::Reverse(o.bucket), o.deployment.0));
         for (d, obs) in self.reports.drain() {
-            match out.iter_mut().find(|o| o.deployment == d) {
+            match out.iter_mut().rev().find(|o| o.deployment == d) {
                 Some(o) => o.observed = Some(obs),
                 None => out.push(Owed {
                     deployment: d,
@@ -622,6 +628,27 @@ mod tests {
         assert_eq!(l.take_owed(D), vec![(7, [-3, -400, -700, -700])]);
         l.finish(a.id, Some(ActualUsage::split(300, 300)));
         assert_eq!(l.take_owed(D), vec![], "it used what it reserved");
+    }
+
+    #[test]
+    fn a_report_goes_with_its_deployments_last_correction_after_a_moves_addition() {
+        let mut l = Leases::default();
+        let other = DeploymentId(1);
+        l.open(D, grant(2, Some(200), 7), 50_000);
+        l.open(other, grant(2, Some(200), 7), 50_000);
+        assert!(l.take(D, &need(100), 0, 1).is_some());
+        // A second later: moved to bucket 8, a correction there and one back in 7.
+        assert!(l.take(D, &need(100), 0, 1_000).is_some());
+        assert!(l.take(other, &need(100), 0, 1).is_some());
+        l.end_all();
+        l.report(D, Observation::default());
+        l.report(other, Observation::default());
+        let drained: Vec<(usize, u64, bool)> = l
+            .drain(1_001)
+            .iter()
+            .map(|o| (o.deployment.0, o.bucket, o.observed.is_some()))
+            .collect();
+        assert_eq!(drained, vec![(0, 8, false), (0, 7, true), (1, 7, true)]);
     }
 
     #[test]

@@ -1496,14 +1496,13 @@ impl Inner {
         }
         self.lock().leases.end_all();
         self.tick().await;
-        let mut owed = {
+        let owed = {
             let mut st = self.lock();
             let now = self.now();
             st.leases.drain(now)
         };
-        // Later buckets first, so that a move's addition lands before its subtraction; after a
-        // failure, the rest is kept rather than sent without it.
-        owed.sort_by_key(|o| std::cmp::Reverse(o.bucket));
+        // In `drain`'s order (a move's addition before its subtraction, a report last on its
+        // deployment); after a failure, the rest is kept rather than sent without it.
         let mut owed = owed.into_iter();
         while let Some(o) = owed.next() {
             let sent = self
