@@ -328,6 +328,15 @@ chaos_runs() {
     done
 }
 
+three_runs() { # three_runs DIR LABEL N K: after the floor, one llmroute case three times (enforce mock)
+    local i
+    ORDER=(floor-k4)
+    for i in 1 2 3; do
+        bench "$1-$i" "$2, run $i" "$ENFORCE" "$3" inside "$4" "${LEASE_ARGS[@]}"
+        ORDER+=("$1-$i")
+    done
+}
+
 LEASE_ARGS=()
 [[ -n ${LLMROUTE_BENCH_LEASE:-} ]] && LEASE_ARGS=(--lease "$LLMROUTE_BENCH_LEASE")
 
@@ -355,17 +364,9 @@ elif ((CPU)); then
     done
     ORDER+=(llmroute-k4-1 llmroute-k4-2 llmroute-k4-3 floor-2-k4 floor-3-k4)
 elif ((SLACK)); then
-    ORDER=(floor-k4)
-    for i in 1 2 3; do
-        bench "llmroute-k4-slack-$i" "llmroute K=4 slack (90 req), run $i" "$ENFORCE" 90 inside 4 "${LEASE_ARGS[@]}"
-        ORDER+=("llmroute-k4-slack-$i")
-    done
+    three_runs llmroute-k4-slack "llmroute K=4 slack (90 req)" 90 4
 elif ((K1)); then
-    ORDER=(floor-k4)
-    for i in 1 2 3; do
-        bench "llmroute-k1-$i" "llmroute K=1, run $i" "$ENFORCE" 600 inside 1 "${LEASE_ARGS[@]}"
-        ORDER+=("llmroute-k1-$i")
-    done
+    three_runs llmroute-k1 "llmroute K=1" 600 1
 elif ((GATEWAY_ONLY)); then
     gateway_runs
     ORDER=(floor-k4)

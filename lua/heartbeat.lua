@@ -4,10 +4,11 @@
 --
 -- It also carries what this instance's leased blocks owe the shared windows (as unlease.lua
 -- does, one correction per block and bucket, each optionally with the provider's latest report
--- on its deployment, followed once every correction is in), so that a lease's correction costs no call of its own. They are applied only when the
--- store is in the epoch the instance knows (windows of another epoch never held the blocks), and
--- once per sequence number: a beat whose reply was lost is sent again with the same corrections
--- and number, and must not give back twice.
+-- on its deployment, followed once every correction is in), so that a lease's correction costs
+-- no call of its own. They are applied only when the store is in the epoch the instance knows
+-- (windows of another epoch never held the blocks), and once per sequence number: a beat whose
+-- reply was lost is sent again with the same corrections and number, and must not give back
+-- twice.
 --
 -- It also keeps the rejoin set (see common.lua): an instance that admitted on its own while the
 -- store did not answer it says so (ARGV[8]) with every beat until it has written that back. The

@@ -108,7 +108,8 @@ pub(crate) struct Leases {
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
     recent: VecDeque<(u64, u64)>,
     /// What this instance last learnt of each deployment's room: a request that needs more
-    /// does not ask it for a block while that is trusted.
+    /// (with what its own block and corrections hand back, see [`Leases::lacks_room`]) does not
+    /// ask it for a block while that is trusted.
     room: HashMap<DeploymentId, Seen>,
     /// Block calls that got no answer: sent again until one comes (see [`Unanswered`]).
     unanswered: Vec<Unanswered>,
@@ -460,10 +461,12 @@ impl Leases {
     }
 
     /// Whether `d` was lately read to have too little room for a request of `tokens`. The
-    /// reading leaves out what this instance holds of `d` since: its open block's unused part
-    /// and the corrections it owes on `d`, which the call for a new block hands back (or adds)
-    /// before it asks. So these count in the room a call would find, and a request the
-    /// deployment could still take is not sent to a dearer one.
+    /// reading counts this instance's open block on `d` as used in full, and misses the
+    /// corrections owed on `d` since; the call for a new block hands both back (or adds them)
+    /// before it asks, so they count here, and a request the call would find room for is not
+    /// sent to a dearer deployment. This only decides whether to ask: the store admits. Where
+    /// it errs high (a reading floored at 0 over a limit, a correction to a second that has
+    /// left the windows), the cost is one refused call.
     pub(crate) fn lacks_room(&self, d: DeploymentId, tokens: u64, now: u64) -> bool {
         let Some(seen) = self.room.get(&d).filter(|s| s.until > now) else {
             return false;
@@ -487,7 +490,9 @@ impl Leases {
             .map(|(_, deltas)| deltas)
         {
             requests -= i128::from(deltas[0]);
-            room_tokens -= i128::from(deltas[1]);
+            // The room read is the tightest of the token, input and output limits: the largest
+            // change takes the least off (or adds the least to) any of them.
+            room_tokens -= i128::from(deltas[1].max(deltas[2]).max(deltas[3]));
         }
         requests <= 0 || i128::from(tokens) > room_tokens
     }
@@ -699,15 +704,23 @@ mod tests {
         // new block admitted uses beyond its reservation counts against it too.
         assert!(!l.take_owed(D).is_empty());
         l.saw_room(D, room(1, 300), 4);
-        l.open(D, grant(1, Some(100), 8), 5_000);
+        l.open(D, grant(2, Some(300), 8), 5_000);
         let a = l.take(D, &need(100), 0, 5).unwrap();
         l.finish(a.id, Some(ActualUsage::split(100, 50)));
         assert!(
-            l.lacks_room(D, 251, 6),
-            "300, less the 50 used beyond the block"
+            !l.lacks_room(D, 450, 6),
+            "300 read and 150 of the block: it used 50 beyond the request's reservation"
         );
-        assert!(!l.lacks_room(D, 250, 6));
+        assert!(l.lacks_room(D, 451, 6));
+        let b = l.take(D, &need(100), 0, 6).unwrap();
+        l.end(D);
+        assert!(!l.lacks_room(D, 350, 7), "300 read, 50 owed back");
+        // Settled 30 beyond its reservation once its block ended: owed apart, it counts too.
+        l.finish(b.id, Some(ActualUsage::split(50, 80)));
+        assert!(l.lacks_room(D, 321, 7));
+        assert!(!l.lacks_room(D, 320, 7));
         // A cooldown leaves no room, whatever is held.
+        l.open(D, grant(5, Some(1_000), 9), 5_000);
         l.saw_cooldown(D, 1_000, 7);
         assert!(l.lacks_room(D, 1, 8));
     }

@@ -1375,7 +1375,8 @@ impl Inner {
                     }
                 }
                 Ok(Leased::Refused(room, 0)) => {
-                    // Not even this request fits: only a smaller one asks again for a while.
+                    // Not even this request fits: for a while, only a request that fits what
+                    // was left (with what this instance owes back since) asks again.
                     self.lock().leases.saw_room(d, room, now);
                 }
                 Ok(Leased::Refused(_, cools)) => {
