@@ -476,19 +476,14 @@ impl Leases {
         }
         let mut requests = i128::from(seen.room.requests);
         let mut room_tokens = i128::from(seen.room.tokens);
-        if let Some(b) = self.open.get(&d) {
-            // Granted less used: what its end corrects (a settlement may have used more).
-            requests += i128::from(b.requests) - i128::from(b.used[0]);
-            if let Some(t) = b.tokens {
-                room_tokens += i128::from(t) - i128::from(b.used[1]);
-            }
-        }
-        for deltas in self
+        // The open block counts as the correction its end owes (granted less used).
+        let open = self.open.get(&d).map(Block::correction);
+        let owed = self
             .owed
             .iter()
             .filter(|((o, _), _)| *o == d)
-            .map(|(_, deltas)| deltas)
-        {
+            .map(|(_, deltas)| *deltas);
+        for deltas in owed.chain(open) {
             requests -= i128::from(deltas[0]);
             // The room read is the tightest of the token, input and output limits: the largest
             // change takes the least off (or adds the least to) any of them.
