@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::support::{
-    T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model,
+    T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model, script_calls,
 };
 
 /// A registry of one model `m` with `limits`, and `m`.
@@ -59,11 +59,13 @@ async fn by_hand(server: &TestRedis) -> MultiplexedConnection {
 /// A TCP proxy in front of Redis that, when armed, lets the next script call (`EVALSHA`) reach
 /// the server, then drops the server's reply and closes the connection: Redis ran the script,
 /// the client never hears of it. With `then_refuse` set too, it also stops listening then, so
-/// that reconnecting is refused.
+/// that reconnecting is refused. With `cut_beats` set, every heartbeat (a script call naming the
+/// instances key) is cut off instead: not sent on, and its connection closed.
 struct ReplyDropper {
     addr: SocketAddr,
     armed: Arc<AtomicBool>,
     then_refuse: Arc<AtomicBool>,
+    cut_beats: Arc<AtomicBool>,
 }
 
 impl ReplyDropper {
@@ -77,8 +79,9 @@ impl ReplyDropper {
         let addr = listener.local_addr().expect("addr");
         let armed = Arc::new(AtomicBool::new(false));
         let then_refuse = Arc::new(AtomicBool::new(false));
+        let cut_beats = Arc::new(AtomicBool::new(false));
         let (stop, stopped) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let (flag, refuse) = (armed.clone(), then_refuse.clone());
+        let (flag, refuse, cut) = (armed.clone(), then_refuse.clone(), cut_beats.clone());
         let (stopping, done) = (stop.clone(), stopped.clone());
         tokio::spawn(async move {
             loop {
@@ -97,6 +100,7 @@ impl ReplyDropper {
                 let dropped = Dropped {
                     armed: flag.clone(),
                     then_refuse: refuse.clone(),
+                    cut_beats: cut.clone(),
                     stop: stopping.clone(),
                     stopped: done.clone(),
                 };
@@ -107,6 +111,7 @@ impl ReplyDropper {
             addr,
             armed,
             then_refuse,
+            cut_beats,
         }
     }
 }
@@ -115,16 +120,19 @@ impl ReplyDropper {
 struct Dropped {
     armed: Arc<AtomicBool>,
     then_refuse: Arc<AtomicBool>,
+    cut_beats: Arc<AtomicBool>,
     /// Tells the proxy to stop listening, and hears that it has.
     stop: Arc<Notify>,
     stopped: Arc<Notify>,
 }
 
-/// Forwards both ways; an armed script call's reply is swallowed and the connection closed.
+/// Forwards both ways; an armed script call's reply is swallowed and the connection closed, and
+/// so is a heartbeat while beats are cut, before it reaches the server.
 async fn pipe(client: TcpStream, server: TcpStream, dropped: Dropped) {
     let Dropped {
         armed,
         then_refuse,
+        cut_beats,
         stop,
         stopped,
     } = dropped;
@@ -144,6 +152,10 @@ async fn pipe(client: TcpStream, server: TcpStream, dropped: Dropped) {
             let call = buf[..n]
                 .windows(7)
                 .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"));
+            let beat = call && buf[..n].windows(11).any(|w| w == b":instances\r");
+            if beat && cut_beats.load(Ordering::SeqCst) {
+                return;
+            }
             if call && armed.swap(false, Ordering::SeqCst) {
                 if then_refuse.swap(false, Ordering::SeqCst) {
                     refuses.store(true, Ordering::SeqCst);
@@ -313,6 +325,76 @@ async fn a_block_call_whose_retry_was_refused_is_asked_again_and_counted_once() 
     leasing.heartbeat_now().await;
     assert_eq!(leasing.status().mode, Mode::Shared);
     assert_eq!(usage().await, (3, 20), "what the three requests use");
+}
+
+/// A closing instance whose heartbeats get no answer sends what its block owes with a call of its
+/// own (lua/unlease.lua). When the store is in another epoch by then (here Redis came back empty
+/// and another instance counts in it), that call is refused: nothing is taken off windows that
+/// never held the block.
+#[tokio::test]
+async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
+    let mut server = redis_server();
+    let proxy = ReplyDropper::start(address_of(&server)).await;
+    // Redis and both stores on one clock: every count falls in the block's second.
+    let clock = ManualClock::new(T0);
+    let (mut registry, m) = leasing_registry("rpm: 100, tpm: 100000");
+    // A beat without an answer takes the instance local; beats then carry nothing it owes.
+    registry.ledger.on_error = OnError::Local;
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        clock: Some(Arc::new(clock.clone())),
+        response_timeout: registry.ledger.timeout,
+        ..RedisStoreOptions::default()
+    };
+    let url = format!("redis://{}/0", proxy.addr);
+    let shared = RedisStore::connect(&url, &registry, options)
+        .await
+        .expect("connect");
+    let leasing = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
+    leasing.heartbeat_now().await;
+    assert_eq!(leasing.status().mode, Mode::Shared);
+    let need = Need::new(10, Duration::from_secs(60));
+    let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
+    assert!(
+        leasing
+            .settle(&r, ActualUsage::tokens(5))
+            .await
+            .expect("settle")
+    );
+    let before_restart = connect(&server, &registry, Some(clock.clone())).await;
+    assert_eq!(
+        requests_and_tokens(&before_restart, m).await,
+        (2, 1000),
+        "the block, whole"
+    );
+    proxy.cut_beats.store(true, Ordering::SeqCst);
+    leasing.heartbeat_now().await;
+    assert_eq!(leasing.status().mode, Mode::Local);
+    // Redis comes back empty, and another instance admits one request in the block's second.
+    server.restart();
+    let other = connect(&server, &registry, Some(clock.clone())).await;
+    let _one = granted(&other, &need, m, "admit", "an empty store refused").await;
+    assert_eq!(requests_and_tokens(&other, m).await, (1, 10));
+    // Closing: its beat is cut off, so the block's 1 request and 995 tokens go back on their
+    // own, to a store in another epoch.
+    let calls = script_calls(&server).await;
+    leasing.close().await.expect("close");
+    assert!(
+        script_calls(&server).await > calls,
+        "the give-back reached Redis"
+    );
+    assert_eq!(
+        requests_and_tokens(&other, m).await,
+        (1, 10),
+        "nothing taken off"
+    );
+    assert_eq!(leasing.status().mode, Mode::Local);
+}
+
+/// What `store` reads in `m`'s windows: requests and tokens.
+async fn requests_and_tokens(store: &RedisStore, m: DeploymentId) -> (u64, u64) {
+    let u = store.snapshot(&[m]).await.expect("snapshot")[0].usage;
+    (u.requests, u.tokens)
 }
 
 /// A registry of one model `m` with `limits`, leasing blocks of 2 requests and 1,000 tokens.

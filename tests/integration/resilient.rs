@@ -13,7 +13,7 @@ use router_core::ledger::{
     RedisStoreOptions, Reservation, ResilientStore, Settlement, Verdict,
 };
 
-use crate::support::{connect_to, one_model};
+use crate::support::{connect_to, one_model, script_calls};
 
 const M: DeploymentId = DeploymentId(0);
 
@@ -359,28 +359,6 @@ async fn closed_fails_open_admits_uncounted_and_local_needs_one_heartbeat() {
     open.heartbeat_now().await;
     assert_eq!(open.status().mode, Mode::Shared);
     assert_eq!(shared_requests(&redis).await, (0, 0), "open counts nothing");
-}
-
-/// Redis script calls since the server started (EVALSHA and EVAL).
-async fn script_calls(redis: &TestRedis) -> u64 {
-    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }
 
 async fn leasing(redis: &TestRedis, lease: &str) -> Arc<ResilientStore> {
