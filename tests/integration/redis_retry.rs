@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use llmroute_tests::{TestRedis, redis_server};
@@ -59,13 +59,14 @@ async fn by_hand(server: &TestRedis) -> MultiplexedConnection {
 /// A TCP proxy in front of Redis that, when armed, lets the next script call (`EVALSHA`) reach
 /// the server, then drops the server's reply and closes the connection: Redis ran the script,
 /// the client never hears of it. With `then_refuse` set too, it also stops listening then, so
-/// that reconnecting is refused. With `cut_beats` set, every heartbeat (a script call naming the
-/// instances key) is cut off instead: not sent on, and its connection closed.
+/// that reconnecting is refused. While `cut_beats` is above zero, a heartbeat (a script call
+/// naming the instances key) is cut off instead, and the count goes down: not sent on, and its
+/// connection closed.
 struct ReplyDropper {
     addr: SocketAddr,
     armed: Arc<AtomicBool>,
     then_refuse: Arc<AtomicBool>,
-    cut_beats: Arc<AtomicBool>,
+    cut_beats: Arc<AtomicUsize>,
 }
 
 impl ReplyDropper {
@@ -79,7 +80,7 @@ impl ReplyDropper {
         let addr = listener.local_addr().expect("addr");
         let armed = Arc::new(AtomicBool::new(false));
         let then_refuse = Arc::new(AtomicBool::new(false));
-        let cut_beats = Arc::new(AtomicBool::new(false));
+        let cut_beats = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let (flag, refuse, cut) = (armed.clone(), then_refuse.clone(), cut_beats.clone());
         let (stopping, done) = (stop.clone(), stopped.clone());
@@ -120,7 +121,7 @@ impl ReplyDropper {
 struct Dropped {
     armed: Arc<AtomicBool>,
     then_refuse: Arc<AtomicBool>,
-    cut_beats: Arc<AtomicBool>,
+    cut_beats: Arc<AtomicUsize>,
     /// Tells the proxy to stop listening, and hears that it has.
     stop: Arc<Notify>,
     stopped: Arc<Notify>,
@@ -153,7 +154,12 @@ async fn pipe(client: TcpStream, server: TcpStream, dropped: Dropped) {
                 .windows(7)
                 .any(|w| w.eq_ignore_ascii_case(b"EVALSHA"));
             let beat = call && buf[..n].windows(11).any(|w| w == b":instances\r");
-            if beat && cut_beats.load(Ordering::SeqCst) {
+            let cut = |left: usize| left.checked_sub(1);
+            if beat
+                && cut_beats
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, cut)
+                    .is_ok()
+            {
                 return;
             }
             if call && armed.swap(false, Ordering::SeqCst) {
@@ -367,7 +373,7 @@ async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
         (2, 1000),
         "the block, whole"
     );
-    proxy.cut_beats.store(true, Ordering::SeqCst);
+    proxy.cut_beats.store(usize::MAX, Ordering::SeqCst);
     leasing.heartbeat_now().await;
     assert_eq!(leasing.status().mode, Mode::Local);
     // Redis comes back empty, and another instance admits one request in the block's second.
@@ -389,6 +395,38 @@ async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
         "nothing taken off"
     );
     assert_eq!(leasing.status().mode, Mode::Local);
+}
+
+/// The heartbeat that carries what a closing instance's blocks owe may get no answer; it is sent
+/// once more, under its number, rather than its corrections left out.
+#[tokio::test]
+async fn a_closing_beat_without_an_answer_is_sent_once_more() {
+    let server = redis_server();
+    let proxy = ReplyDropper::start(address_of(&server)).await;
+    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 100, tpm: 100000").await;
+    let need = Need::new(10, Duration::from_secs(60));
+    let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
+    assert!(
+        leasing
+            .settle(&r, ActualUsage::tokens(5))
+            .await
+            .expect("settle")
+    );
+    let reader = connect(&server, &leasing_registry("rpm: 100, tpm: 100000").0, None).await;
+    assert_eq!(
+        requests_and_tokens(&reader, m).await,
+        (2, 1000),
+        "the block"
+    );
+    // The beat and the store's own retry of it.
+    proxy.cut_beats.store(2, Ordering::SeqCst);
+    leasing.close().await.expect("close");
+    assert_eq!(proxy.cut_beats.load(Ordering::SeqCst), 0, "both cut");
+    assert_eq!(
+        requests_and_tokens(&reader, m).await,
+        (1, 5),
+        "the unused request and 995 tokens given back"
+    );
 }
 
 /// What `store` reads in `m`'s windows: requests and tokens.

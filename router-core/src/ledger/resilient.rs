@@ -1489,7 +1489,8 @@ impl Inner {
 
     /// Ends every leased block and sends what they owe the shared windows (at close): with a
     /// heartbeat, which applies them all together and once; what it cannot carry (the store is
-    /// away, or in another epoch) with one call per deployment and bucket.
+    /// away, or in another epoch) with one call per deployment and bucket. Corrections whose
+    /// beat got no answer twice are not sent on their own: that beat may have been applied.
     async fn settle_leases(&self) {
         // Corrections a beat carried without an answer go again under their number first.
         if self.lock().carrying.is_some() {
@@ -1497,6 +1498,11 @@ impl Inner {
         }
         self.lock().leases.end_all();
         self.tick().await;
+        // The beat that carried the ended blocks got no answer: once more, under its number. (A
+        // call of their own could apply them a second time, should that beat have been run.)
+        if self.lock().carrying.is_some() {
+            self.tick().await;
+        }
         let owed = {
             let mut st = self.lock();
             let now = self.now();
