@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use llmroute_tests::{TestRedis, redis_server};
 use redis::aio::MultiplexedConnection;
-use router_core::clock::{ManualClock, SystemClock};
+use router_core::clock::{Clock, ManualClock, SystemClock};
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
@@ -346,27 +346,10 @@ async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
     let (mut registry, m) = leasing_registry("rpm: 100, tpm: 100000");
     // A beat without an answer takes the instance local; beats then carry nothing it owes.
     registry.ledger.on_error = OnError::Local;
-    let options = RedisStoreOptions {
-        namespace: server.namespace.clone(),
-        clock: Some(Arc::new(clock.clone())),
-        response_timeout: registry.ledger.timeout,
-        ..RedisStoreOptions::default()
-    };
-    let url = format!("redis://{}/0", proxy.addr);
-    let shared = RedisStore::connect(&url, &registry, options)
-        .await
-        .expect("connect");
-    let leasing = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
-    leasing.heartbeat_now().await;
+    let leasing = leasing_over(&server, &proxy, &registry, Some(clock.clone())).await;
     assert_eq!(leasing.status().mode, Mode::Shared);
     let need = Need::new(10, Duration::from_secs(60));
-    let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
-    assert!(
-        leasing
-            .settle(&r, ActualUsage::tokens(5))
-            .await
-            .expect("settle")
-    );
+    use_one(&leasing, &need, m).await;
     let before_restart = connect(&server, &registry, Some(clock.clone())).await;
     assert_eq!(
         requests_and_tokens(&before_restart, m).await,
@@ -405,13 +388,7 @@ async fn a_closing_beat_without_an_answer_is_sent_once_more() {
     let proxy = ReplyDropper::start(address_of(&server)).await;
     let (leasing, m) = leasing_through(&server, &proxy, "rpm: 100, tpm: 100000").await;
     let need = Need::new(10, Duration::from_secs(60));
-    let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
-    assert!(
-        leasing
-            .settle(&r, ActualUsage::tokens(5))
-            .await
-            .expect("settle")
-    );
+    use_one(&leasing, &need, m).await;
     let reader = connect(&server, &leasing_registry("rpm: 100, tpm: 100000").0, None).await;
     assert_eq!(
         requests_and_tokens(&reader, m).await,
@@ -427,6 +404,13 @@ async fn a_closing_beat_without_an_answer_is_sent_once_more() {
         (1, 5),
         "the unused request and 995 tokens given back"
     );
+}
+
+/// Admits a request of `need` on `m`, which has room, and settles it at 5 tokens.
+async fn use_one(leasing: &ResilientStore, need: &Need, m: DeploymentId) {
+    let r = granted(leasing, need, m, "admit", "a deployment with room refused").await;
+    let settled = leasing.settle(&r, ActualUsage::tokens(5)).await;
+    assert!(settled.expect("settle"));
 }
 
 /// What `store` reads in `m`'s windows: requests and tokens.
@@ -462,18 +446,34 @@ async fn leasing_through(
     limits: &str,
 ) -> (ResilientStore, DeploymentId) {
     let (registry, m) = leasing_registry(limits);
+    (leasing_over(server, proxy, &registry, None).await, m)
+}
+
+/// An instance of `registry` through `proxy`, on `clock` (Redis's too) or the system's, that
+/// beats by hand and has beaten once.
+async fn leasing_over(
+    server: &TestRedis,
+    proxy: &ReplyDropper,
+    registry: &Registry,
+    clock: Option<ManualClock>,
+) -> ResilientStore {
     let options = RedisStoreOptions {
         namespace: server.namespace.clone(),
+        clock: clock.clone().map(|c| Arc::new(c) as Arc<dyn Clock>),
         response_timeout: registry.ledger.timeout,
         ..RedisStoreOptions::default()
     };
     let url = format!("redis://{}/0", proxy.addr);
-    let shared = RedisStore::connect(&url, &registry, options)
+    let shared = RedisStore::connect(&url, registry, options)
         .await
         .expect("connect");
-    let leasing = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    let own: Arc<dyn Clock> = match clock {
+        Some(c) => Arc::new(c),
+        None => Arc::new(SystemClock),
+    };
+    let leasing = ResilientStore::new(shared, registry, own).await;
     leasing.heartbeat_now().await;
-    (leasing, m)
+    leasing
 }
 
 /// An instance leasing through `proxy` (see [`leasing_through`]) whose first block (which
@@ -487,9 +487,7 @@ async fn one_block_used(
     let (leasing, m) = leasing_through(server, proxy, limits).await;
     let need = Need::new(10, Duration::from_secs(60));
     for _ in 0..2 {
-        let r = granted(&leasing, &need, m, "admit", "a fresh deployment refused").await;
-        let settled = leasing.settle(&r, ActualUsage::tokens(5)).await;
-        assert!(settled.expect("settle"));
+        use_one(&leasing, &need, m).await;
     }
     let reader = connect(server, &leasing_registry(limits).0, None).await;
     let u = reader.snapshot(&[m]).await.expect("snapshot")[0].usage;
