@@ -386,10 +386,11 @@ async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
 async fn a_closing_beat_without_an_answer_is_sent_once_more() {
     let server = redis_server();
     let proxy = ReplyDropper::start(address_of(&server)).await;
-    let (leasing, m) = leasing_through(&server, &proxy, "rpm: 100, tpm: 100000").await;
+    let limits = "rpm: 100, tpm: 100000";
+    let (leasing, m) = leasing_through(&server, &proxy, limits).await;
     let need = Need::new(10, Duration::from_secs(60));
     use_one(&leasing, &need, m).await;
-    let reader = connect(&server, &leasing_registry("rpm: 100, tpm: 100000").0, None).await;
+    let reader = connect(&server, &leasing_registry(limits).0, None).await;
     assert_eq!(
         requests_and_tokens(&reader, m).await,
         (2, 1000),

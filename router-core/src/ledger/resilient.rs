@@ -1487,22 +1487,26 @@ impl Inner {
         }
     }
 
+    /// Sends again, under its number, a beat whose corrections got no answer (see
+    /// [`State::carrying`]): applied once, whether or not the first was.
+    async fn beat_again_if_unanswered(&self) {
+        if self.lock().carrying.is_some() {
+            self.tick().await;
+        }
+    }
+
     /// Ends every leased block and sends what they owe the shared windows (at close): with a
     /// heartbeat, which applies them all together and once; what it cannot carry (the store is
     /// away, or in another epoch) with one call per deployment and bucket. Corrections whose
     /// beat got no answer twice are not sent on their own: that beat may have been applied.
     async fn settle_leases(&self) {
         // Corrections a beat carried without an answer go again under their number first.
-        if self.lock().carrying.is_some() {
-            self.tick().await;
-        }
+        self.beat_again_if_unanswered().await;
         self.lock().leases.end_all();
         self.tick().await;
-        // The beat that carried the ended blocks got no answer: once more, under its number. (A
-        // call of their own could apply them a second time, should that beat have been run.)
-        if self.lock().carrying.is_some() {
-            self.tick().await;
-        }
+        // The beat that carried the ended blocks got no answer: once more. (A call of their own
+        // could apply them a second time, should that beat have been run.)
+        self.beat_again_if_unanswered().await;
         let owed = {
             let mut st = self.lock();
             let now = self.now();
