@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use super::LedgerError;
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
-use super::window::{Counts, bucket_of};
+use super::window::{Counts, bucket_of, expiry_of};
 use crate::config::DeploymentId;
 
 /// The span over which `auto` measures this instance's rate, ms.
@@ -113,6 +113,9 @@ pub(crate) struct Leases {
     room: HashMap<DeploymentId, Seen>,
     /// Block calls that got no answer: sent again until one comes (see [`Unanswered`]).
     unanswered: Vec<Unanswered>,
+    /// The store's clock less this instance's, at the latest grant (ms): when a bucket leaves
+    /// the shared windows, on this instance's clock.
+    skew: i64,
 }
 
 /// How long a block call that got no answer is sent again for, ms: well within the minute its
@@ -213,6 +216,7 @@ impl Leases {
     pub(crate) fn open(&mut self, d: DeploymentId, grant: Granted, ends: u64) {
         self.end(d);
         self.blocks += 1;
+        self.skew = grant.store_now as i64 - grant.now as i64;
         let block = Block {
             id: self.blocks,
             bucket: grant.bucket,
@@ -220,7 +224,7 @@ impl Leases {
             tokens: grant.tokens,
             used: [0; 4],
             ends,
-            skew: grant.store_now as i64 - grant.now as i64,
+            skew: self.skew,
             send_by: grant.send_by,
         };
         self.open.insert(d, block);
@@ -464,9 +468,12 @@ impl Leases {
     /// reading counts this instance's open block on `d` as used in full, and misses the
     /// corrections owed on `d` since; the call for a new block hands both back (or adds them)
     /// before it asks, so they count here, and a request the call would find room for is not
-    /// sent to a dearer deployment. This only decides whether to ask: the store admits. Where
-    /// it errs high (a reading floored at 0 over a limit, a correction to a second that has
-    /// left the windows), the cost is one refused call.
+    /// sent to a dearer deployment. A correction to a second that has left the windows changes
+    /// nothing there (the store drops it): left out if that second had left before the reading,
+    /// which did not count it; if it left since, what it frees is at least what this instance
+    /// gives back in it, so a give-back still counts and an addition does not. This only
+    /// decides whether to ask: the store admits. Where it errs high (a reading floored at 0
+    /// over a limit), the cost is one refused call.
     pub(crate) fn lacks_room(&self, d: DeploymentId, tokens: u64, now: u64) -> bool {
         let Some(seen) = self.room.get(&d).filter(|s| s.until > now) else {
             return false;
@@ -477,13 +484,20 @@ impl Leases {
         let mut requests = i128::from(seen.room.requests);
         let mut room_tokens = i128::from(seen.room.tokens);
         // The open block counts as the correction its end owes (granted less used).
-        let open = self.open.get(&d).map(Block::correction);
+        let open = self.open.get(&d).map(|b| (b.bucket, b.correction()));
         let owed = self
             .owed
             .iter()
             .filter(|((o, _), _)| *o == d)
-            .map(|(_, deltas)| *deltas);
-        for deltas in owed.chain(open) {
+            .map(|((_, bucket), deltas)| (*bucket, *deltas));
+        let on_store = |t: u64| t.saturating_add_signed(self.skew);
+        let (read, now) = (on_store(seen.read), on_store(now));
+        for (bucket, deltas) in owed.chain(open) {
+            let deltas = match expiry_of(bucket) {
+                gone if gone <= read => continue,
+                gone if gone <= now => deltas.map(|v| v.min(0)),
+                _ => deltas,
+            };
             requests -= i128::from(deltas[0]);
             // The room read is the tightest of the token, input and output limits: the largest
             // change takes the least off (or adds the least to) any of them.
@@ -718,6 +732,40 @@ mod tests {
         l.open(D, grant(5, Some(1_000), 9), 5_000);
         l.saw_cooldown(D, 1_000, 7);
         assert!(l.lacks_room(D, 1, 8));
+    }
+
+    #[test]
+    fn corrections_to_a_second_that_left_the_windows_count_as_the_store_counts_them() {
+        let room = |requests, tokens| Room { requests, tokens };
+        // Granted in second 7 when this instance's clock read 0: second 7 leaves the windows at
+        // 61 s here. The block's unused 400 tokens are owed back there.
+        let mut l = Leases::default();
+        l.open(D, grant(4, Some(1_000), 7), 5_000);
+        assert!(l.take(D, &need(600), 0, 1).is_some());
+        l.end(D);
+        l.saw_room(D, room(10, 300), 60_000);
+        assert!(!l.lacks_room(D, 700, 60_500), "300 read, 400 owed back");
+        assert!(l.lacks_room(D, 701, 60_500));
+        // Read before the second left: its leaving frees at least what is given back in it.
+        assert!(!l.lacks_room(D, 700, 61_000));
+        assert!(l.lacks_room(D, 701, 61_000));
+        // Read after: the reading did not count it, and the store drops the give-back.
+        l.saw_room(D, room(10, 300), 61_000);
+        assert!(!l.lacks_room(D, 300, 61_500));
+        assert!(l.lacks_room(D, 301, 61_500));
+
+        // A full block whose request settled 30 tokens beyond its reservation after it ended.
+        let mut l = Leases::default();
+        l.open(D, grant(1, Some(100), 7), 5_000);
+        let a = l.take(D, &need(100), 0, 1).unwrap();
+        l.end(D);
+        l.finish(a.id, Some(ActualUsage::split(50, 80)));
+        l.saw_room(D, room(10, 300), 60_000);
+        assert!(!l.lacks_room(D, 270, 60_500), "300 read, 30 owed on top");
+        assert!(l.lacks_room(D, 271, 60_500));
+        // The second left since: the store drops what is added there.
+        assert!(!l.lacks_room(D, 300, 61_000));
+        assert!(l.lacks_room(D, 301, 61_000));
     }
 
     #[test]
