@@ -37,9 +37,10 @@ struct Block {
     used: Counts,
     /// When it stops admitting (ms).
     ends: u64,
-    /// The store's clock less this instance's, at the grant (ms): a request's bucket is read on
-    /// the store's clock, as the grant's was.
-    skew: i64,
+    /// The store's clock less this instance's (ms), at least and at most: the store read its
+    /// clock between the call's sending and its answer, and each clock counts whole ms. A
+    /// request's bucket is read on the store's clock, as the grant's was (see [`Leases::take`]).
+    skew: (i64, i64),
     /// When what it admits after its grant's second must have reached the store (ms): see
     /// [`Granted::send_by`].
     send_by: u64,
@@ -53,8 +54,10 @@ pub(crate) struct Granted {
     pub(crate) tokens: Option<u64>,
     /// The second (bucket) the grant is counted in.
     pub(crate) bucket: u64,
-    /// The store's clock at the grant, and this instance's when the answer came (ms).
+    /// The store's clock at the grant, and this instance's when the call was sent and when the
+    /// answer came (ms).
     pub(crate) store_now: u64,
+    pub(crate) sent: u64,
     pub(crate) now: u64,
     /// When the shared windows drop the grant's bucket, less the time a call takes, on this
     /// instance's clock (ms). The grant counts every request the block admits in that bucket;
@@ -160,12 +163,39 @@ fn counts(r: &Reservation) -> Counts {
 impl Leases {
     /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room. A request
     /// admitted in a later second than the grant's is moved to its own (see [`Granted::send_by`]).
+    /// Within a call's time (and a ms) of a second's turn, the store's second is not known: a
+    /// request counted in the earlier one would leave the windows before a minute has passed
+    /// since it was admitted, so the block does not admit it (the next block's call, or the
+    /// shared store, admits it on the store's own clock).
     pub(crate) fn take(
         &mut self,
         d: DeploymentId,
         need: &Need,
         rank: usize,
         now: u64,
+    ) -> Option<Reservation> {
+        self.admit(d, need, rank, now, false)
+    }
+
+    /// Admits `need` from the block just granted for it: the store admitted it with the grant,
+    /// as it admits a request in the shared windows, so it counts in the grant's second.
+    pub(crate) fn take_asked(
+        &mut self,
+        d: DeploymentId,
+        need: &Need,
+        rank: usize,
+        now: u64,
+    ) -> Option<Reservation> {
+        self.admit(d, need, rank, now, true)
+    }
+
+    fn admit(
+        &mut self,
+        d: DeploymentId,
+        need: &Need,
+        rank: usize,
+        now: u64,
+        asked: bool,
     ) -> Option<Reservation> {
         self.end_expired(now);
         let block = self.open.get_mut(&d)?;
@@ -176,7 +206,11 @@ impl Leases {
             return None;
         }
         let home = block.bucket;
-        let bucket = bucket_of(now.saturating_add_signed(block.skew)).max(home);
+        let second = |skew: i64| bucket_of(now.saturating_add_signed(skew)).max(home);
+        let bucket = if asked { home } else { second(block.skew.0) };
+        if !asked && second(block.skew.1) != bucket {
+            return None;
+        }
         let r = Reservation {
             id: need.id,
             deployment: d,
@@ -217,6 +251,8 @@ impl Leases {
         self.end(d);
         self.blocks += 1;
         self.skew = grant.store_now as i64 - grant.now as i64;
+        let earliest = self.skew - 1;
+        let latest = grant.store_now as i64 - grant.sent.min(grant.now) as i64 + 1;
         let block = Block {
             id: self.blocks,
             bucket: grant.bucket,
@@ -224,7 +260,7 @@ impl Leases {
             tokens: grant.tokens,
             used: [0; 4],
             ends,
-            skew: self.skew,
+            skew: (earliest, latest),
             send_by: grant.send_by,
         };
         self.open.insert(d, block);
@@ -535,6 +571,7 @@ mod tests {
             tokens,
             bucket,
             store_now: bucket * 1_000,
+            sent: 0,
             now: 0,
             send_by: 50_000,
         }
@@ -582,6 +619,42 @@ mod tests {
     }
 
     #[test]
+    fn a_request_whose_second_the_store_could_read_either_way_is_not_admitted_from_the_block() {
+        let mut l = Leases::default();
+        // Sent at 1,000 here, answered at 1,010; the store's clock read 7,995 in between, so it
+        // is 6,985 to 6,995 ms ahead, and a ms more either way as both count whole ms.
+        let granted = Granted {
+            requests: 10,
+            tokens: Some(1_000),
+            bucket: 7,
+            store_now: 7_995,
+            sent: 1_000,
+            now: 1_010,
+            send_by: 60_000,
+        };
+        l.open(D, granted, 20_000);
+        // The request it was asked for: admitted with the grant, in its second.
+        let asked = l.take_asked(D, &need(40), 0, 1_010).unwrap();
+        assert_eq!(asked.bucket, 7);
+        assert!(
+            l.take(D, &need(40), 0, 1_010).is_none(),
+            "the store's clock at 7,994 to 8,006"
+        );
+        assert!(l.take(D, &need(40), 0, 1_015).is_none(), "7,999 to 8,011");
+        let b = l.take(D, &need(40), 0, 1_016).unwrap();
+        assert_eq!(b.bucket, 8, "8,000 to 8,012");
+        // The requests it did not admit count nowhere.
+        l.end(D);
+        let mut owed = l.drain(1_100);
+        owed.sort_by_key(|o| o.bucket);
+        let deltas: Vec<(u64, [i64; 4])> = owed.iter().map(|o| (o.bucket, o.deltas)).collect();
+        assert_eq!(
+            deltas,
+            vec![(7, [-9, -960, -980, -980]), (8, [1, 40, 20, 20])]
+        );
+    }
+
+    #[test]
     fn a_request_admitted_in_a_later_second_than_the_grant_is_moved_to_its_own() {
         let mut l = Leases::default();
         // Granted in bucket 7, the store's clock reading 7,400 ms when this instance's read 1,000.
@@ -590,6 +663,7 @@ mod tests {
             tokens: Some(1_000),
             bucket: 7,
             store_now: 7_400,
+            sent: 1_000,
             now: 1_000,
             send_by: 60_000,
         };
@@ -651,14 +725,14 @@ mod tests {
         l.open(D, grant(2, Some(200), 7), 50_000);
         l.open(other, grant(2, Some(200), 7), 50_000);
         assert!(l.take(D, &need(100), 0, 1).is_some());
-        // A second later: moved to bucket 8, a correction there and one back in 7.
-        assert!(l.take(D, &need(100), 0, 1_000).is_some());
+        // In the next second: moved to bucket 8, a correction there and one back in 7.
+        assert!(l.take(D, &need(100), 0, 1_500).is_some());
         assert!(l.take(other, &need(100), 0, 1).is_some());
         l.end_all();
         l.report(D, Observation::default());
         l.report(other, Observation::default());
         let drained: Vec<(usize, u64, bool)> = l
-            .drain(1_001)
+            .drain(1_501)
             .iter()
             .map(|o| (o.deployment.0, o.bucket, o.observed.is_some()))
             .collect();
@@ -879,9 +953,9 @@ mod tests {
     fn the_rate_counts_the_last_ten_seconds() {
         let mut l = Leases::default();
         l.open(D, grant(100, None, 1), 60_000);
-        for t in [0, 1_000, 9_000, 12_000] {
+        for t in [0, 1_500, 9_500, 12_500] {
             assert!(l.take(D, &need(30), 0, t).is_some());
         }
-        assert_eq!(l.rate(12_000), (2, 30));
+        assert_eq!(l.rate(12_500), (2, 30));
     }
 }

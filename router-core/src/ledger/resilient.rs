@@ -1331,6 +1331,7 @@ impl Inner {
                     self.register(&mut st, Calling::block(d, size.want)),
                 )
             };
+            let sent = self.now();
             let asked = self
                 .timed(
                     self.shared
@@ -1354,6 +1355,7 @@ impl Inner {
                         tokens: (size.want.1 != 0).then_some(grant.tokens),
                         bucket: grant.bucket,
                         store_now: grant.now,
+                        sent,
                         now,
                         send_by,
                     };
@@ -1368,7 +1370,7 @@ impl Inner {
                     };
                     st.remember(self.shared.table(), &admitted, now);
                     call.done(&mut st, Some(d));
-                    let taken = st.leases.take(d, need, rank, now);
+                    let taken = st.leases.take_asked(d, need, rank, now);
                     self.wake_for_moves(&st);
                     if let Some(r) = taken {
                         return Some(Ok(Admission::Granted(r)));
