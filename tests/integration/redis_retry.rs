@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use llmroute_tests::{TestRedis, redis_server};
 use redis::aio::MultiplexedConnection;
 use router_core::clock::{Clock, ManualClock, SystemClock};
@@ -25,7 +26,6 @@ use crate::support::{
     T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model, script_calls,
 };
 
-/// A registry of one model `m` with `limits`, and `m`.
 /// Admits `need` on `m`: the reservation, or a failure saying `error` (the call failed) or
 /// `refused` (it was refused).
 async fn granted(
@@ -41,6 +41,7 @@ async fn granted(
     }
 }
 
+/// A registry of one model `m` with `limits`, and `m`.
 fn one_deployment(limits: &str) -> (Registry, DeploymentId) {
     let registry = Registry::from_yaml_str(&one_model(limits), "test.yaml").expect("valid");
     let m = registry.resolve("m")[0];
@@ -400,6 +401,35 @@ async fn a_closing_beat_without_an_answer_is_sent_once_more() {
     proxy.cut_beats.store(2, Ordering::SeqCst);
     leasing.close().await.expect("close");
     assert_eq!(proxy.cut_beats.load(Ordering::SeqCst), 0, "both cut");
+    assert_eq!(
+        requests_and_tokens(&reader, m).await,
+        (1, 5),
+        "the unused request and 995 tokens given back"
+    );
+}
+
+/// A close whose caller went away while its beat was out keeps what that beat carried: the
+/// next close sends it under its number. (Dropped before redis-rs wrote it, the beat is not
+/// sent at all.)
+#[tokio::test]
+async fn a_close_dropped_while_its_beat_is_out_keeps_what_the_beat_carried() {
+    let server = redis_server();
+    let proxy = ReplyDropper::start(address_of(&server)).await;
+    let limits = "rpm: 100, tpm: 100000";
+    let (leasing, m) = leasing_through(&server, &proxy, limits).await;
+    let need = Need::new(10, Duration::from_secs(60));
+    use_one(&leasing, &need, m).await;
+    let reader = connect(&server, &leasing_registry(limits).0, None).await;
+    assert!(
+        leasing.close().now_or_never().is_none(),
+        "the close waits for its beat's answer"
+    );
+    assert_eq!(
+        requests_and_tokens(&reader, m).await,
+        (2, 1000),
+        "the block"
+    );
+    leasing.close().await.expect("close");
     assert_eq!(
         requests_and_tokens(&reader, m).await,
         (1, 5),

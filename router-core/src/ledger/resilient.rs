@@ -482,6 +482,43 @@ impl Carried<'_> {
     }
 }
 
+/// A beat's corrections and their number while the beat is out: if its caller goes away
+/// before the answer, they are kept to go again under that number (see [`State::carrying`]),
+/// as after a beat that got no answer.
+struct Beating<'a> {
+    inner: &'a Inner,
+    carried: Option<(u64, Vec<Owed>)>,
+}
+
+impl Drop for Beating<'_> {
+    fn drop(&mut self) {
+        if let Some(carried) = self.carried.take() {
+            self.inner.lock().carrying = Some(carried);
+        }
+    }
+}
+
+/// Corrections sent one call each (at close): if their caller goes away before every answer
+/// came, the one out may have been applied (see [`Leases::owe_unsure`]) and the rest are owed
+/// as they were.
+struct Unleasing<'a> {
+    inner: &'a Inner,
+    out: Option<Owed>,
+    rest: std::vec::IntoIter<Owed>,
+}
+
+impl Drop for Unleasing<'_> {
+    fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        if let Some(o) = self.out.take() {
+            st.leases.owe_unsure(o);
+        }
+        for o in self.rest.by_ref() {
+            st.leases.owe_again(o);
+        }
+    }
+}
+
 /// Block calls being asked again: kept for the next heartbeat if dropped before their answers.
 struct Asking<'a> {
     inner: &'a Inner,
@@ -806,7 +843,11 @@ impl Inner {
             // of its own. A beat that got no answer is sent again with the same corrections
             // under the same number (applied once); one the store was in another epoch for
             // gives them back to the leases.
-            let carried = {
+            let mut beating = Beating {
+                inner: self,
+                carried: None,
+            };
+            beating.carried = {
                 let mut st = self.lock();
                 let shared = st.mode() == Mode::Shared && st.awaiting.is_none() && st.epoch != 0;
                 match st.carrying.take() {
@@ -819,12 +860,17 @@ impl Inner {
                     None => None,
                 }
             };
-            let corrections = carried.as_ref().map(|(seq, owed)| (*seq, owed.as_slice()));
+            let corrections = beating
+                .carried
+                .as_ref()
+                .map(|(seq, owed)| (*seq, owed.as_slice()));
             let sent = self.now();
             let beat = self
                 .shared
                 .heartbeat(&self.instance, ttl, &tenants, corrections, me);
-            let (beat, applied) = match self.timed(beat.boxed()).await {
+            let answer = self.timed(beat.boxed()).await;
+            let carried = beating.carried.take();
+            let (beat, applied) = match answer {
                 Ok(answer) => answer,
                 Err(e) => {
                     tracing::debug!(error = %e, "ledger heartbeat failed");
@@ -1516,8 +1562,13 @@ impl Inner {
         };
         // In `drain`'s order (a move's addition before its subtraction, a report last on its
         // deployment); after a failure, the rest is kept rather than sent without it.
-        let mut owed = owed.into_iter();
-        while let Some(o) = owed.next() {
+        let mut sending = Unleasing {
+            inner: self,
+            out: None,
+            rest: owed.into_iter(),
+        };
+        for o in sending.rest.by_ref() {
+            let o = sending.out.insert(o);
             let sent = self
                 .timed(
                     self.shared
@@ -1525,13 +1576,13 @@ impl Inner {
                         .boxed(),
                 )
                 .await;
+            let Some(o) = sending.out.take() else {
+                continue;
+            };
             if let Err(e) = sent {
                 tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
-                let mut st = self.lock();
-                st.leases.owe_failed(o, &e);
-                for rest in owed {
-                    st.leases.owe_again(rest);
-                }
+                self.lock().leases.owe_failed(o, &e);
+                // The rest is owed again as the guard drops.
                 return;
             }
         }
