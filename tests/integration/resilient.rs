@@ -528,9 +528,23 @@ async fn a_block_closed_after_redis_came_back_empty_gives_back_nothing_it_never_
 
 #[tokio::test]
 async fn a_request_a_block_admits_seconds_after_its_grant_counts_for_a_minute_from_then() {
+    // Mid-second: the block knows Redis's second, and moves the nine to theirs.
+    counted_for_a_minute_from_admission(crate::support::T0 + 500).await;
+}
+
+#[tokio::test]
+async fn a_request_whose_second_a_block_cannot_tell_counts_for_a_minute_from_then() {
+    // Just as a second turns, on a clock that does not move while the block waits: it does
+    // not know Redis's second, so the nine go to a new block, counted in their own second.
+    counted_for_a_minute_from_admission(crate::support::T0).await;
+}
+
+/// One request from a block of the whole limit at `start`, nine more 20 s later: the windows
+/// count each for a minute from its admission.
+async fn counted_for_a_minute_from_admission(start: u64) {
     let redis = redis_server();
-    // Redis and the instance on one clock, at the start of a second.
-    let clock = ManualClock::new(crate::support::T0);
+    // Redis and the instance on one clock.
+    let clock = ManualClock::new(start);
     let yaml = one_model("rpm: 10").replace(
         "        limits:",
         "        lease: { requests: 10, secs: 30 }\n        limits:",

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use super::LedgerError;
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
-use super::window::{Counts, bucket_of, expiry_of};
+use super::window::{BUCKET_MS, Counts, bucket_of, expiry_of};
 use crate::config::DeploymentId;
 
 /// The span over which `auto` measures this instance's rate, ms.
@@ -68,6 +68,18 @@ pub(crate) struct Granted {
 }
 
 impl Block {
+    /// The second on the store's clock of a request admitted at `now` (ms, this instance's
+    /// clock): `Err` with when it will be known, if the store's clock may read either side of
+    /// a second's turn now (see [`Leases::take`]).
+    fn second_at(&self, now: u64) -> Result<u64, u64> {
+        let second = |skew: i64| bucket_of(now.saturating_add_signed(skew)).max(self.bucket);
+        let (earliest, latest) = (second(self.skew.0), second(self.skew.1));
+        if earliest == latest {
+            return Ok(earliest);
+        }
+        Err((latest * BUCKET_MS).saturating_add_signed(-self.skew.0))
+    }
+
     /// What to add to the shared windows when this block ends: used less granted (the grant
     /// counted its tokens against tokens, input and output alike). Requests still in flight are
     /// counted as reserved; their settlements correct the rest.
@@ -163,10 +175,10 @@ fn counts(r: &Reservation) -> Counts {
 impl Leases {
     /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room. A request
     /// admitted in a later second than the grant's is moved to its own (see [`Granted::send_by`]).
-    /// Within a call's time (and a ms) of a second's turn, the store's second is not known: a
-    /// request counted in the earlier one would leave the windows before a minute has passed
-    /// since it was admitted, so the block does not admit it (the next block's call, or the
-    /// shared store, admits it on the store's own clock).
+    /// Within a call's time (and a ms either way) of a second's turn, the store's second is
+    /// not known: a request counted in the earlier one would leave the windows before a minute
+    /// has passed since it was admitted, so the block does not admit it until
+    /// [`Leases::unsure_until`] (its caller waits, a call's time at most).
     pub(crate) fn take(
         &mut self,
         d: DeploymentId,
@@ -175,6 +187,12 @@ impl Leases {
         now: u64,
     ) -> Option<Reservation> {
         self.admit(d, need, rank, now, false)
+    }
+
+    /// When `d`'s open block, which may not know the store's second at `now`, will know it
+    /// (ms): `None` if it knows it now, or has no open block.
+    pub(crate) fn unsure_until(&self, d: DeploymentId, now: u64) -> Option<u64> {
+        self.open.get(&d)?.second_at(now).err()
     }
 
     /// Admits `need` from the block just granted for it: the store admitted it with the grant,
@@ -206,11 +224,11 @@ impl Leases {
             return None;
         }
         let home = block.bucket;
-        let second = |skew: i64| bucket_of(now.saturating_add_signed(skew)).max(home);
-        let bucket = if asked { home } else { second(block.skew.0) };
-        if !asked && second(block.skew.1) != bucket {
-            return None;
-        }
+        let bucket = if asked {
+            home
+        } else {
+            block.second_at(now).ok()?
+        };
         let r = Reservation {
             id: need.id,
             deployment: d,
@@ -509,7 +527,8 @@ impl Leases {
     /// which did not count it; if it left since, what it frees is at least what this instance
     /// gives back in it, so a give-back still counts and an addition does not. This only
     /// decides whether to ask: the store admits. Where it errs high (a reading floored at 0
-    /// over a limit), the cost is one refused call.
+    /// over a limit; a heartbeat's reading is dated when the beat was sent, so a second that
+    /// left before Redis read it still counts as live), the cost is one refused call.
     pub(crate) fn lacks_room(&self, d: DeploymentId, tokens: u64, now: u64) -> bool {
         let Some(seen) = self.room.get(&d).filter(|s| s.until > now) else {
             return false;
@@ -641,6 +660,12 @@ mod tests {
             "the store's clock at 7,994 to 8,006"
         );
         assert!(l.take(D, &need(40), 0, 1_015).is_none(), "7,999 to 8,011");
+        assert_eq!(
+            l.unsure_until(D, 1_010),
+            Some(1_016),
+            "when it reads 8,000 at the earliest"
+        );
+        assert_eq!(l.unsure_until(D, 1_016), None);
         let b = l.take(D, &need(40), 0, 1_016).unwrap();
         assert_eq!(b.bucket, 8, "8,000 to 8,012");
         // The requests it did not admit count nowhere.
