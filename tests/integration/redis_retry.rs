@@ -385,24 +385,14 @@ async fn a_closing_blocks_give_back_is_refused_by_a_store_in_another_epoch() {
 /// once more, under its number, rather than its corrections left out.
 #[tokio::test]
 async fn a_closing_beat_without_an_answer_is_sent_once_more() {
-    let server = redis_server();
-    let proxy = ReplyDropper::start(address_of(&server)).await;
-    let limits = "rpm: 100, tpm: 100000";
-    let (leasing, m) = leasing_through(&server, &proxy, limits).await;
-    let need = Need::new(10, Duration::from_secs(60));
-    use_one(&leasing, &need, m).await;
-    let reader = connect(&server, &leasing_registry(limits).0, None).await;
-    assert_eq!(
-        requests_and_tokens(&reader, m).await,
-        (2, 1000),
-        "the block"
-    );
+    let t = one_used().await;
+    assert_eq!(t.windows().await, (2, 1000), "the block");
     // The beat and the store's own retry of it.
-    proxy.cut_beats.store(2, Ordering::SeqCst);
-    leasing.close().await.expect("close");
-    assert_eq!(proxy.cut_beats.load(Ordering::SeqCst), 0, "both cut");
+    t.proxy.cut_beats.store(2, Ordering::SeqCst);
+    t.leasing.close().await.expect("close");
+    assert_eq!(t.proxy.cut_beats.load(Ordering::SeqCst), 0, "both cut");
     assert_eq!(
-        requests_and_tokens(&reader, m).await,
+        t.windows().await,
         (1, 5),
         "the unused request and 995 tokens given back"
     );
@@ -413,28 +403,52 @@ async fn a_closing_beat_without_an_answer_is_sent_once_more() {
 /// sent at all.)
 #[tokio::test]
 async fn a_close_dropped_while_its_beat_is_out_keeps_what_the_beat_carried() {
+    let t = one_used().await;
+    assert!(
+        t.leasing.close().now_or_never().is_none(),
+        "the close waits for its beat's answer"
+    );
+    assert_eq!(t.windows().await, (2, 1000), "the block");
+    t.leasing.close().await.expect("close");
+    assert_eq!(
+        t.windows().await,
+        (1, 5),
+        "the unused request and 995 tokens given back"
+    );
+}
+
+/// An instance, through a proxy, that used one request (settled at 5 tokens) of its block of
+/// 2 requests and 1,000 tokens on `m`; and a reader of the windows.
+struct OneUsed {
+    proxy: ReplyDropper,
+    leasing: ResilientStore,
+    m: DeploymentId,
+    reader: RedisStore,
+    /// Last, so that it stops after the rest.
+    _server: TestRedis,
+}
+
+impl OneUsed {
+    /// What the windows of `m` hold: requests and tokens.
+    async fn windows(&self) -> (u64, u64) {
+        requests_and_tokens(&self.reader, self.m).await
+    }
+}
+
+async fn one_used() -> OneUsed {
     let server = redis_server();
     let proxy = ReplyDropper::start(address_of(&server)).await;
     let limits = "rpm: 100, tpm: 100000";
     let (leasing, m) = leasing_through(&server, &proxy, limits).await;
-    let need = Need::new(10, Duration::from_secs(60));
-    use_one(&leasing, &need, m).await;
+    use_one(&leasing, &Need::new(10, Duration::from_secs(60)), m).await;
     let reader = connect(&server, &leasing_registry(limits).0, None).await;
-    assert!(
-        leasing.close().now_or_never().is_none(),
-        "the close waits for its beat's answer"
-    );
-    assert_eq!(
-        requests_and_tokens(&reader, m).await,
-        (2, 1000),
-        "the block"
-    );
-    leasing.close().await.expect("close");
-    assert_eq!(
-        requests_and_tokens(&reader, m).await,
-        (1, 5),
-        "the unused request and 995 tokens given back"
-    );
+    OneUsed {
+        proxy,
+        leasing,
+        m,
+        reader,
+        _server: server,
+    }
 }
 
 /// Admits a request of `need` on `m`, which has room, and settles it at 5 tokens.

@@ -596,6 +596,20 @@ mod tests {
         }
     }
 
+    /// A block of 10 requests and 1,000 tokens granted in bucket 7, the store's clock reading
+    /// `store_now` between this instance's `sent` and `now`.
+    fn granted_in_7(store_now: u64, sent: u64, now: u64) -> Granted {
+        Granted {
+            requests: 10,
+            tokens: Some(1_000),
+            bucket: 7,
+            store_now,
+            sent,
+            now,
+            send_by: 60_000,
+        }
+    }
+
     fn need(tokens: u64) -> Need {
         Need::new(tokens, Duration::from_secs(60)).with_input_tokens(tokens / 2)
     }
@@ -642,16 +656,7 @@ mod tests {
         let mut l = Leases::default();
         // Sent at 1,000 here, answered at 1,010; the store's clock read 7,995 in between, so it
         // is 6,985 to 6,995 ms ahead, and a ms more either way as both count whole ms.
-        let granted = Granted {
-            requests: 10,
-            tokens: Some(1_000),
-            bucket: 7,
-            store_now: 7_995,
-            sent: 1_000,
-            now: 1_010,
-            send_by: 60_000,
-        };
-        l.open(D, granted, 20_000);
+        l.open(D, granted_in_7(7_995, 1_000, 1_010), 20_000);
         // The request it was asked for: admitted with the grant, in its second.
         let asked = l.take_asked(D, &need(40), 0, 1_010).unwrap();
         assert_eq!(asked.bucket, 7);
@@ -683,16 +688,7 @@ mod tests {
     fn a_request_admitted_in_a_later_second_than_the_grant_is_moved_to_its_own() {
         let mut l = Leases::default();
         // Granted in bucket 7, the store's clock reading 7,400 ms when this instance's read 1,000.
-        let granted = Granted {
-            requests: 10,
-            tokens: Some(1_000),
-            bucket: 7,
-            store_now: 7_400,
-            sent: 1_000,
-            now: 1_000,
-            send_by: 60_000,
-        };
-        l.open(D, granted, 20_000);
+        l.open(D, granted_in_7(7_400, 1_000, 1_000), 20_000);
         let a = l.take(D, &need(40), 0, 1_500).unwrap();
         assert_eq!(
             a.bucket, 7,
