@@ -843,11 +843,7 @@ impl Inner {
             // of its own. A beat that got no answer is sent again with the same corrections
             // under the same number (applied once); one the store was in another epoch for
             // gives them back to the leases.
-            let mut beating = Beating {
-                inner: self,
-                carried: None,
-            };
-            beating.carried = {
+            let carried = {
                 let mut st = self.lock();
                 let shared = st.mode() == Mode::Shared && st.awaiting.is_none() && st.epoch != 0;
                 match st.carrying.take() {
@@ -859,6 +855,10 @@ impl Inner {
                     }
                     None => None,
                 }
+            };
+            let mut beating = Beating {
+                inner: self,
+                carried,
             };
             let corrections = beating
                 .carried
