@@ -583,6 +583,79 @@ async fn counted_for_a_minute_from_admission(start: u64) {
     assert_eq!(requests().await, 0);
 }
 
+/// Redis's clock, for a store: the first reading after [`StepsOnce::arm`] steps the instance's
+/// clock forward, as a wall clock set forward while a call is out.
+#[derive(Debug)]
+struct StepsOnce {
+    store: ManualClock,
+    instance: ManualClock,
+    step: std::sync::atomic::AtomicU64,
+}
+
+impl StepsOnce {
+    fn arm(&self, ms: u64) {
+        self.step.store(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for StepsOnce {
+    fn now_ms(&self) -> u64 {
+        let step = self.step.swap(0, std::sync::atomic::Ordering::SeqCst);
+        self.instance.advance_ms(step);
+        self.store.now_ms()
+    }
+}
+
+#[tokio::test]
+async fn a_block_whose_call_saw_the_clock_step_is_not_waited_on_but_replaced() {
+    let redis = redis_server();
+    let start = crate::support::T0 + 500;
+    let instance = ManualClock::new(start);
+    let store = Arc::new(StepsOnce {
+        store: ManualClock::new(start),
+        instance: instance.clone(),
+        step: 0.into(),
+    });
+    let yaml = one_model("rpm: 10").replace(
+        "        limits:",
+        "        lease: { requests: 5, secs: 30 }\n        limits:",
+    );
+    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        clock: Some(store.clone()),
+        response_timeout: Duration::from_secs(5),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let a = ResilientStore::new(shared, &registry, Arc::new(instance.clone())).await;
+    // The wall clock is set an hour forward while the first block's call is out: the block
+    // knows Redis's clock to within an hour, so no second of a later request is certain.
+    store.arm(3_600_000);
+    assert!(admit(&a).await.unwrap().is_some());
+    // The next request does not wait out that hour: it asks for a new block, which ends the
+    // first (its four unused go back) and is known to the ms.
+    let next = tokio::time::timeout(Duration::from_secs(10), admit(&a))
+        .await
+        .expect("the request waited on a block whose skew is an hour wide");
+    assert!(next.unwrap().is_some());
+    let calls = script_calls(&redis).await;
+    assert!(admit(&a).await.unwrap().is_some());
+    assert_eq!(script_calls(&redis).await, calls, "the new block admits");
+    a.heartbeat_now().await;
+    let reader = crate::support::connect(&redis, &registry, Some(store.store.clone())).await;
+    // The first block's one request, and the second block of five.
+    assert_eq!(reader.snapshot(&[M]).await.unwrap()[0].usage.requests, 6);
+}
+
 #[tokio::test]
 async fn what_a_block_did_not_use_goes_back_on_close() {
     let redis = redis_server();

@@ -1317,6 +1317,31 @@ impl Inner {
         }
     }
 
+    /// Takes `need` on candidate `rank` (`d`) from its open block. Just after a second turns,
+    /// the block does not know Redis's second for as long as its call took (and a ms either
+    /// way; see `Leases::take`): that is waited out, and the block tried once more, rather than
+    /// ended. A longer span than a call answered in time leaves (the clock stepped while the
+    /// call was out, or the answer waited for a busy runtime) is not waited for: `None`, and
+    /// the caller asks for a new block, which ends this one.
+    async fn take_leased(&self, d: DeploymentId, need: &Need, rank: usize) -> Option<Reservation> {
+        let taken = || {
+            let mut st = self.lock();
+            let r = st.leases.take(d, need, rank, self.now());
+            self.wake_for_moves(&st);
+            r
+        };
+        if let Some(r) = taken() {
+            return Some(r);
+        }
+        let now = self.now();
+        let wait = self.lock().leases.unsure_until(d, now)?.saturating_sub(now);
+        if wait > self.settings.timeout.as_millis() as u64 + 2 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        taken()
+    }
+
     /// Admits `need` from a leased block, walking the candidates in order while each leases:
     /// from its open block, or from a new one (one call). At most one block is asked for per
     /// admission: after that call, later candidates are tried from their open blocks only, so
@@ -1335,24 +1360,8 @@ impl Inner {
         let mut asked_once = false;
         for (rank, &d) in candidates.iter().enumerate() {
             let spec = self.lease.get(d.0).copied().flatten()?;
-            let taken = |this: &Self| {
-                let mut st = this.lock();
-                let r = st.leases.take(d, need, rank, this.now());
-                this.wake_for_moves(&st);
-                r
-            };
-            if let Some(r) = taken(self) {
+            if let Some(r) = self.take_leased(d, need, rank).await {
                 return Some(Ok(Admission::Granted(r)));
-            }
-            // Just after a second turns, the block does not know Redis's second for a call's
-            // time at most: waited out, rather than the block ended (see `Leases::take`).
-            let unsure = self.lock().leases.unsure_until(d, self.now());
-            if let Some(until) = unsure {
-                let wait = until.saturating_sub(self.now());
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-                if let Some(r) = taken(self) {
-                    return Some(Ok(Admission::Granted(r)));
-                }
             }
             let lacks_room = |this: &Self| {
                 let tokens = need.tokens_on(rank);
@@ -1362,7 +1371,8 @@ impl Inner {
                 continue;
             }
             let _one = self.leasing[d.0].lock().await;
-            if let Some(r) = taken(self) {
+            // Another request may have opened a block meanwhile, a moment ago.
+            if let Some(r) = self.take_leased(d, need, rank).await {
                 return Some(Ok(Admission::Granted(r)));
             }
             let (size, secs) = self.lease_size(d, spec, need, rank);
