@@ -91,7 +91,7 @@ if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', se
     for k = first, first + count - 1 do
       local w = expire(KEYS[k], now)
       if is_live(w, bucket) then
-        adjust(KEYS[k], w, bucket, dr, dt, di, dx)
+        adjust(KEYS[k], w, bucket, dr, dt, di, dx, now)
       end
     end
     if ARGV[a + 7] == '1' then

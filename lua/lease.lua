@@ -49,7 +49,7 @@ for c = 1, tonumber(ARGV[c0]) do
     local w = expire(KEYS[i], now)
     if is_live(w, bucket) then
       adjust(KEYS[i], w, bucket, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
-        tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]))
+        tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     end
   end
 end
@@ -101,9 +101,7 @@ end
 for i = 1, s do
   local w = ws[i]
   local split = apart and want_t or 0
-  adjust(KEYS[i], w, w.b, want_r, want_t, split, split)
-  redis.call('HSET', KEYS[i], 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
-  keep_window(KEYS[i], w, now)
+  adjust(KEYS[i], w, w.b, want_r, want_t, split, split, now)
 end
 return remembered(call,
   {1, now, want_r, want_t, ws[1].b, reply_room(room_r, want_r), reply_room(room_t, want_t)})

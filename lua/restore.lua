@@ -68,9 +68,7 @@ local function add(key, k, dr, dt, di, dx)
   if k > w.b then
     k = w.b
   end
-  adjust(key, w, k, dr, dt, di, dx)
-  redis.call('HSET', key, 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
-  keep_window(key, w, now)
+  adjust(key, w, k, dr, dt, di, dx, now)
 end
 
 -- Adds day_micros to what was spent in `day` and month_micros to what was spent in `month`,

@@ -63,7 +63,7 @@ local function settle_slot()
     for _, k in ipairs(pairs_) do
       local w = expire(k[1], now)
       if is_live(w, bucket) then
-        adjust(k[1], w, bucket, dr, dt, di, dx)
+        adjust(k[1], w, bucket, dr, dt, di, dx, now)
       end
     end
   end

@@ -31,7 +31,7 @@ local dr, dt, di, dx = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
 for i = 1, #KEYS - 2 do
   local w = expire(KEYS[i], now)
   if is_live(w, bucket) then
-    adjust(KEYS[i], w, bucket, dr, dt, di, dx)
+    adjust(KEYS[i], w, bucket, dr, dt, di, dx, now)
   end
 end
 if ARGV[7] == '1' then

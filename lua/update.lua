@@ -13,11 +13,14 @@ local function keep_window(key, w, now)
 end
 
 -- Adds dr requests, dt tokens, di input and dx output tokens to bucket k (live) of window `key`
--- as read by `expire` (w), never taking a counter below zero. The current bucket's counters
--- come with w; an older one costs a read. Integers are written through fmt('%d'). With no
--- input or output to add (di and dx 0, as for a deployment that does not count them apart),
--- those counters are left alone.
-local function adjust(key, w, k, dr, dt, di, dx)
+-- as read by `expire` (w) at now, never taking a counter below zero. The current bucket's
+-- counters come with w; an older one costs a read. Integers are written through fmt('%d').
+-- With no input or output to add (di and dx 0, as for a deployment that does not count them
+-- apart), those counters are left alone. A window new since it emptied stores where it starts
+-- (else the next read would drop its totals and keep the bucket); and the hash is kept at
+-- least a window from now: a bucket later than any admitted in (a leased request moved to its
+-- own second) must not expire with the hash's earlier buckets.
+local function adjust(key, w, k, dr, dt, di, dx, now)
   local split = di ~= 0 or dx ~= 0
   local rk, tk = fmt('r%d', k), fmt('t%d', k)
   local r, t = w.cr, w.ct
@@ -29,18 +32,23 @@ local function adjust(key, w, k, dr, dt, di, dx)
   if not split then
     redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt),
       'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t))
-    return
+  else
+    local ik, xk = fmt('i%d', k), fmt('x%d', k)
+    local i, x = w.ci, w.cx
+    if k ~= w.b then
+      local v = redis.call('HMGET', key, ik, xk)
+      i, x = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    end
+    local ni, nx = math.max(0, i + di), math.max(0, x + dx)
+    redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), ik, fmt('%d', ni),
+      xk, fmt('%d', nx), 'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t),
+      'I', fmt('%d', w.I + ni - i), 'X', fmt('%d', w.X + nx - x))
   end
-  local ik, xk = fmt('i%d', k), fmt('x%d', k)
-  local i, x = w.ci, w.cx
-  if k ~= w.b then
-    local v = redis.call('HMGET', key, ik, xk)
-    i, x = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  if w.init then
+    redis.call('HSET', key, 'o', fmt('%d', w.o), 'h', LAYOUT_NOTE)
+    w.init = false
   end
-  local ni, nx = math.max(0, i + di), math.max(0, x + dx)
-  redis.call('HSET', key, rk, fmt('%d', nr), tk, fmt('%d', nt), ik, fmt('%d', ni),
-    xk, fmt('%d', nx), 'R', fmt('%d', w.R + nr - r), 'T', fmt('%d', w.T + nt - t),
-    'I', fmt('%d', w.I + ni - i), 'X', fmt('%d', w.X + nx - x))
+  keep_window(key, w, now)
 end
 
 -- Extends the cooldown held in deployment window `key` (whose current end is cur) to `untl` ms;

@@ -539,15 +539,19 @@ async fn a_request_whose_second_a_block_cannot_tell_counts_for_a_minute_from_the
     counted_for_a_minute_from_admission(crate::support::T0).await;
 }
 
-/// One request from a block of the whole limit at `start`, nine more 20 s later: the windows
-/// count each for a minute from its admission.
-async fn counted_for_a_minute_from_admission(start: u64) {
-    let redis = redis_server();
-    // Redis and the instance on one clock.
-    let clock = ManualClock::new(start);
-    let yaml = one_model("rpm: 10").replace(
+/// An instance leasing `lease` of one model with `limits` on the manual `clock`, with Redis's
+/// clock `store` (passed in: tests move both), heartbeats by hand; and a reader of the windows
+/// on `clock`.
+async fn leasing_on(
+    redis: &TestRedis,
+    limits: &str,
+    lease: &str,
+    clock: &ManualClock,
+    store: Arc<dyn Clock>,
+) -> (ResilientStore, RedisStore) {
+    let yaml = one_model(limits).replace(
         "        limits:",
-        "        lease: { requests: 10, secs: 30 }\n        limits:",
+        &format!("        lease: {lease}\n        limits:"),
     );
     let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
     registry.ledger = LedgerSettings {
@@ -557,7 +561,7 @@ async fn counted_for_a_minute_from_admission(start: u64) {
     };
     let options = RedisStoreOptions {
         namespace: redis.namespace.clone(),
-        clock: Some(Arc::new(clock.clone())),
+        clock: Some(store),
         response_timeout: Duration::from_secs(5),
         lazy: true,
         ..RedisStoreOptions::default()
@@ -566,15 +570,41 @@ async fn counted_for_a_minute_from_admission(start: u64) {
         .await
         .unwrap();
     let a = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
-    let reader = crate::support::connect(&redis, &registry, Some(clock.clone())).await;
-    let requests = || async { reader.snapshot(&[M]).await.unwrap()[0].usage.requests };
-    // The block takes the whole limit; one request now, nine 20 s later, from the block.
-    let mut held = vec![admit(&a).await.unwrap().unwrap()];
+    let reader = crate::support::connect(redis, &registry, Some(clock.clone())).await;
+    (a, reader)
+}
+
+/// Requests and tokens the windows count on the one model.
+async fn counted(reader: &RedisStore) -> (u64, u64) {
+    let u = reader.snapshot(&[M]).await.unwrap()[0].usage;
+    (u.requests, u.tokens)
+}
+
+/// One request from a block of the whole limit at `start`, nine more 20 s later (the heartbeat
+/// after them moves them to their own second): on one clock for Redis and the instance.
+async fn one_then_nine_moved(
+    redis: &TestRedis,
+    start: u64,
+) -> (ResilientStore, RedisStore, ManualClock) {
+    let clock = ManualClock::new(start);
+    let lease = "{ requests: 10, secs: 30 }";
+    let store = Arc::new(clock.clone());
+    let (a, reader) = leasing_on(redis, "rpm: 10", lease, &clock, store).await;
+    assert!(admit(&a).await.unwrap().is_some());
     clock.advance_ms(20_000);
     for _ in 0..9 {
-        held.push(admit(&a).await.unwrap().unwrap());
+        assert!(admit(&a).await.unwrap().is_some());
     }
     a.heartbeat_now().await;
+    (a, reader, clock)
+}
+
+/// One request from a block of the whole limit at `start`, nine more 20 s later: the windows
+/// count each for a minute from its admission.
+async fn counted_for_a_minute_from_admission(start: u64) {
+    let redis = redis_server();
+    let (_a, reader, clock) = one_then_nine_moved(&redis, start).await;
+    let requests = || async { counted(&reader).await.0 };
     assert_eq!(requests().await, 10);
     // A minute after the grant, the provider still counts the nine: so must the windows.
     clock.advance_ms(41_000);
@@ -616,27 +646,8 @@ async fn a_block_whose_call_saw_the_clock_step_is_not_waited_on_but_replaced() {
         instance: instance.clone(),
         step: 0.into(),
     });
-    let yaml = one_model("rpm: 10").replace(
-        "        limits:",
-        "        lease: { requests: 5, secs: 30 }\n        limits:",
-    );
-    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
-    registry.ledger = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Local,
-        heartbeat: Duration::from_secs(3600),
-    };
-    let options = RedisStoreOptions {
-        namespace: redis.namespace.clone(),
-        clock: Some(store.clone()),
-        response_timeout: Duration::from_secs(5),
-        lazy: true,
-        ..RedisStoreOptions::default()
-    };
-    let shared = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
-    let a = ResilientStore::new(shared, &registry, Arc::new(instance.clone())).await;
+    let lease = "{ requests: 5, secs: 30 }";
+    let (a, _) = leasing_on(&redis, "rpm: 10", lease, &instance, store.clone()).await;
     // The wall clock is set an hour forward while the first block's call is out: the block
     // knows Redis's clock to within an hour, so no second of a later request is certain.
     store.arm(3_600_000);
@@ -651,9 +662,94 @@ async fn a_block_whose_call_saw_the_clock_step_is_not_waited_on_but_replaced() {
     assert!(admit(&a).await.unwrap().is_some());
     assert_eq!(script_calls(&redis).await, calls, "the new block admits");
     a.heartbeat_now().await;
+    // The first block's one request, and the second block of five (read on Redis's clock).
+    let registry = Registry::from_yaml_str(&one_model("rpm: 10"), "test.yaml").unwrap();
     let reader = crate::support::connect(&redis, &registry, Some(store.store.clone())).await;
-    // The first block's one request, and the second block of five.
-    assert_eq!(reader.snapshot(&[M]).await.unwrap()[0].usage.requests, 6);
+    assert_eq!(counted(&reader).await.0, 6);
+}
+
+/// The window hash of the one model, in `redis`'s namespace.
+fn window_key(redis: &TestRedis) -> String {
+    format!("llmroute:{{{}}}:v3:w:d:p/m", redis.namespace)
+}
+
+/// Runs `cmd` on `key` by hand, with `args`.
+async fn on_key(redis: &TestRedis, cmd: &str, key: &str, args: &[i64]) -> i64 {
+    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    ::redis::cmd(cmd)
+        .arg(key)
+        .arg(args)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_window_lives_as_long_as_the_requests_a_block_moved_into_a_later_second() {
+    let redis = redis_server();
+    let start = crate::support::T0 + 500;
+    let clock = ManualClock::new(start);
+    let lease = "{ requests: 10, secs: 60 }";
+    let (a, reader) = leasing_on(&redis, "rpm: 10", lease, &clock, Arc::new(clock.clone())).await;
+    assert!(admit(&a).await.unwrap().is_some());
+    // 50 s of the window hash's life pass (in Redis's time, as its TTL counts them; the
+    // ledger's clock is manual), and the block admits nine more, moved to their own second.
+    let key = window_key(&redis);
+    assert_eq!(on_key(&redis, "PEXPIRE", &key, &[12_000]).await, 1);
+    clock.advance_ms(50_000);
+    for _ in 0..9 {
+        assert!(admit(&a).await.unwrap().is_some());
+    }
+    a.heartbeat_now().await;
+    assert_eq!(counted(&reader).await.0, 10);
+    // The nine count for a minute from their second: the hash must live that long.
+    let ttl = on_key(&redis, "PTTL", &key, &[]).await;
+    assert!(ttl >= 60_000, "the window hash expires in {ttl} ms");
+}
+
+#[tokio::test]
+async fn a_correction_to_a_window_hash_that_was_lost_is_counted() {
+    let redis = redis_server();
+    let clock = ManualClock::new(crate::support::T0 + 500);
+    let lease = "{ requests: 10, secs: 30 }";
+    let store = Arc::new(clock.clone());
+    let (a, reader) = leasing_on(&redis, "rpm: 10", lease, &clock, store).await;
+    assert!(admit(&a).await.unwrap().is_some());
+    // The hash goes (evicted, say); 20 s later the block admits nine more, which the next
+    // heartbeat moves to their own second: counted there, in a hash that starts anew.
+    assert_eq!(on_key(&redis, "DEL", &window_key(&redis), &[]).await, 1);
+    clock.advance_ms(20_000);
+    for _ in 0..9 {
+        assert!(admit(&a).await.unwrap().is_some());
+    }
+    a.heartbeat_now().await;
+    assert_eq!(counted(&reader).await.0, 9);
+}
+
+#[tokio::test]
+async fn requests_a_block_moved_are_written_back_in_their_own_second_when_redis_lost_its_keys() {
+    let mut redis = redis_server();
+    let (a, reader, clock) = one_then_nine_moved(&redis, crate::support::T0 + 500).await;
+    redis.restart();
+    // The instance finds the keys lost and writes back what it admitted in the last minute.
+    for _ in 0..10 {
+        a.heartbeat_now().await;
+        if a.status().mode == Mode::Shared {
+            break;
+        }
+    }
+    assert_eq!(a.status().mode, Mode::Shared);
+    assert_eq!(
+        counted(&reader).await.0,
+        10 + 9,
+        "the grant, and the nine again"
+    );
+    // A minute after the grant the provider still counts the nine: so must the windows.
+    clock.advance_ms(41_000);
+    assert_eq!(counted(&reader).await.0, 9);
+    clock.advance_ms(20_000);
+    assert_eq!(counted(&reader).await.0, 0);
 }
 
 #[tokio::test]

@@ -189,6 +189,11 @@ impl Leases {
         self.admit(d, need, rank, now, false)
     }
 
+    /// The second (bucket) `d`'s open block was granted in, if it has one.
+    pub(crate) fn granted_in(&self, d: DeploymentId) -> Option<u64> {
+        self.open.get(&d).map(|b| b.bucket)
+    }
+
     /// When `d`'s open block, which may not know the store's second at `now`, will know it
     /// (ms): `None` if it knows it now, or has no open block.
     pub(crate) fn unsure_until(&self, d: DeploymentId, now: u64) -> Option<u64> {

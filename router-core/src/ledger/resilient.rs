@@ -1326,7 +1326,15 @@ impl Inner {
     async fn take_leased(&self, d: DeploymentId, need: &Need, rank: usize) -> Option<Reservation> {
         let taken = || {
             let mut st = self.lock();
-            let r = st.leases.take(d, need, rank, self.now());
+            let now = self.now();
+            let r = st.leases.take(d, need, rank, now);
+            if let Some(r) = &r
+                && st.leases.granted_in(d) != Some(r.bucket)
+            {
+                // Moved to its own second: should the store lose its keys, it is written back
+                // there, its grant's second keeping it too (an over-count, for a minute at most).
+                st.keep_own(self.shared.table(), &Admitted::request(r), now);
+            }
             self.wake_for_moves(&st);
             r
         };
@@ -1707,9 +1715,15 @@ fn share_up(v: u64, n: u64) -> u64 {
 }
 
 impl State {
-    /// Adds `r` to this instance's own windows (in its bucket, if still in the window).
+    /// Adds `admitted` to what this instance admitted through the store, and to its own windows.
     fn remember(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
         self.own.add(table, admitted);
+        self.keep_own(table, admitted, now);
+    }
+
+    /// Adds `admitted` to this instance's own windows (in its bucket, if still in the window):
+    /// what it writes back should the store lose its keys.
+    fn keep_own(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
         let bucket = admitted.bucket;
         let counts = table.kept(admitted.deployment, admitted.counts);
         let nb = bucket_of(now).max(bucket);
