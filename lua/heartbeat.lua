@@ -90,9 +90,7 @@ if applied == 1 and c > 0 and tonumber(ARGV[7]) > (tonumber(redis.call('GET', se
       tonumber(ARGV[a + 6])
     for k = first, first + count - 1 do
       local w = expire(KEYS[k], now)
-      if is_live(w, bucket) then
-        adjust(KEYS[k], w, bucket, dr, dt, di, dx, now)
-      end
+      correct(KEYS[k], w, bucket, dr, dt, di, dx, now)
     end
     if ARGV[a + 7] == '1' then
       reports[#reports + 1] = {first, a + 8}

@@ -47,10 +47,8 @@ for c = 1, tonumber(ARGV[c0]) do
   local bucket = tonumber(ARGV[a + 1])
   for i = 1, s do
     local w = expire(KEYS[i], now)
-    if is_live(w, bucket) then
-      adjust(KEYS[i], w, bucket, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
-        tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
-    end
+    correct(KEYS[i], w, bucket, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+      tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
   end
 end
 -- The room left in every scope: requests and tokens (nil: unlimited).

@@ -1,7 +1,7 @@
 -- unlease (contract v3): correct what a lease (lease.lua) counted by what its requests really
 -- used: the unused part of the block goes back (negative corrections), usage beyond it is
--- added. The correction goes to the bucket the lease was counted in, if still in the window;
--- counters never go below zero. Optionally followed by the provider's latest rate-limit report
+-- added. The correction goes to the bucket it names, if still in the window (see `correct` in
+-- update.lua); counters never go below zero. Optionally followed by the provider's latest rate-limit report
 -- on the deployment (as observe.lua). While the store answers, heartbeats carry these
 -- corrections (heartbeat.lua applies them the same way); this script sends what is left when an
 -- instance closes.
@@ -30,9 +30,7 @@ local dr, dt, di, dx = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
   tonumber(ARGV[6])
 for i = 1, #KEYS - 2 do
   local w = expire(KEYS[i], now)
-  if is_live(w, bucket) then
-    adjust(KEYS[i], w, bucket, dr, dt, di, dx, now)
-  end
+  correct(KEYS[i], w, bucket, dr, dt, di, dx, now)
 end
 if ARGV[7] == '1' then
   observe_at(KEYS[1], now, 8)

@@ -51,6 +51,20 @@ local function adjust(key, w, k, dr, dt, di, dx, now)
   keep_window(key, w, now)
 end
 
+-- Applies an instance's correction of bucket k to window `key` (as `adjust`, w read by `expire`
+-- at now): nothing if k has left the window. A request a block admitted just as a second
+-- turned counts in the later second (its instance knows this clock only to within the block
+-- call's round trip); if this clock has not reached that second yet, the request was admitted
+-- no later than now, so an addition there goes to the current bucket.
+local function correct(key, w, k, dr, dt, di, dx, now)
+  if k > w.b and dr >= 0 and dt >= 0 and di >= 0 and dx >= 0 then
+    k = w.b
+  end
+  if is_live(w, k) then
+    adjust(key, w, k, dr, dt, di, dx, now)
+  end
+end
+
 -- Extends the cooldown held in deployment window `key` (whose current end is cur) to `untl` ms;
 -- never shortens it. The hash then lives at least until the cooldown ends.
 local function extend_cooldown(key, now, cur, untl)

@@ -534,9 +534,24 @@ async fn a_request_a_block_admits_seconds_after_its_grant_counts_for_a_minute_fr
 
 #[tokio::test]
 async fn a_request_whose_second_a_block_cannot_tell_counts_for_a_minute_from_then() {
-    // Just as a second turns, on a clock that does not move while the block waits: it does
-    // not know Redis's second, so the nine go to a new block, counted in their own second.
+    // Just as a second turns: Redis's clock may read either second (as far as the block
+    // knows), so the nine count in the later, the one they were admitted in.
     counted_for_a_minute_from_admission(crate::support::T0).await;
+}
+
+#[tokio::test]
+async fn a_request_counted_in_a_second_redis_has_not_reached_counts_in_its_current_one() {
+    let redis = redis_server();
+    // A ms before a second turns: the block counts the nine in the next second, which Redis
+    // has not reached when the heartbeat moves them there. They count in its current second.
+    let start = crate::support::T0 + 500;
+    let (_a, reader, clock) = one_then_nine_moved(&redis, start, 20_000 - 501).await;
+    assert_eq!(counted(&reader).await.0, 10);
+    // Until a minute from that second, and no longer.
+    clock.advance_ms(61_000 - 19_499 - 1);
+    assert_eq!(counted(&reader).await.0, 9, "the grant's second has left");
+    clock.advance_ms(20_000);
+    assert_eq!(counted(&reader).await.0, 0);
 }
 
 /// An instance leasing `lease` of one model with `limits` on the manual `clock`, with Redis's
@@ -580,18 +595,20 @@ async fn counted(reader: &RedisStore) -> (u64, u64) {
     (u.requests, u.tokens)
 }
 
-/// One request from a block of the whole limit at `start`, nine more 20 s later (the heartbeat
-/// after them moves them to their own second): on one clock for Redis and the instance.
+/// One request from a block of the whole limit at `start`, nine more `later` ms after (the
+/// heartbeat after them moves them to their own second): on one clock for Redis and the
+/// instance.
 async fn one_then_nine_moved(
     redis: &TestRedis,
     start: u64,
+    later: u64,
 ) -> (ResilientStore, RedisStore, ManualClock) {
     let clock = ManualClock::new(start);
     let lease = "{ requests: 10, secs: 30 }";
     let store = Arc::new(clock.clone());
     let (a, reader) = leasing_on(redis, "rpm: 10", lease, &clock, store).await;
     assert!(admit(&a).await.unwrap().is_some());
-    clock.advance_ms(20_000);
+    clock.advance_ms(later);
     for _ in 0..9 {
         assert!(admit(&a).await.unwrap().is_some());
     }
@@ -603,7 +620,7 @@ async fn one_then_nine_moved(
 /// count each for a minute from its admission.
 async fn counted_for_a_minute_from_admission(start: u64) {
     let redis = redis_server();
-    let (_a, reader, clock) = one_then_nine_moved(&redis, start).await;
+    let (_a, reader, clock) = one_then_nine_moved(&redis, start, 20_000).await;
     let requests = || async { counted(&reader).await.0 };
     assert_eq!(requests().await, 10);
     // A minute after the grant, the provider still counts the nine: so must the windows.
@@ -730,7 +747,7 @@ async fn a_correction_to_a_window_hash_that_was_lost_is_counted() {
 #[tokio::test]
 async fn requests_a_block_moved_are_written_back_in_their_own_second_when_redis_lost_its_keys() {
     let mut redis = redis_server();
-    let (a, reader, clock) = one_then_nine_moved(&redis, crate::support::T0 + 500).await;
+    let (a, reader, clock) = one_then_nine_moved(&redis, crate::support::T0 + 500, 20_000).await;
     redis.restart();
     // The instance finds the keys lost and writes back what it admitted in the last minute.
     for _ in 0..10 {

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use super::LedgerError;
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
-use super::window::{BUCKET_MS, Counts, bucket_of, expiry_of};
+use super::window::{Counts, bucket_of, expiry_of};
 use crate::config::DeploymentId;
 
 /// The span over which `auto` measures this instance's rate, ms.
@@ -68,16 +68,14 @@ pub(crate) struct Granted {
 }
 
 impl Block {
-    /// The second on the store's clock of a request admitted at `now` (ms, this instance's
-    /// clock): `Err` with when it will be known, if the store's clock may read either side of
-    /// a second's turn now (see [`Leases::take`]).
-    fn second_at(&self, now: u64) -> Result<u64, u64> {
+    /// The second a request admitted at `now` (ms, this instance's clock) counts in: the
+    /// latest the store's clock may read now (see [`Leases::take`]). `None` if the store's
+    /// clock may be more than a second's turn away from that (the clock stepped while the
+    /// block's call was out): the block cannot tell.
+    fn second_at(&self, now: u64) -> Option<u64> {
         let second = |skew: i64| bucket_of(now.saturating_add_signed(skew)).max(self.bucket);
         let (earliest, latest) = (second(self.skew.0), second(self.skew.1));
-        if earliest == latest {
-            return Ok(earliest);
-        }
-        Err((latest * BUCKET_MS).saturating_add_signed(-self.skew.0))
+        (latest <= earliest + 1).then_some(latest)
     }
 
     /// What to add to the shared windows when this block ends: used less granted (the grant
@@ -175,10 +173,12 @@ fn counts(r: &Reservation) -> Counts {
 impl Leases {
     /// Admits `need` on candidate `rank` (`d`) from its open block, if it has room. A request
     /// admitted in a later second than the grant's is moved to its own (see [`Granted::send_by`]).
-    /// Within a call's time (and a ms either way) of a second's turn, the store's second is
-    /// not known: a request counted in the earlier one would leave the windows before a minute
-    /// has passed since it was admitted, so the block does not admit it until
-    /// [`Leases::unsure_until`] (its caller waits, a call's time at most).
+    /// Within a call's time (and a ms either way) after a second's turn, the store's clock may
+    /// read either second: the request counts in the later one, since counted in the earlier
+    /// it would leave the windows before a minute had passed since it was admitted (it counts
+    /// at most a second longer; a store that has not reached that second yet when the move
+    /// lands counts it in its current one, no earlier than it was admitted). A block whose
+    /// call saw the clock step (see [`Block::second_at`]) admits nothing but its grant's.
     pub(crate) fn take(
         &mut self,
         d: DeploymentId,
@@ -192,12 +192,6 @@ impl Leases {
     /// The second (bucket) `d`'s open block was granted in, if it has one.
     pub(crate) fn granted_in(&self, d: DeploymentId) -> Option<u64> {
         self.open.get(&d).map(|b| b.bucket)
-    }
-
-    /// When `d`'s open block, which may not know the store's second at `now`, will know it
-    /// (ms): `None` if it knows it now, or has no open block.
-    pub(crate) fn unsure_until(&self, d: DeploymentId, now: u64) -> Option<u64> {
-        self.open.get(&d)?.second_at(now).err()
     }
 
     /// Admits `need` from the block just granted for it: the store admitted it with the grant,
@@ -229,11 +223,7 @@ impl Leases {
             return None;
         }
         let home = block.bucket;
-        let bucket = if asked {
-            home
-        } else {
-            block.second_at(now).ok()?
-        };
+        let bucket = if asked { home } else { block.second_at(now)? };
         let r = Reservation {
             id: need.id,
             deployment: d,
@@ -657,7 +647,7 @@ mod tests {
     }
 
     #[test]
-    fn a_request_whose_second_the_store_could_read_either_way_is_not_admitted_from_the_block() {
+    fn a_request_whose_second_the_store_could_read_either_way_counts_in_the_later() {
         let mut l = Leases::default();
         // Sent at 1,000 here, answered at 1,010; the store's clock read 7,995 in between, so it
         // is 6,985 to 6,995 ms ahead, and a ms more either way as both count whole ms.
@@ -665,28 +655,28 @@ mod tests {
         // The request it was asked for: admitted with the grant, in its second.
         let asked = l.take_asked(D, &need(40), 0, 1_010).unwrap();
         assert_eq!(asked.bucket, 7);
-        assert!(
-            l.take(D, &need(40), 0, 1_010).is_none(),
-            "the store's clock at 7,994 to 8,006"
-        );
-        assert!(l.take(D, &need(40), 0, 1_015).is_none(), "7,999 to 8,011");
-        assert_eq!(
-            l.unsure_until(D, 1_010),
-            Some(1_016),
-            "when it reads 8,000 at the earliest"
-        );
-        assert_eq!(l.unsure_until(D, 1_016), None);
-        let b = l.take(D, &need(40), 0, 1_016).unwrap();
-        assert_eq!(b.bucket, 8, "8,000 to 8,012");
-        // The requests it did not admit count nowhere.
+        let at = |l: &mut Leases, now| l.take(D, &need(40), 0, now).unwrap().bucket;
+        assert_eq!(at(&mut l, 1_003), 7, "the store's clock at 7,987 to 7,999");
+        assert_eq!(at(&mut l, 1_010), 8, "7,994 to 8,006");
+        assert_eq!(at(&mut l, 1_015), 8, "7,999 to 8,011");
+        assert_eq!(at(&mut l, 1_016), 8, "8,000 to 8,012");
         l.end(D);
         let mut owed = l.drain(1_100);
         owed.sort_by_key(|o| o.bucket);
         let deltas: Vec<(u64, [i64; 4])> = owed.iter().map(|o| (o.bucket, o.deltas)).collect();
         assert_eq!(
             deltas,
-            vec![(7, [-9, -960, -980, -980]), (8, [1, 40, 20, 20])]
+            vec![(7, [-8, -920, -960, -960]), (8, [3, 120, 60, 60])]
         );
+    }
+
+    #[test]
+    fn a_block_whose_call_saw_the_clock_step_admits_nothing_but_its_grants_request() {
+        let mut l = Leases::default();
+        // The clock here was set an hour forward while the call was out.
+        l.open(D, granted_in_7(7_995, 1_000, 3_601_000), 3_620_000);
+        assert!(l.take_asked(D, &need(40), 0, 3_601_000).is_some());
+        assert!(l.take(D, &need(40), 0, 3_601_000).is_none());
     }
 
     #[test]

@@ -1317,37 +1317,20 @@ impl Inner {
         }
     }
 
-    /// Takes `need` on candidate `rank` (`d`) from its open block. Just after a second turns,
-    /// the block does not know Redis's second for as long as its call took (and a ms either
-    /// way; see `Leases::take`): that is waited out, and the block tried once more, rather than
-    /// ended. A longer span than a call answered in time leaves (the clock stepped while the
-    /// call was out, or the answer waited for a busy runtime) is not waited for: `None`, and
-    /// the caller asks for a new block, which ends this one.
-    async fn take_leased(&self, d: DeploymentId, need: &Need, rank: usize) -> Option<Reservation> {
-        let taken = || {
-            let mut st = self.lock();
-            let now = self.now();
-            let r = st.leases.take(d, need, rank, now);
-            if let Some(r) = &r
-                && st.leases.granted_in(d) != Some(r.bucket)
-            {
-                // Moved to its own second: should the store lose its keys, it is written back
-                // there, its grant's second keeping it too (an over-count, for a minute at most).
-                st.keep_own(self.shared.table(), &Admitted::request(r), now);
-            }
-            self.wake_for_moves(&st);
-            r
-        };
-        if let Some(r) = taken() {
-            return Some(r);
-        }
+    /// Takes `need` on candidate `rank` (`d`) from its open block.
+    fn take_leased(&self, d: DeploymentId, need: &Need, rank: usize) -> Option<Reservation> {
+        let mut st = self.lock();
         let now = self.now();
-        let wait = self.lock().leases.unsure_until(d, now)?.saturating_sub(now);
-        if wait > self.settings.timeout.as_millis() as u64 + 2 {
-            return None;
+        let r = st.leases.take(d, need, rank, now);
+        if let Some(r) = &r
+            && st.leases.granted_in(d) != Some(r.bucket)
+        {
+            // Moved to its own second: should the store lose its keys, it is written back
+            // there, its grant's second keeping it too (an over-count, for a minute at most).
+            st.keep_own(self.shared.table(), &Admitted::request(r), now);
         }
-        tokio::time::sleep(Duration::from_millis(wait)).await;
-        taken()
+        self.wake_for_moves(&st);
+        r
     }
 
     /// Admits `need` from a leased block, walking the candidates in order while each leases:
@@ -1368,7 +1351,7 @@ impl Inner {
         let mut asked_once = false;
         for (rank, &d) in candidates.iter().enumerate() {
             let spec = self.lease.get(d.0).copied().flatten()?;
-            if let Some(r) = self.take_leased(d, need, rank).await {
+            if let Some(r) = self.take_leased(d, need, rank) {
                 return Some(Ok(Admission::Granted(r)));
             }
             let lacks_room = |this: &Self| {
@@ -1379,8 +1362,7 @@ impl Inner {
                 continue;
             }
             let _one = self.leasing[d.0].lock().await;
-            // Another request may have opened a block meanwhile, a moment ago.
-            if let Some(r) = self.take_leased(d, need, rank).await {
+            if let Some(r) = self.take_leased(d, need, rank) {
                 return Some(Ok(Admission::Granted(r)));
             }
             let (size, secs) = self.lease_size(d, spec, need, rank);
