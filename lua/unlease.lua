@@ -1,10 +1,10 @@
 -- unlease (contract v3): correct what a lease (lease.lua) counted by what its requests really
 -- used: the unused part of the block goes back (negative corrections), usage beyond it is
 -- added. The correction goes to the bucket it names, if still in the window (see `correct` in
--- update.lua); counters never go below zero. Optionally followed by the provider's latest rate-limit report
--- on the deployment (as observe.lua). While the store answers, heartbeats carry these
--- corrections (heartbeat.lua applies them the same way); this script sends what is left when an
--- instance closes.
+-- update.lua); counters never go below zero. Optionally followed by the provider's latest
+-- rate-limit report on the deployment (as observe.lua). While the store answers, heartbeats
+-- carry these corrections (heartbeat.lua applies them the same way); this script sends what is
+-- left when an instance closes.
 --
 -- KEYS: the deployment's window hash, then, when its provider has provider-wide limits, the
 --   provider's window hash; then the call's record (see common.lua: a call run again answers as
