@@ -12,7 +12,7 @@ use llmroute_tests::{CLUSTER_NODES, on_node, redis_cluster_own};
 use router_core::config::Registry;
 use router_core::ledger::{Admission, Ledger, Need, RedisStore, RedisStoreOptions};
 
-use crate::support::{connect_to, one_model};
+use crate::support::{connect_to, one_model, scripts_missing_on};
 
 fn keys_on(node: &str, namespace: &str) -> Vec<String> {
     on_node(
@@ -113,8 +113,8 @@ async fn a_script_call_without_keys_goes_to_the_namespace_shard() {
     );
 }
 
-/// Scripts flushed from every node (a restart, a failover to a fresh replica) are loaded again
-/// on NOSCRIPT, and the call succeeds.
+/// Connecting loads the scripts into every primary; scripts flushed from every node (a restart,
+/// a failover to a fresh replica) are loaded again on NOSCRIPT, and the call succeeds.
 #[tokio::test]
 async fn scripts_are_loaded_again_after_the_cluster_forgets_them() {
     let cluster = redis_cluster_own();
@@ -122,6 +122,10 @@ async fn scripts_are_loaded_again_after_the_cluster_forgets_them() {
     let d = registry.resolve("m")[0];
     let home = cluster.node_of(&cluster.namespace);
     let store = connect_to(&cluster.url, &cluster.namespace, &registry, None).await;
+    // Connecting loaded them into every primary.
+    for node in &cluster.nodes {
+        assert_eq!(scripts_missing_on(node), Vec::<&str>::new(), "{node}");
+    }
     grant(&store, d).await;
     for node in &cluster.nodes {
         let _: () = on_node(node, redis::cmd("SCRIPT").arg("FLUSH"));

@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 use crate::support::{
     T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model, script_calls,
+    scripts_missing_on,
 };
 
 /// Admits `need` on `m`: the reservation, or a failure saying `error` (the call failed) or
@@ -742,6 +743,61 @@ async fn the_urls_user_password_and_database_are_used_and_the_password_never_sho
     assert!(!shown.contains(password), "{shown}");
     assert!(shown.contains("authentication failed"), "{shown}");
     assert!(shown.contains("redis://app:***@"), "{shown}");
+}
+
+/// A store loads every script when it connects, so that no request's call meets NOSCRIPT and
+/// waits for a script to be sent and compiled.
+#[tokio::test]
+async fn every_script_is_loaded_when_a_store_connects_and_no_call_meets_noscript() {
+    let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
+    let server = redis_server();
+    assert_eq!(scripts_missing_on(&server.url).len(), 11, "a new server");
+    let store = connect(&server, &registry, None).await;
+    assert_eq!(scripts_missing_on(&server.url), Vec::<&str>::new());
+    let r = granted(
+        &store,
+        &Need::new(1, Duration::from_secs(60)),
+        m,
+        "admit",
+        "refused",
+    )
+    .await;
+    assert!(
+        store
+            .settle(&r, ActualUsage::tokens(1))
+            .await
+            .expect("settle")
+    );
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query_async(&mut by_hand(&server).await)
+        .await
+        .expect("INFO");
+    assert!(!errors.contains("NOSCRIPT"), "{errors}");
+}
+
+/// A store connected lazily (as an instance that may start while Redis is away) loads them
+/// beside the resilient store's first heartbeat.
+#[tokio::test]
+async fn a_resilient_store_loads_every_script_when_it_starts() {
+    let (registry, _) = one_deployment("rpm: 100, tpm: 100000");
+    let server = redis_server();
+    let options = RedisStoreOptions {
+        namespace: server.namespace.clone(),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&server.url, &registry, options)
+        .await
+        .expect("connect");
+    assert_eq!(
+        scripts_missing_on(&server.url).len(),
+        11,
+        "lazy: nothing sent"
+    );
+    let store = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    assert_eq!(scripts_missing_on(&server.url), Vec::<&str>::new());
+    store.close().await.expect("close");
 }
 
 /// A Redis that lost its scripts (SCRIPT FLUSH, a restart) is sent them again by the next call.

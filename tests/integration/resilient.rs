@@ -1175,15 +1175,7 @@ async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are
         let got = other.admit(&need(), &[d]).await.unwrap();
         assert!(matches!(got, Admission::Granted(_)));
     }
-    // Loaded beforehand, so that each call below is one EVALSHA (no NOSCRIPT and retry).
-    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _sha: String = ::redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(router_core::ledger::script_text("lease").unwrap())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // The store loaded every script when it started: each call below is one EVALSHA.
     let before = script_calls(&redis).await;
     let Admission::Granted(r) = leasing.admit(&need(), &[a, b, c]).await.unwrap() else {
         panic!("`c` has room");

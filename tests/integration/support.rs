@@ -285,3 +285,33 @@ providers:
 "#
     )
 }
+
+/// The ledger scripts (files of `lua/`) that the Redis server at `node` does not hold
+/// (SCRIPT EXISTS).
+pub fn scripts_missing_on(node: &str) -> Vec<&'static str> {
+    const NAMES: [&str; 11] = [
+        "admit",
+        "settle",
+        "renew",
+        "cooldown",
+        "observe",
+        "snapshot",
+        "tenant_snapshot",
+        "heartbeat",
+        "restore",
+        "lease",
+        "unlease",
+    ];
+    let mut exists = ::redis::cmd("SCRIPT");
+    exists.arg("EXISTS");
+    for name in NAMES {
+        let text = router_core::ledger::script_text(name).expect("a ledger script");
+        exists.arg(::redis::Script::new(&text).get_hash());
+    }
+    let held: Vec<bool> = llmroute_tests::on_node(node, &exists);
+    NAMES
+        .into_iter()
+        .zip(held)
+        .filter_map(|(name, held)| (!held).then_some(name))
+        .collect()
+}

@@ -104,6 +104,21 @@ static RESTORE: LazyLock<Script> = LazyLock::new(|| script("restore"));
 static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
 static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
 
+/// Every ledger script, for [`RedisStore::load_scripts`].
+static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
+    &ADMIT,
+    &SETTLE,
+    &RENEW,
+    &COOLDOWN,
+    &OBSERVE,
+    &SNAPSHOT,
+    &TENANT_SNAPSHOT,
+    &HEARTBEAT,
+    &RESTORE,
+    &LEASE,
+    &UNLEASE,
+];
+
 mod conn;
 pub(super) mod lease;
 pub(super) mod recovery;
@@ -191,7 +206,7 @@ impl RedisStore {
                 slots: format!("{prefix}:s:{}", table.def(s).name),
             })
             .collect();
-        Ok(Self {
+        let store = Self {
             conn,
             url: shown,
             table: Arc::new(table),
@@ -199,7 +214,26 @@ impl RedisStore {
             prefix: prefix.into(),
             clock: options.clock,
             epoch: Arc::new(AtomicU64::new(0)),
-        })
+        };
+        if !options.lazy {
+            store.load_scripts().await;
+        }
+        Ok(store)
+    }
+
+    /// Loads every ledger script into Redis (on a cluster, into every primary), all at once, so
+    /// that no request's call meets NOSCRIPT: that call would wait for a second round trip and
+    /// for Redis to compile the script (up to a millisecond for the largest, during which Redis
+    /// answers nobody), and the first calls of every instance started together would each do
+    /// so. [`RedisStore::connect`] does it unless the connection is lazy;
+    /// [`ResilientStore`](super::ResilientStore) does it beside its first heartbeat. A call
+    /// that meets NOSCRIPT still loads its script (after a restart or a SCRIPT FLUSH), so a
+    /// failure here costs only that, and is logged at debug level.
+    pub async fn load_scripts(&self) {
+        let loads = ALL.iter().map(|script| self.conn.load(script));
+        if let Err(e) = futures_util::future::try_join_all(loads).await {
+            tracing::debug!(url = %self.url, error = %e, "ledger: scripts not loaded ahead");
+        }
     }
 
     /// The Redis URL, password removed.

@@ -689,7 +689,8 @@ impl ResilientStore {
             moved: tokio::sync::Notify::new(),
             beating: tokio::sync::Mutex::new(()),
         });
-        inner.tick().await;
+        // Beside the first heartbeat: while Redis is away, both wait for one connection.
+        tokio::join!(inner.shared.load_scripts(), inner.tick());
         let heartbeat = tokio::runtime::Handle::try_current().ok().map(|rt| {
             let weak = Arc::downgrade(&inner);
             rt.spawn(beat_forever(weak))

@@ -83,6 +83,10 @@ async fn a_429_seen_by_one_router_makes_the_other_skip_that_deployment() {
         (b.receipt.provider.as_str(), b.receipt.attempts.len()),
         ("dear", 1)
     );
+    // A remote ledger is settled off the caller's path: wait until both routers have paid.
+    for router in &routers {
+        router.drain().await;
+    }
     let all: Vec<_> = routers[1].registry().deployment_ids().collect();
     let snaps = routers[1].ledger().snapshot(&all).await.unwrap();
     assert!(

@@ -65,6 +65,14 @@ impl Conn {
             Conn::Cluster(conn) => inv.invoke_async(&mut conn.clone()).await,
         }
     }
+
+    /// Loads `script` (SCRIPT LOAD; on a cluster, into every node).
+    pub(super) async fn load(&self, script: &redis::Script) -> RedisResult<String> {
+        match self {
+            Conn::Single(conn) => script.load_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => script.load_async(&mut conn.clone()).await,
+        }
+    }
 }
 
 /// How long the connection manager waits before its one retry of a failed connect, at least.
