@@ -91,8 +91,7 @@ async fn a_script_call_without_keys_goes_to_the_namespace_shard() {
     let registry = Registry::from_yaml_str(&one_model("rpm: 5"), "t.yaml").expect("valid");
     let home = cluster.node_of(&cluster.namespace);
     let store = connect_to(&cluster.url, &cluster.namespace, &registry, None).await;
-    // Warm up: the first call loads the script.
-    store.snapshot(&[]).await.expect("snapshot");
+    // Connecting loaded the scripts: from here each call below is one EVALSHA.
     for node in &cluster.nodes {
         let _: () = on_node(node, redis::cmd("CONFIG").arg("RESETSTAT"));
     }
@@ -113,7 +112,7 @@ async fn a_script_call_without_keys_goes_to_the_namespace_shard() {
     );
 }
 
-/// Connecting loads the scripts into every primary; scripts flushed from every node (a restart,
+/// Connecting loads the scripts into every node; scripts flushed from every node (a restart,
 /// a failover to a fresh replica) are loaded again on NOSCRIPT, and the call succeeds.
 #[tokio::test]
 async fn scripts_are_loaded_again_after_the_cluster_forgets_them() {
@@ -122,7 +121,7 @@ async fn scripts_are_loaded_again_after_the_cluster_forgets_them() {
     let d = registry.resolve("m")[0];
     let home = cluster.node_of(&cluster.namespace);
     let store = connect_to(&cluster.url, &cluster.namespace, &registry, None).await;
-    // Connecting loaded them into every primary.
+    // Connecting loaded them into every node.
     for node in &cluster.nodes {
         assert_eq!(scripts_missing_on(node), Vec::<&str>::new(), "{node}");
     }

@@ -187,7 +187,7 @@ providers:
     let store = connect(&server, &registry, None).await;
     let candidates = registry.resolve("chat");
     let need = Need::new(10, Duration::from_secs(60));
-    // Warm up: the first call may also load the script.
+    // `m1` full from here: each admission below passes over full candidates in its one call.
     let _ = store.admit(&need, &candidates).await.expect("admit");
     let client = redis::Client::open(server.url.as_str()).expect("url");
     let mut conn = client

@@ -228,7 +228,7 @@ async fn an_admission_whose_reply_was_lost_is_retried_and_counted_once() {
     let clock = ManualClock::new(T0);
     let url = format!("redis://{}/0", proxy.addr);
     let store = connect_to(&url, &server.namespace, &registry, Some(clock.clone())).await;
-    // Loads the script, so the armed call is the admission itself.
+    // A first admission, answered; the armed one below is the second.
     let _warm = granted(
         &store,
         &Need::new(1, Duration::from_secs(60)),
@@ -522,9 +522,9 @@ async fn leasing_over(
     leasing
 }
 
-/// An instance leasing through `proxy` (see [`leasing_through`]) whose first block (which
-/// loads the script) admitted two requests that used 5 tokens each; a plain store on the same
-/// Redis, to read the windows; and the deployment.
+/// An instance leasing through `proxy` (see [`leasing_through`]) whose first block admitted two
+/// requests that used 5 tokens each; a plain store on the same Redis, to read the windows; and
+/// the deployment.
 async fn one_block_used(
     server: &TestRedis,
     proxy: &ReplyDropper,
@@ -751,6 +751,10 @@ async fn the_urls_user_password_and_database_are_used_and_the_password_never_sho
 async fn every_script_is_loaded_when_a_store_connects_and_no_call_meets_noscript() {
     let (registry, m) = one_deployment("rpm: 100, tpm: 100000, concurrency: 10");
     let server = redis_server();
+    assert!(
+        server.owned,
+        "this test reads what a new server holds: it needs its own"
+    );
     assert_eq!(scripts_missing_on(&server.url).len(), 11, "a new server");
     let store = connect(&server, &registry, None).await;
     assert_eq!(scripts_missing_on(&server.url), Vec::<&str>::new());
@@ -777,11 +781,17 @@ async fn every_script_is_loaded_when_a_store_connects_and_no_call_meets_noscript
 }
 
 /// A store connected lazily (as an instance that may start while Redis is away) loads them
-/// beside the resilient store's first heartbeat.
+/// after the resilient store's first heartbeat.
 #[tokio::test]
 async fn a_resilient_store_loads_every_script_when_it_starts() {
-    let (registry, _) = one_deployment("rpm: 100, tpm: 100000");
+    let (mut registry, _) = one_deployment("rpm: 100, tpm: 100000");
+    // Room for a loaded machine: the loads get `ledger.timeout_ms`.
+    registry.ledger.timeout = Duration::from_secs(5);
     let server = redis_server();
+    assert!(
+        server.owned,
+        "this test reads what a new server holds: it needs its own"
+    );
     let options = RedisStoreOptions {
         namespace: server.namespace.clone(),
         lazy: true,

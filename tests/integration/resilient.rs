@@ -1175,7 +1175,7 @@ async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are
         let got = other.admit(&need(), &[d]).await.unwrap();
         assert!(matches!(got, Admission::Granted(_)));
     }
-    // The store loaded every script when it started: each call below is one EVALSHA.
+    // The stores loaded every script when they started: each call below is one EVALSHA.
     let before = script_calls(&redis).await;
     let Admission::Granted(r) = leasing.admit(&need(), &[a, b, c]).await.unwrap() else {
         panic!("`c` has room");

@@ -139,7 +139,7 @@ impl World {
 
 /// Drops an admission to `ledger` (a Redis one) after Redis ran it and before its answer was
 /// read, then checks through `observer` that it was voided: one admission is made and kept
-/// first (it loads the script), and only it stays counted on `d`.
+/// first, and only it stays counted on `d`.
 pub async fn an_admission_dropped_unanswered_is_voided(
     ledger: &dyn Ledger,
     observer: &RedisStore,

@@ -221,14 +221,14 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Loads every ledger script into Redis (on a cluster, into every primary), all at once, so
-    /// that no request's call meets NOSCRIPT: that call would wait for a second round trip and
-    /// for Redis to compile the script (up to a millisecond for the largest, during which Redis
-    /// answers nobody), and the first calls of every instance started together would each do
-    /// so. [`RedisStore::connect`] does it unless the connection is lazy;
-    /// [`ResilientStore`](super::ResilientStore) does it beside its first heartbeat. A call
-    /// that meets NOSCRIPT still loads its script (after a restart or a SCRIPT FLUSH), so a
-    /// failure here costs only that, and is logged at debug level.
+    /// Loads every ledger script into Redis (on a cluster, into every node, replicas too), all at
+    /// once, so that no request's call meets NOSCRIPT: that call would wait for a second round
+    /// trip and for Redis to compile the script (up to a millisecond for the largest, during
+    /// which Redis answers nobody), and the first calls of every instance started together
+    /// would each do so. [`RedisStore::connect`] does it unless the connection is lazy;
+    /// [`ResilientStore`](super::ResilientStore) does it after its first heartbeat, within
+    /// `ledger.timeout_ms`. A call that meets NOSCRIPT still loads its script (after a restart
+    /// or a SCRIPT FLUSH), so a failure here costs only that, and is logged at debug level.
     pub async fn load_scripts(&self) {
         let loads = ALL.iter().map(|script| self.conn.load(script));
         if let Err(e) = futures_util::future::try_join_all(loads).await {

@@ -644,8 +644,10 @@ fn unavailable(e: &LedgerError) -> bool {
 
 impl ResilientStore {
     /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](super::RedisStoreOptions) so
-    /// that an instance can start while Redis is away). Sends a first heartbeat, then one every
-    /// `settings.heartbeat` on a task of the current Tokio runtime (none outside a runtime).
+    /// that an instance can start while Redis is away). Sends a first heartbeat and loads the
+    /// ledger's scripts ([`RedisStore::load_scripts`], within `ledger.timeout_ms`), then sends a
+    /// heartbeat every `settings.heartbeat` on a task of the current Tokio runtime (none outside
+    /// a runtime).
     pub async fn new(shared: RedisStore, registry: &Registry, clock: Arc<dyn Clock>) -> Self {
         let settings = registry.ledger;
         let lease: Vec<Option<Lease>> = registry.deployments.iter().map(|d| d.lease).collect();
@@ -689,8 +691,10 @@ impl ResilientStore {
             moved: tokio::sync::Notify::new(),
             beating: tokio::sync::Mutex::new(()),
         });
-        // Beside the first heartbeat: while Redis is away, both wait for one connection.
-        tokio::join!(inner.shared.load_scripts(), inner.tick());
+        inner.tick().await;
+        // After the first heartbeat, so that it does not wait behind every script's compiling;
+        // bounded as any call is, so that an instance still starts at once while Redis is away.
+        let _ = tokio::time::timeout(inner.settings.timeout, inner.shared.load_scripts()).await;
         let heartbeat = tokio::runtime::Handle::try_current().ok().map(|rt| {
             let weak = Arc::downgrade(&inner);
             rt.spawn(beat_forever(weak))

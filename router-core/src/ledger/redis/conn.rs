@@ -7,7 +7,7 @@
 //! at all (a snapshot of zero deployments, as the gateway's readiness check sends) would go to a
 //! random node; it is sent to the namespace's shard instead, so that the check asks the shard
 //! the namespace depends on. On NOSCRIPT, redis-rs loads the script with SCRIPT LOAD, which the
-//! cluster client sends to every primary, and calls again.
+//! cluster client sends to every node, and calls again.
 
 use std::time::Duration;
 
