@@ -34,7 +34,8 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | -
 Environment: LLMROUTE_BENCH_HARNESS (harness dir, default <repo>/../shared/bench),
 OUT (results dir, default a new mktemp -d), CARGO_TARGET_DIR, LLMROUTE_BENCH_LEASE (a `lease:`
 value, e.g. auto, given to every deployment in the llmroute and gateway runs of the default, --quick,
---slack, --k1, --cpu and --gateway-only sets).
+--slack, --k1, --cpu and --gateway-only sets), LLMROUTE_BENCH_RUNTIME (current, the default: every
+bench_worker on Tokio's current-thread runtime; multi: on the multi-thread one).
 EOF
 }
 
@@ -401,6 +402,10 @@ for d in "${ORDER[@]}"; do DIRS+=("$OUT/$d"); done
     if ((${#DIRS[@]} > 1)); then
         python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
     fi
+    echo
+    echo "## The slow end of router-added latency (single-attempt successes)"
+    echo
+    python3 "$REPO/bench/summarize.py" --tails "${DIRS[@]}"
     if ((CPU)); then
         echo
         echo "## CPU per request, floor and router runs alternated"

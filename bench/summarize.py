@@ -15,9 +15,18 @@ CPU per request of floor and router runs made one after the other (run.sh --cpu 
 that order, floor-router-router-floor-floor-router): each run's figure, each arm's median, and
 each adjacent floor/router pair's difference, so that drift of the machine during the runs
 (other load, frequency) weighs on both arms alike.
+
+    python3 bench/summarize.py --tails OUT/floor-k4 OUT/llmroute-k4 ...
+
+The slow end of each run's router-added latency, from its per_request.csv (single-attempt
+successes, percentiles interpolated as the harness does): p50, p99, p99.5, the slowest, and how
+many requests took over 2 and over 3 ms. A p99 is the 6th-slowest of 600 requests; these say
+whether a run's few stalls fell on its p99 or the whole tail moved.
 """
 import argparse
+import csv
 import json
+import math
 import os
 import sys
 
@@ -88,15 +97,49 @@ def cpu_pairs(runs):
           f"{fmt(sum(gaps) / len(gaps) if gaps else None)}")
 
 
+def pct(xs, q):
+    """The q-quantile of sorted xs, interpolated as the harness's benchlib.pct does."""
+    k = (len(xs) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def tails(runs):
+    """The --tails table."""
+    print("| run | n | router-added ms p50 / p99 / p99.5 / max | over 2 ms | over 3 ms |")
+    print("|---|---|---|---|---|")
+    for d in runs:
+        path = os.path.join(d, "per_request.csv")
+        name = os.path.basename(d.rstrip("/"))
+        if not os.path.exists(path):
+            print(f"| {name} | missing: the run failed, see its worker*.log | | | |")
+            continue
+        if os.path.exists(os.path.join(d, "summary.json")):
+            name = load(d)["meta"].get("label", name)
+        with open(path, newline="") as f:
+            xs = sorted(float(r["router_added_ms"]) for r in csv.DictReader(f)
+                        if r["ok"] == "True" and r["upstream_attempts"] == "1" and r["router_added_ms"])
+        if not xs:
+            print(f"| {name} | 0 | | | |")
+            continue
+        qs = " / ".join(fmt(pct(xs, q)) for q in (0.5, 0.99, 0.995)) + f" / {fmt(xs[-1])}"
+        print(f"| {name} | {len(xs)} | {qs} | {sum(x > 2 for x in xs)} | {sum(x > 3 for x in xs)} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--floor", help="the floor run's directory")
     ap.add_argument("--cpu-pairs", action="store_true",
                     help="compare CPU per request of alternated floor and router runs (see above)")
+    ap.add_argument("--tails", action="store_true",
+                    help="the slow end of each run's router-added latency (see above)")
     ap.add_argument("runs", nargs="+", help="run directories (those without summary.json are listed as missing)")
     args = ap.parse_args()
     if args.cpu_pairs:
         cpu_pairs(args.runs)
+        return
+    if args.tails:
+        tails(args.runs)
         return
     floor = None
     if args.floor and os.path.exists(os.path.join(args.floor, "summary.json")):

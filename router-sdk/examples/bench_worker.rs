@@ -16,6 +16,9 @@
 //! one provider's `{api_base}/chat/completions` (default `premium`), with the same body and
 //! header, consuming streams to the end. Its "router-added" latency is what the harness and a
 //! bare HTTP client add on their own, so a router's overhead is its figure minus the floor's.
+//!
+//! Both run on Tokio's current-thread runtime; `LLMROUTE_BENCH_RUNTIME=multi` selects the
+//! multi-thread one.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -494,8 +497,31 @@ async fn sender(spec: &Spec, args: &Args) -> Result<Sender, Failure> {
     })
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Failure> {
+fn main() -> Result<(), Failure> {
+    // One thread runs every task, the router's background tasks and its Redis connection's
+    // included. K workers share the machine's cores with Redis, the mock and the driver; on the
+    // multi-thread runtime (`LLMROUTE_BENCH_RUNTIME=multi`, one thread per core) every run, the
+    // floor's included, had a few requests stall 5–6 ms, and those made its p99 (bench/README.md,
+    // "The worker's runtime"). Floor and router runs take the same setting.
+    let runtime = match std::env::var("LLMROUTE_BENCH_RUNTIME").as_deref() {
+        Ok("current") | Err(std::env::VarError::NotPresent) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        Ok("multi") => tokio::runtime::Builder::new_multi_thread(),
+        Ok(other) => {
+            return Err(format!(
+                "LLMROUTE_BENCH_RUNTIME={other}: expected `current` (the default) or `multi`"
+            )
+            .into());
+        }
+        Err(e) => return Err(format!("LLMROUTE_BENCH_RUNTIME: {e}").into()),
+    }
+    .enable_all()
+    .build()?;
+    runtime.block_on(run())
+}
+
+async fn run() -> Result<(), Failure> {
     let args = parse_args()?;
     let spec: Spec = serde_json::from_str(&std::fs::read_to_string(&args.spec)?)?;
     let sender = Arc::new(sender(&spec, &args).await?);
