@@ -308,7 +308,8 @@ pub enum Lease {
         secs: u64,
     },
     /// `lease: auto`: blocks sized from this instance's rate over the last ten seconds (so
-    /// that an idle instance holds little), held [`Lease::AUTO_SECS`].
+    /// that an idle instance holds little), held [`Lease::AUTO_SECS`]; the next block is asked
+    /// for in the background as the open one runs out.
     Auto,
 }
 

@@ -556,6 +556,22 @@ impl Leases {
         requests <= 0 || i128::from(tokens) > room_tokens
     }
 
+    /// Whether `d`'s open block has handed out every request it holds (`false` without one).
+    pub(crate) fn used_up(&self, d: DeploymentId) -> bool {
+        self.open.get(&d).is_some_and(|b| b.used[0] >= b.requests)
+    }
+
+    /// Whether `d`'s open block is about to run out, at `now` (ms): it cannot take another
+    /// request of `tokens`, or it stops admitting within `ahead` ms. `false` without an open
+    /// block.
+    pub(crate) fn runs_out(&self, d: DeploymentId, tokens: u64, now: u64, ahead: u64) -> bool {
+        self.open.get(&d).is_some_and(|b| {
+            b.used[0] >= b.requests
+                || b.tokens.is_some_and(|t| b.used[1] + tokens > t)
+                || b.ends <= now.saturating_add(ahead)
+        })
+    }
+
     /// Admissions from blocks (any deployment) in the last ten seconds, and their mean tokens
     /// (`auto` sizing).
     pub(crate) fn rate(&mut self, now: u64) -> (u64, u64) {

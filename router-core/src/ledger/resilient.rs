@@ -31,7 +31,7 @@
 //! and handed back (`RedisStore::void`) before the restore.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -544,6 +544,49 @@ impl Drop for Carried<'_> {
     }
 }
 
+/// A block asked for ahead, from its spawning until its task ends, however it ends (done,
+/// panicked, aborted, or dropped unpolled with its runtime): then another may be asked for on
+/// its deployment, and [`ResilientStore::refills_done`] counts it no longer.
+struct Refilling {
+    inner: Arc<Inner>,
+    d: DeploymentId,
+}
+
+impl Drop for Refilling {
+    fn drop(&mut self) {
+        self.inner.refilling[self.d.0].store(false, Ordering::Release);
+        if self.inner.refills.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.refilled.notify_waiters();
+        }
+    }
+}
+
+/// Who a block is asked for ([`Inner::ask_block`]).
+#[derive(Clone, Copy)]
+enum BlockFor<'a> {
+    /// A request (its need, the candidate's rank, all its candidates), admitted from the block
+    /// the store grants.
+    For(&'a Need, usize, &'a [DeploymentId]),
+    /// The requests to come ([`Inner::refill`]).
+    Ahead,
+}
+
+/// What became of a block asked for.
+enum Asked {
+    /// Granted, and the request it was asked for admitted from it.
+    Taken(Reservation),
+    /// Granted (the request it was asked for, if any, did not fit it).
+    Granted,
+    /// Not granted: no room, a cooldown, or (asked ahead) the store is not admitting.
+    Refused,
+    /// The instance no longer admits through the store, and decided the request there.
+    Decided(Result<Admission, LedgerError>),
+}
+
+/// How close to running out (ms before it stops admitting) a `lease: auto` block has its
+/// successor asked for ahead ([`Inner::refill`]).
+const REFILL_AHEAD_MS: u64 = 2_000;
+
 #[derive(Debug)]
 enum Admitting {
     Shared,
@@ -597,6 +640,14 @@ struct Inner {
     lease: Vec<Option<Lease>>,
     /// One lease request at a time per deployment.
     leasing: Vec<tokio::sync::Mutex<()>>,
+    /// A block asked for ahead ([`Inner::refill`]) is on its way, per deployment; how many
+    /// are, and what wakes [`ResilientStore::refills_done`].
+    refilling: Vec<AtomicBool>,
+    refills: AtomicU64,
+    refilled: tokio::sync::Notify,
+    /// How many times the leases were settled ([`Inner::settle_leases`]): a block asked for
+    /// ahead before one began is not asked for once it has.
+    closes: AtomicU64,
     clock: Arc<dyn Clock>,
     instance: String,
     state: Mutex<State>,
@@ -652,6 +703,7 @@ impl ResilientStore {
         let settings = registry.ledger;
         let lease: Vec<Option<Lease>> = registry.deployments.iter().map(|d| d.lease).collect();
         let leasing = lease.iter().map(|_| tokio::sync::Mutex::new(())).collect();
+        let refilling = lease.iter().map(|_| AtomicBool::new(false)).collect();
         let now = clock.now_ms();
         let own_scopes = shared.scope_count();
         let inner = Arc::new(Inner {
@@ -659,6 +711,10 @@ impl ResilientStore {
             settings,
             lease,
             leasing,
+            refilling,
+            refills: AtomicU64::new(0),
+            refilled: tokio::sync::Notify::new(),
+            closes: AtomicU64::new(0),
             clock,
             instance: format!("{:016x}", fastrand::u64(..)),
             state: Mutex::new(State {
@@ -711,6 +767,52 @@ impl ResilientStore {
     /// The mode now, and how long it has lasted.
     pub fn status(&self) -> Health {
         self.inner.health()
+    }
+
+    /// After `r` was admitted from a `lease: auto` block: if that block is about to run out
+    /// (see [`Leases::runs_out`]), asks for the next one on a task of the current runtime
+    /// ([`Inner::refill`]), one at a time per deployment. `closes`: [`Inner::closes`] as the
+    /// admission began.
+    fn refill_soon(&self, r: &Reservation, closes: u64) {
+        let d = r.deployment;
+        if self.inner.lease.get(d.0).copied().flatten() != Some(Lease::Auto) {
+            return;
+        }
+        {
+            let mut st = self.inner.lock();
+            let now = self.inner.now();
+            let tokens = st.leases.rate(now).1.max(1);
+            if !st.leases.holds(r.id) || !st.leases.runs_out(d, tokens, now, REFILL_AHEAD_MS) {
+                return;
+            }
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.refilling[d.0].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.refills.fetch_add(1, Ordering::AcqRel);
+        let refilling = Refilling {
+            inner: self.inner.clone(),
+            d,
+        };
+        runtime.spawn(async move {
+            refilling.inner.refill(d, closes).await;
+            drop(refilling);
+        });
+    }
+
+    /// Waits until no block asked for ahead (`lease: auto`, see [`Lease::Auto`]) is on its way:
+    /// for a caller that wants this instance quiet before it reads the shared windows.
+    pub async fn refills_done(&self) {
+        loop {
+            let refilled = self.inner.refilled.notified();
+            if self.inner.refills.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            refilled.await;
+        }
     }
 }
 
@@ -1370,96 +1472,165 @@ impl Inner {
             if let Some(r) = self.take_leased(d, need, rank) {
                 return Some(Ok(Admission::Granted(r)));
             }
-            let (size, secs) = self.lease_size(d, spec, need, rank);
-            // The open block cannot take this request: it ends now, so the call that asks for
-            // the next one also hands back what it did not use.
-            let (carried, call) = {
-                let mut st = self.lock();
-                if let Some(decided) = st.elsewhere(self, need, candidates) {
-                    return Some(decided);
-                }
-                st.leases.end(d);
-                let owed = st.leases.take_owed(d);
-                let carried = Carried {
-                    inner: self,
-                    d,
-                    call: fastrand::u64(..),
-                    owed,
-                    done: false,
-                };
-                (
-                    carried,
-                    self.register(&mut st, Calling::block(d, size.want)),
-                )
-            };
-            let sent = self.now();
-            let asked = self
-                .timed(
-                    self.shared
-                        .lease(d, size, &carried.owed, carried.call)
-                        .boxed(),
-                )
-                .await;
+            // A call made while this request waited (a block asked for ahead) may have read the
+            // room since.
+            if lacks_room(self) {
+                continue;
+            }
             asked_once = true;
-            carried.answered(asked.as_ref().err());
-            let now = self.now();
-            match asked {
-                Ok(Leased::Granted(grant, room)) => {
-                    let mut st = self.lock();
-                    // What the block admits after the grant's second must reach the store
-                    // before that second leaves the windows (see `Granted::send_by`): on this
-                    // instance's clock, less a call's time; the block stops admitting by then.
-                    let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
-                    let send_by = now + leaves.saturating_sub(self.move_margin());
-                    let granted = Granted {
-                        requests: grant.requests,
-                        tokens: (size.want.1 != 0).then_some(grant.tokens),
-                        bucket: grant.bucket,
-                        store_now: grant.now,
-                        sent,
-                        now,
-                        send_by,
-                    };
-                    st.leases
-                        .open(d, granted, (now + secs * 1000).min(send_by).max(now + 1));
-                    st.leases.saw_room(d, room, now);
-                    let admitted = Admitted {
-                        deployment: d,
-                        bucket: grant.bucket,
-                        counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
-                        tenant: None,
-                    };
-                    st.remember(self.shared.table(), &admitted, now);
-                    call.done(&mut st, Some(d));
-                    let taken = st.leases.take_asked(d, need, rank, now);
-                    self.wake_for_moves(&st);
-                    if let Some(r) = taken {
-                        return Some(Ok(Admission::Granted(r)));
-                    }
-                }
-                Ok(Leased::Refused(room, 0)) => {
-                    // Not even this request fits: for a while, only a request that fits what
-                    // was left (with what this instance owes back since) asks again.
-                    self.lock().leases.saw_room(d, room, now);
-                }
-                Ok(Leased::Refused(_, cools)) => {
-                    self.lock().leases.saw_cooldown(d, cools, now);
-                }
+            let asking = BlockFor::For(need, rank, candidates);
+            match self.ask_block(d, spec, need.tokens_on(rank), asking).await {
+                Ok(Asked::Taken(r)) => return Some(Ok(Admission::Granted(r))),
+                Ok(Asked::Decided(decided)) => return Some(decided),
+                Ok(Asked::Granted | Asked::Refused) => {}
                 Err(e) => return Some(Err(e)),
             }
         }
         None
     }
 
-    /// How much of `d` to lease for `need` on it (the [`Ask`]), and for how long (s). Tokens are
-    /// leased only where a token limit applies.
+    /// Asks the store for a new block of `d` (one call; the caller holds `d`'s `leasing` lock),
+    /// sized for requests of `tokens`: `d`'s open block ends, and the call that asks for the
+    /// next one also hands back what it did not use and carries what else `d` owes. With
+    /// [`BlockFor::For`], the request is admitted from the block as the store granted it; with
+    /// [`BlockFor::Ahead`] (see [`Inner::refill`]) the block waits for the requests to come.
+    async fn ask_block(
+        &self,
+        d: DeploymentId,
+        spec: Lease,
+        tokens: u64,
+        asking: BlockFor<'_>,
+    ) -> Result<Asked, LedgerError> {
+        let (size, secs) = self.lease_size(d, spec, tokens);
+        let (carried, call) = {
+            let mut st = self.lock();
+            match asking {
+                BlockFor::For(need, _, candidates) => {
+                    if let Some(decided) = st.elsewhere(self, need, candidates) {
+                        return Ok(Asked::Decided(decided));
+                    }
+                }
+                BlockFor::Ahead => {
+                    if st.mode() != Mode::Shared || st.awaiting.is_some() {
+                        return Ok(Asked::Refused);
+                    }
+                }
+            }
+            // A block asked for ahead leaves the open one admitting (smaller requests, or
+            // until it ends) while the call is out, unless no request is left in it: the grant
+            // ends it (`Leases::open`), and its next call or heartbeat hands back the rest.
+            if matches!(asking, BlockFor::For(..)) || st.leases.used_up(d) {
+                st.leases.end(d);
+            }
+            let owed = st.leases.take_owed(d);
+            let carried = Carried {
+                inner: self,
+                d,
+                call: fastrand::u64(..),
+                owed,
+                done: false,
+            };
+            (
+                carried,
+                self.register(&mut st, Calling::block(d, size.want)),
+            )
+        };
+        let sent = self.now();
+        let asked = self
+            .timed(
+                self.shared
+                    .lease(d, size, &carried.owed, carried.call)
+                    .boxed(),
+            )
+            .await;
+        carried.answered(asked.as_ref().err());
+        let now = self.now();
+        match asked? {
+            Leased::Granted(grant, room) => {
+                let mut st = self.lock();
+                // What the block admits after the grant's second must reach the store before
+                // that second leaves the windows (see `Granted::send_by`): on this instance's
+                // clock, less a call's time; the block stops admitting by then.
+                let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
+                let send_by = now + leaves.saturating_sub(self.move_margin());
+                let granted = Granted {
+                    requests: grant.requests,
+                    tokens: (size.want.1 != 0).then_some(grant.tokens),
+                    bucket: grant.bucket,
+                    store_now: grant.now,
+                    sent,
+                    now,
+                    send_by,
+                };
+                st.leases
+                    .open(d, granted, (now + secs * 1000).min(send_by).max(now + 1));
+                st.leases.saw_room(d, room, now);
+                let admitted = Admitted {
+                    deployment: d,
+                    bucket: grant.bucket,
+                    counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
+                    tenant: None,
+                };
+                st.remember(self.shared.table(), &admitted, now);
+                call.done(&mut st, Some(d));
+                let taken = match asking {
+                    BlockFor::For(need, rank, _) => st.leases.take_asked(d, need, rank, now),
+                    BlockFor::Ahead => None,
+                };
+                self.wake_for_moves(&st);
+                Ok(taken.map_or(Asked::Granted, Asked::Taken))
+            }
+            Leased::Refused(room, 0) => {
+                // Not even one request fits: for a while, only a request that fits what was
+                // left (with what this instance owes back since) asks again.
+                self.lock().leases.saw_room(d, room, now);
+                Ok(Asked::Refused)
+            }
+            Leased::Refused(_, cools) => {
+                self.lock().leases.saw_cooldown(d, cools, now);
+                Ok(Asked::Refused)
+            }
+        }
+    }
+
+    /// Asks for `d`'s next block ahead, as a request just took from its open block one that is
+    /// about to run out (`lease: auto` only: see [`ResilientStore::refill_soon`]), so that the
+    /// next request finds a block here rather than waiting for the call. Nothing when `d` was last
+    /// seen without room for a request of the recent mean size, when a request asked
+    /// meanwhile, or when the leases were settled since the admission that asked for it
+    /// (`closes` then).
+    async fn refill(&self, d: DeploymentId, closes: u64) {
+        let _one = self.leasing[d.0].lock().await;
+        if self.closes.load(Ordering::Acquire) != closes {
+            return;
+        }
+        let tokens = {
+            let mut st = self.lock();
+            let now = self.now();
+            let tokens = st.leases.rate(now).1.max(1);
+            if !st.leases.runs_out(d, tokens, now, REFILL_AHEAD_MS)
+                || st.leases.lacks_room(d, tokens, now)
+            {
+                return;
+            }
+            tokens
+        };
+        if let Err(e) = self
+            .ask_block(d, Lease::Auto, tokens, BlockFor::Ahead)
+            .await
+        {
+            tracing::debug!(error = %e, "ledger: a block asked for ahead was not granted");
+        }
+    }
+
+    /// How much of `d` to lease for a request of `tokens` on it (the [`Ask`]), and for how long
+    /// (s). Tokens are leased only where a token limit applies.
     /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
     /// seconds (plus this request), and at most half of its share of what is left of each limit
     /// (`parts`: twice the live instances), so that blocks shrink as the deployment fills and
     /// its last room goes where the requests need it, a request at a time. A fixed block takes
     /// what is left, up to its size.
-    fn lease_size(&self, d: DeploymentId, spec: Lease, need: &Need, rank: usize) -> (Ask, u64) {
-        let tokens = need.tokens_on(rank);
+    fn lease_size(&self, d: DeploymentId, spec: Lease, tokens: u64) -> (Ask, u64) {
         let table = self.shared.table();
         let tokens_limited = table.of(d).unwrap_or_default().iter().any(|&s| {
             let l = table.limits(s);
@@ -1558,11 +1729,17 @@ impl Inner {
         }
     }
 
-    /// Ends every leased block and sends what they owe the shared windows (at close): with a
-    /// heartbeat, which applies them all together and once; what it cannot carry (the store is
+    /// Ends every leased block and sends what they owe the shared windows (at close), once the
+    /// blocks asked for ahead and on their way have landed (those not yet asked for are not):
+    /// with a heartbeat, which applies them all together and once; what it cannot carry (the store is
     /// away, or in another epoch) with one call per deployment and bucket. Corrections whose
     /// beat got no answer twice are not sent on their own: that beat may have been applied.
     async fn settle_leases(&self) {
+        // No block asked for ahead so far is asked for from now on; one on its way lands first.
+        self.closes.fetch_add(1, Ordering::AcqRel);
+        for one in &self.leasing {
+            drop(one.lock().await);
+        }
         // Corrections a beat carried without an answer go again under their number first.
         self.beat_again_if_unanswered().await;
         self.lock().leases.end_all();
@@ -2019,7 +2196,17 @@ impl Ledger for ResilientStore {
         need: &'a Need,
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
-        self.inner.admit(need, candidates).boxed()
+        async move {
+            // Read first: should the leases be settled while this admission is out, the block
+            // it would ask for ahead is not asked for (see `Inner::refill`).
+            let closes = self.inner.closes.load(Ordering::Acquire);
+            let admission = self.inner.admit(need, candidates).await;
+            if let Ok(Admission::Granted(r)) = &admission {
+                self.refill_soon(r, closes);
+            }
+            admission
+        }
+        .boxed()
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
