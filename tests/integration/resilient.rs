@@ -999,9 +999,9 @@ async fn an_auto_block_about_to_run_out_has_its_successor_asked_for_ahead_so_no_
     let registry = cheap_and_dear("rpm: 1000, tpm: 100000", false);
     let [cheap, dear] = [DeploymentId(0), DeploymentId(1)];
     let a = by_hand(&redis, registry.clone(), OnError::Local).await;
-    let need = Need::new(100, Duration::from_secs(60));
     let admit = || async {
         let before = script_calls(&redis).await;
+        let need = Need::new(100, Duration::from_secs(60));
         let Admission::Granted(r) = a.admit(&need, &[cheap, dear]).await.unwrap() else {
             panic!("`cheap` has room");
         };

@@ -1490,10 +1490,12 @@ impl Inner {
     }
 
     /// Asks the store for a new block of `d` (one call; the caller holds `d`'s `leasing` lock),
-    /// sized for requests of `tokens`: `d`'s open block ends, and the call that asks for the
-    /// next one also hands back what it did not use and carries what else `d` owes. With
-    /// [`BlockFor::For`], the request is admitted from the block as the store granted it; with
-    /// [`BlockFor::Ahead`] (see [`Inner::refill`]) the block waits for the requests to come.
+    /// sized for requests of `tokens`, carrying what `d` owes. With [`BlockFor::For`], `d`'s
+    /// open block ends first, so that the call also hands back what it did not use, and the
+    /// request is admitted from the new block as the store granted it. With
+    /// [`BlockFor::Ahead`] (see [`Inner::refill`]) the open block ends first only if it has no
+    /// request left; else it admits on until the grant replaces it, and the new block waits
+    /// for the requests to come.
     async fn ask_block(
         &self,
         d: DeploymentId,
@@ -1731,8 +1733,8 @@ impl Inner {
 
     /// Ends every leased block and sends what they owe the shared windows (at close), once the
     /// blocks asked for ahead and on their way have landed (those not yet asked for are not):
-    /// with a heartbeat, which applies them all together and once; what it cannot carry (the store is
-    /// away, or in another epoch) with one call per deployment and bucket. Corrections whose
+    /// with a heartbeat, which applies them all together and once; what it cannot carry (the
+    /// store is away, or in another epoch) with one call per deployment and bucket. Corrections whose
     /// beat got no answer twice are not sent on their own: that beat may have been applied.
     async fn settle_leases(&self) {
         // No block asked for ahead so far is asked for from now on; one on its way lands first.
