@@ -897,6 +897,16 @@ async fn usage(redis: &TestRedis) -> (u64, u64) {
     (s[0].usage.requests, s[0].usage.tokens)
 }
 
+/// The requests and tokens in `d`'s shared windows, `d` a deployment of `registry`.
+async fn usage_of(redis: &TestRedis, registry: &Registry, d: DeploymentId) -> (u64, u64) {
+    let s = reader_of(redis, registry)
+        .await
+        .snapshot(&[d])
+        .await
+        .unwrap();
+    (s[0].usage.requests, s[0].usage.tokens)
+}
+
 #[tokio::test]
 async fn a_block_call_that_got_no_answer_is_asked_again_and_counted_once() {
     let redis = redis_server();
@@ -985,12 +995,7 @@ async fn auto_blocks_shrink_as_a_deployment_fills_so_its_last_room_is_not_parked
     // Closed, they give back the request slots their blocks did not hand out.
     a.close().await.unwrap();
     b.close().await.unwrap();
-    let s = reader_of(&redis, &registry)
-        .await
-        .snapshot(&[cheap])
-        .await
-        .unwrap();
-    assert_eq!((s[0].usage.requests, s[0].usage.tokens), (10, 1000));
+    assert_eq!(usage_of(&redis, &registry, cheap).await, (10, 1000));
 }
 
 #[tokio::test]
@@ -1020,12 +1025,7 @@ async fn an_auto_block_about_to_run_out_has_its_successor_asked_for_ahead_so_no_
     assert_eq!(admit().await, 0);
     // Closed, it gives back what its block did not hand out: the four requests stay counted.
     a.close().await.unwrap();
-    let s = reader_of(&redis, &registry)
-        .await
-        .snapshot(&[cheap])
-        .await
-        .unwrap();
-    assert_eq!((s[0].usage.requests, s[0].usage.tokens), (4, 400));
+    assert_eq!(usage_of(&redis, &registry, cheap).await, (4, 400));
 }
 
 /// Another instance (a plain store) takes 850 of `cheap`'s 1,000 tokens, leaving 150: the store
