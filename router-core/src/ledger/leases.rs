@@ -120,6 +120,8 @@ pub(crate) struct Leases {
     send_by: Option<u64>,
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
     recent: VecDeque<(u64, u64)>,
+    /// The tokens of [`Leases::recent`], summed as they come and go.
+    recent_tokens: u64,
     /// What this instance last learnt of each deployment's room: a request that needs more
     /// (with what its own block and corrections hand back, see [`Leases::lacks_room`]) does not
     /// ask it for a block while that is trusted.
@@ -244,6 +246,7 @@ impl Leases {
         }
         self.admitted.insert(r.id, (d, block_id, bucket, c));
         self.recent.push_back((now, tokens));
+        self.recent_tokens += tokens;
         Some(r)
     }
 
@@ -575,13 +578,14 @@ impl Leases {
     /// Admissions from blocks (any deployment) in the last ten seconds, and their mean tokens
     /// (`auto` sizing).
     pub(crate) fn rate(&mut self, now: u64) -> (u64, u64) {
-        let recent = &mut self.recent;
-        while recent.front().is_some_and(|(t, _)| t + RATE_SPAN_MS <= now) {
-            recent.pop_front();
+        while let Some(&(t, tokens)) = self.recent.front()
+            && t + RATE_SPAN_MS <= now
+        {
+            self.recent.pop_front();
+            self.recent_tokens -= tokens;
         }
-        let n = recent.len() as u64;
-        let tokens: u64 = recent.iter().map(|(_, t)| t).sum();
-        (n, tokens.checked_div(n).unwrap_or(0))
+        let n = self.recent.len() as u64;
+        (n, self.recent_tokens.checked_div(n).unwrap_or(0))
     }
 }
 
