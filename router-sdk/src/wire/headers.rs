@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::HeaderMap;
+use reqwest::header::{AsHeaderName, HeaderMap, HeaderName};
 use router_core::config::Api;
 use router_core::ledger::Observation;
 
@@ -22,7 +22,7 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 pub(crate) const WAIT_CEILING: Duration = Duration::from_secs(1 << 32);
 
 /// A header's value as trimmed text, if present and visible ASCII.
-pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers.get(name)?.to_str().ok().map(str::trim)
 }
 
@@ -35,14 +35,19 @@ fn decimal(value: &str, unit_nanos: u128) -> Option<Duration> {
     if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
         return None;
     }
-    // Only ASCII digits are left: parsing fails on overflow alone.
-    let int: u128 = if int.is_empty() {
-        0
-    } else {
-        int.parse().unwrap_or(u128::MAX)
-    };
-    let frac9 = format!("{:0<9}", frac.get(..frac.len().min(9))?);
-    let frac: u128 = frac9.parse().ok()?;
+    // Only ASCII digits are left; a number too large for a u128 saturates.
+    let int = int
+        .bytes()
+        .try_fold(0u128, |n, b| {
+            n.checked_mul(10)?.checked_add(u128::from(b - b'0'))
+        })
+        .unwrap_or(u128::MAX);
+    // The first nine fraction digits, as nanoseconds of one unit (`"25"` is 250 000 000).
+    let frac = frac
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(9)
+        .fold(0u128, |n, b| n * 10 + u128::from(b - b'0'));
     let nanos = int
         .saturating_mul(unit_nanos)
         .saturating_add(frac * unit_nanos / NANOS_PER_SEC);
@@ -141,10 +146,14 @@ fn parse_remaining(value: &str) -> Option<u64> {
 /// How a wire format writes a reset header: takes the value and `now`, gives the wait.
 pub(crate) type ResetParser = fn(&str, SystemTime) -> Option<Duration>;
 
+/// A limit's `(remaining, reset)` header names, written once as [`HeaderName`]s so that a
+/// lookup does not parse the name again.
+pub(crate) type Pair = (HeaderName, HeaderName);
+
 /// One dimension's `(remaining, reset)` from its header pair; both must be present and readable.
 pub(crate) fn dimension(
     headers: &HeaderMap,
-    (remaining, reset): (&str, &str),
+    (remaining, reset): &Pair,
     parse_reset: ResetParser,
     now: SystemTime,
 ) -> Option<(u64, Duration)> {
@@ -157,13 +166,13 @@ pub(crate) fn dimension(
 /// 0): the wait a 429 implies when it states none itself.
 pub(crate) fn exhausted_reset(
     headers: &HeaderMap,
-    pairs: &[(&str, &str)],
+    pairs: &[Pair],
     parse_reset: ResetParser,
     now: SystemTime,
 ) -> Option<Duration> {
     pairs
         .iter()
-        .filter_map(|&pair| dimension(headers, pair, parse_reset, now))
+        .filter_map(|pair| dimension(headers, pair, parse_reset, now))
         .filter(|&(remaining, _)| remaining == 0)
         .map(|(_, reset)| reset)
         .max()

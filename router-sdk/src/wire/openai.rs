@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::classify::{ErrorBody, Failure, FailureClass};
-use super::headers::{self, parse_duration_openai};
+use super::headers::{self, Pair, parse_duration_openai};
 use super::{EventDecoder, Target, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{
@@ -22,12 +22,15 @@ use crate::types::{
 pub(super) struct OpenAi;
 
 /// `(remaining, reset)` header pairs: requests, then tokens.
-const DIMS: [(&str, &str); 2] = [
+const DIMS: [Pair; 2] = [
     (
-        "x-ratelimit-remaining-requests",
-        "x-ratelimit-reset-requests",
+        HeaderName::from_static("x-ratelimit-remaining-requests"),
+        HeaderName::from_static("x-ratelimit-reset-requests"),
     ),
-    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    (
+        HeaderName::from_static("x-ratelimit-remaining-tokens"),
+        HeaderName::from_static("x-ratelimit-reset-tokens"),
+    ),
 ];
 
 /// Resets are Go-style durations (`6m0s`, `17ms`).
@@ -62,8 +65,8 @@ impl WireFormat for OpenAi {
 
     fn observation(&self, headers: &HeaderMap, now: SystemTime) -> Observation {
         Observation {
-            requests: headers::dimension(headers, DIMS[0], reset, now),
-            tokens: headers::dimension(headers, DIMS[1], reset, now),
+            requests: headers::dimension(headers, &DIMS[0], reset, now),
+            tokens: headers::dimension(headers, &DIMS[1], reset, now),
             ..Observation::default()
         }
     }

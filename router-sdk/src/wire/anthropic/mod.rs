@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::classify::{ErrorBody, FailureClass};
-use super::headers::{self, parse_rfc3339_reset};
+use super::headers::{self, Pair, parse_rfc3339_reset};
 use super::{EventDecoder, Target, WireFormat, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
@@ -27,22 +27,22 @@ const VERSION: &str = "2023-06-01";
 
 /// `(remaining, reset)` header pairs: requests, tokens (the most restrictive token limit),
 /// input tokens, output tokens. Resets are RFC 3339 times.
-const DIMS: [(&str, &str); 4] = [
+const DIMS: [Pair; 4] = [
     (
-        "anthropic-ratelimit-requests-remaining",
-        "anthropic-ratelimit-requests-reset",
+        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-requests-reset"),
     ),
     (
-        "anthropic-ratelimit-tokens-remaining",
-        "anthropic-ratelimit-tokens-reset",
+        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-tokens-reset"),
     ),
     (
-        "anthropic-ratelimit-input-tokens-remaining",
-        "anthropic-ratelimit-input-tokens-reset",
+        HeaderName::from_static("anthropic-ratelimit-input-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-input-tokens-reset"),
     ),
     (
-        "anthropic-ratelimit-output-tokens-remaining",
-        "anthropic-ratelimit-output-tokens-reset",
+        HeaderName::from_static("anthropic-ratelimit-output-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-output-tokens-reset"),
     ),
 ];
 
@@ -82,10 +82,10 @@ impl WireFormat for Anthropic {
         // Each family against its own limit: `tokens-*` (the most restrictive of the two) is
         // compared with tpm, input with itpm, output with otpm.
         Observation {
-            requests: dim(DIMS[0]),
-            tokens: dim(DIMS[1]),
-            input_tokens: dim(DIMS[2]),
-            output_tokens: dim(DIMS[3]),
+            requests: dim(&DIMS[0]),
+            tokens: dim(&DIMS[1]),
+            input_tokens: dim(&DIMS[2]),
+            output_tokens: dim(&DIMS[3]),
         }
     }
 
