@@ -25,12 +25,13 @@ pub(crate) struct CallInput<'a> {
 }
 
 impl<'a> CallInput<'a> {
-    /// What the calls of `request` (planned from `req`) need.
-    pub(crate) fn of(request: &Request, req: &'a ChatRequest) -> Self {
+    /// What the calls of `request` (planned from `req`) need. The extra headers move here, the
+    /// only place that reads them; the keys stay too, to redact what a failure quotes.
+    pub(crate) fn of(request: &mut Request, req: &'a ChatRequest) -> Self {
         CallInput {
             req,
             keys: request.planned.keys.clone(),
-            headers: request.planned.headers.clone(),
+            headers: std::mem::take(&mut request.planned.headers),
             deadline_ms: request.planned.plan.deadline_ms,
         }
     }
@@ -45,7 +46,7 @@ impl Router {
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, Error> {
         let mut request = self.begin(&req, false)?;
         let span = request.span.clone();
-        let input = CallInput::of(&request, &req);
+        let input = CallInput::of(&mut request, &req);
         async {
             let (guard, (completion, headers)) = self
                 .until_answer(&mut request, |d| self.call_whole(&input, d))

@@ -93,7 +93,7 @@ impl Router {
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream, Error> {
         let mut request = self.begin(&req, true)?;
         let span = request.span.clone();
-        let input = CallInput::of(&request, &req);
+        let input = CallInput::of(&mut request, &req);
         let (guard, opened) = self
             .until_answer(&mut request, |d| self.open_stream(&input, d))
             .instrument(span.clone())
