@@ -1,6 +1,7 @@
 //! `Router::chat`: one whole answer, the request flow driven over a whole-answer call.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
@@ -19,14 +20,15 @@ use crate::wire::{self, WireRequest};
 #[derive(Debug)]
 pub(crate) struct CallInput<'a> {
     pub(crate) req: &'a ChatRequest,
-    pub(crate) keys: HashMap<ProviderId, ApiKey>,
+    pub(crate) keys: Arc<HashMap<ProviderId, ApiKey>>,
     pub(crate) headers: HeaderMap,
     pub(crate) deadline_ms: u64,
 }
 
 impl<'a> CallInput<'a> {
     /// What the calls of `request` (planned from `req`) need. The extra headers move here, the
-    /// only place that reads them; the keys stay too, to redact what a failure quotes.
+    /// only place that reads them; the keys are shared, as a failure's message is redacted with
+    /// them.
     pub(crate) fn of(request: &mut Request, req: &'a ChatRequest) -> Self {
         CallInput {
             req,
@@ -81,11 +83,12 @@ impl Router {
         let limits = self.call_limits(input.deadline_ms);
         let now = || self.system_now();
         let call = async {
-            let response = transport::send(&self.inner.http, api, request, limits, now).await?;
+            let response = transport::send(&self.inner.http, api, request, None, now).await?;
             let (headers, body) = transport::read(response).await?;
             transport::decode(api, input.req, headers, &body, now())
         };
-        // Without streaming, the whole answer must come within the attempt's time.
+        // Without streaming, the whole answer must come within the attempt's time (no later than
+        // the deadline): this one timer bounds the whole exchange.
         match tokio::time::timeout(limits.0, call).await {
             Ok(answer) => answer,
             Err(_) => Err(transport::no_answer_within(limits.0)),

@@ -4,6 +4,8 @@
 
 use std::future::Future;
 
+use futures_util::FutureExt;
+
 use reqwest::header::HeaderMap;
 use router_core::config::DeploymentId;
 use router_core::estimate::Accounting;
@@ -123,10 +125,11 @@ impl Router {
                         request.upstream += called.elapsed();
                         match result {
                             Ok(output) => return Ok((held, output)),
+                            // Boxed behind `dyn`: the failure path's state and code stay out of
+                            // every request's future and out of the code a request runs through.
                             Err(failure) => {
-                                self.failed(request, held, failure, None)
-                                    .instrument(span)
-                                    .await
+                                let failed = self.failed(request, held, failure, None);
+                                failed.instrument(span).boxed().await
                             }
                         }
                     }

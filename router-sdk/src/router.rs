@@ -170,7 +170,8 @@ impl RouterBuilder {
 #[derive(Debug)]
 pub(crate) struct Planned {
     pub(crate) plan: flow::Plan,
-    pub(crate) keys: HashMap<ProviderId, ApiKey>,
+    /// Shared with the request's calls ([`CallInput`](crate::chat::CallInput)), not copied.
+    pub(crate) keys: Arc<HashMap<ProviderId, ApiKey>>,
     /// The model or alias the request goes to (a routed alias's choice, not the alias).
     pub(crate) model: String,
     /// The routing rule that chose `model`, when the request named a routed alias.
@@ -369,7 +370,7 @@ impl Router {
         let plan = flow::Plan::new(registry, &self.inner.estimator, &usable, ask, self.now_ms());
         Ok(Planned {
             plan,
-            keys,
+            keys: Arc::new(keys),
             model,
             route,
             headers,

@@ -151,7 +151,7 @@ impl Router {
         let (api, request) = self.wire(input, d, true);
         let limits = self.call_limits(input.deadline_ms);
         let now = || self.system_now();
-        let response = transport::send(&self.inner.http, api, request, limits, now).await?;
+        let response = transport::send(&self.inner.http, api, request, Some(limits), now).await?;
         let headers = response.headers().clone();
         let mut events = response
             .bytes_stream()

@@ -83,26 +83,32 @@ fn transport_failure(e: reqwest::Error) -> CallFailure {
 
 /// Sends `request`; a non-success status is read and classified. Redirects are never followed
 /// (the client is built so): a 3xx is a server error of that deployment. Returns the open response on
-/// success, its body not yet read. The provider must start answering within `first_answer`, and
-/// the whole exchange (body included) must end within `deadline`. `now` reads the time once the
-/// error arrived: an HTTP-date or RFC 3339 wait is counted from then, not from the sending.
+/// success, its body not yet read. With `limits` `Some((first_answer, deadline))` the provider
+/// must start answering within `first_answer`, and the whole exchange (body included) must end
+/// within `deadline`; with `None` the caller bounds the whole exchange itself (one timer rather
+/// than three on a whole-answer call's path). `now` reads the time once the error arrived: an
+/// HTTP-date or RFC 3339 wait is counted from then, not from the sending.
 pub(crate) async fn send(
     http: &reqwest::Client,
     api: Api,
     request: WireRequest,
-    (first_answer, deadline): (Duration, Duration),
+    limits: Option<(Duration, Duration)>,
     now: impl Fn() -> SystemTime,
 ) -> Result<reqwest::Response, CallFailure> {
-    let sending = http
+    let mut sending = http
         .post(request.url)
         .headers(request.headers)
-        .json(&request.body)
-        .timeout(deadline)
-        .send();
-    let response = tokio::time::timeout(first_answer, sending)
-        .await
-        .map_err(|_| no_answer_within(first_answer))?
-        .map_err(transport_failure)?;
+        .json(&request.body);
+    let response = match limits {
+        Some((first_answer, deadline)) => {
+            sending = sending.timeout(deadline);
+            tokio::time::timeout(first_answer, sending.send())
+                .await
+                .map_err(|_| no_answer_within(first_answer))?
+        }
+        None => sending.send().await,
+    }
+    .map_err(transport_failure)?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
