@@ -21,3 +21,10 @@ pub mod flow;
 pub mod ledger;
 pub mod retry;
 pub mod select;
+
+/// A map keyed by llmroute's own numbers (deployment and provider ids, reservation and block
+/// ids), hashed with FxHash (one multiplication per word) rather than SipHash: a request's path
+/// looks several of them up. Their keys come from the router, never from users or providers, so
+/// they need no defence against chosen collisions; maps keyed by names (tenants, variables) keep
+/// the standard hasher.
+pub type IdMap<K, V> = rustc_hash::FxHashMap<K, V>;

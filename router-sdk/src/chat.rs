@@ -1,10 +1,10 @@
 //! `Router::chat`: one whole answer, the request flow driven over a whole-answer call.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
+use router_core::IdMap;
 use router_core::config::{Api, DeploymentId, ProviderId};
 use tracing::Instrument;
 
@@ -20,7 +20,7 @@ use crate::wire::{self, WireRequest};
 #[derive(Debug)]
 pub(crate) struct CallInput<'a> {
     pub(crate) req: &'a ChatRequest,
-    pub(crate) keys: Arc<HashMap<ProviderId, ApiKey>>,
+    pub(crate) keys: Arc<IdMap<ProviderId, ApiKey>>,
     pub(crate) headers: HeaderMap,
     pub(crate) deadline_ms: u64,
 }

@@ -5,11 +5,11 @@
 //! The task sleeps until the soonest reservation is due and not at all while none is held: an
 //! idle router, or one whose requests end before their first renewal, never wakes it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use router_core::IdMap;
 use router_core::ledger::{Ledger, Reservation};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -28,7 +28,7 @@ struct Held {
 /// The held reservations, and when the task wakes next.
 #[derive(Debug, Default)]
 struct Live {
-    held: HashMap<u64, Held>,
+    held: IdMap<u64, Held>,
     /// When the task wakes next: `None` while it waits for a reservation to arrive.
     wakes: Option<Instant>,
 }

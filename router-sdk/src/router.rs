@@ -1,10 +1,10 @@
 //! The router: estimate, admit through the ledger, call, settle, and on failure decide what next.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use router_core::IdMap;
 use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry, RouteMatch};
 use router_core::estimate::{self, Estimator};
@@ -171,7 +171,7 @@ impl RouterBuilder {
 pub(crate) struct Planned {
     pub(crate) plan: flow::Plan,
     /// Shared with the request's calls ([`CallInput`](crate::chat::CallInput)), not copied.
-    pub(crate) keys: Arc<HashMap<ProviderId, ApiKey>>,
+    pub(crate) keys: Arc<IdMap<ProviderId, ApiKey>>,
     /// The model or alias the request goes to (a routed alias's choice, not the alias).
     pub(crate) model: String,
     /// The routing rule that chose `model`, when the request named a routed alias.
@@ -400,9 +400,9 @@ impl Router {
         &self,
         model: &str,
         candidates: &[DeploymentId],
-    ) -> Result<HashMap<ProviderId, ApiKey>, Error> {
+    ) -> Result<IdMap<ProviderId, ApiKey>, Error> {
         let registry = &self.inner.registry;
-        let mut keys = HashMap::new();
+        let mut keys = IdMap::default();
         let (mut vars, mut unreadable): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         for &d in candidates {
             let id = registry.deployment(d).provider;

@@ -128,9 +128,12 @@ pub(crate) fn no_answer_within(limit: Duration) -> CallFailure {
     CallFailure::Timeout(format!("no answer within {:.1}s", limit.as_secs_f64()))
 }
 
-/// Reads a whole success response.
-pub(crate) async fn read(response: reqwest::Response) -> Result<(HeaderMap, Bytes), CallFailure> {
-    let headers = response.headers().clone();
+/// Reads a whole success response; its headers are taken, not copied (reading the body does
+/// not look at them).
+pub(crate) async fn read(
+    mut response: reqwest::Response,
+) -> Result<(HeaderMap, Bytes), CallFailure> {
+    let headers = std::mem::take(response.headers_mut());
     let body = response.bytes().await.map_err(transport_failure)?;
     Ok((headers, body))
 }

@@ -6,12 +6,13 @@
 //! request admitted in a later second than its block's grant is moved to its own second (see
 //! [`Granted::send_by`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::LedgerError;
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
 use super::window::{Counts, bucket_of, expiry_of};
+use crate::IdMap;
 use crate::config::DeploymentId;
 
 /// The span over which `auto` measures this instance's rate, ms.
@@ -106,16 +107,16 @@ pub(crate) struct Owed {
 #[derive(Debug, Default)]
 pub(crate) struct Leases {
     /// The block admitting now, per deployment.
-    open: HashMap<DeploymentId, Block>,
+    open: IdMap<DeploymentId, Block>,
     /// Each reservation admitted from a block: its deployment, block id, bucket and counts.
-    admitted: HashMap<u64, (DeploymentId, u64, u64, Counts)>,
+    admitted: IdMap<u64, (DeploymentId, u64, u64, Counts)>,
     /// The last block id given.
     blocks: u64,
     /// Corrections to send, by deployment and bucket: the deployment's next block's call, or
     /// the next heartbeat, carries them.
-    owed: HashMap<(DeploymentId, u64), [i64; 4]>,
+    owed: IdMap<(DeploymentId, u64), [i64; 4]>,
     /// The provider's latest report per leased deployment, sent with the next correction.
-    reports: HashMap<DeploymentId, Observation>,
+    reports: IdMap<DeploymentId, Observation>,
     /// The earliest [`Granted::send_by`] of the moves owed (ms): a heartbeat goes by then.
     send_by: Option<u64>,
     /// Recent admissions from blocks, any deployment: when (ms) and tokens.
@@ -125,7 +126,7 @@ pub(crate) struct Leases {
     /// What this instance last learnt of each deployment's room: a request that needs more
     /// (with what its own block and corrections hand back, see [`Leases::lacks_room`]) does not
     /// ask it for a block while that is trusted.
-    room: HashMap<DeploymentId, Seen>,
+    room: IdMap<DeploymentId, Seen>,
     /// Block calls that got no answer: sent again until one comes (see [`Unanswered`]).
     unanswered: Vec<Unanswered>,
     /// The store's clock less this instance's, at the latest grant (ms): when a bucket leaves

@@ -46,6 +46,7 @@ use super::scopes::{ScopeTable, share_of};
 use super::types::*;
 use super::window::{Counts, Slot, Window, bucket_of, expiry_of};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
+use crate::IdMap;
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
 
@@ -117,7 +118,7 @@ struct Local {
     cells: LocalCells,
     instances: u64,
     /// What it admitted, by reservation id, until written into the shared windows.
-    log: HashMap<u64, Entry>,
+    log: IdMap<u64, Entry>,
     /// Writing its log back, or written and waiting for the other instances to (see
     /// [`Inner::restore`]): it admits nothing, until the time given (ms) at the latest.
     closing: Option<u64>,
@@ -610,9 +611,9 @@ struct State {
     own_tenant_windows: HashMap<String, Window>,
     /// The store's epoch as last seen (0: none).
     epoch: u64,
-    in_flight: HashMap<u64, Held>,
+    in_flight: IdMap<u64, Held>,
     /// Calls to the shared store that may admit, sent and not answered yet, by call number.
-    calling: HashMap<u64, Calling>,
+    calling: IdMap<u64, Calling>,
     /// Tenants served lately, and when last (ms).
     tenants: HashMap<String, u64>,
     /// Admissions that got no answer ([`LedgerError::maybe_applied`]): Redis may have counted
@@ -729,8 +730,8 @@ impl ResilientStore {
                 own_windows: vec![Window::default(); own_scopes],
                 own_tenant_windows: HashMap::new(),
                 epoch: 0,
-                in_flight: HashMap::new(),
-                calling: HashMap::new(),
+                in_flight: IdMap::default(),
+                calling: IdMap::default(),
                 tenants: HashMap::new(),
                 uncertain: Vec::new(),
                 pending: None,
@@ -2038,7 +2039,7 @@ impl State {
             table,
             cells,
             instances: n,
-            log: HashMap::new(),
+            log: IdMap::default(),
             closing,
         }));
         self.since = now;
