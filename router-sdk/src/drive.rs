@@ -5,7 +5,6 @@
 use std::future::Future;
 
 use futures_util::FutureExt;
-
 use reqwest::header::HeaderMap;
 use router_core::config::DeploymentId;
 use router_core::estimate::Accounting;

@@ -72,7 +72,9 @@ impl RouterBuilder {
         self
     }
 
-    /// The HTTP client. Default: rustls, 10 s connect timeout.
+    /// The HTTP client. Default: rustls, 10 s connect timeout. A client-level `timeout` also
+    /// bounds each whole-answer call (a stream's calls are bounded by the router's limits
+    /// alone); the router's attempt timeout and the request's deadline apply on top of it.
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http = Some(client);
         self
