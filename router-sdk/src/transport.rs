@@ -95,25 +95,25 @@ pub(crate) async fn send(
     limits: Option<(Duration, Duration)>,
     now: impl Fn() -> SystemTime,
 ) -> Result<reqwest::Response, CallFailure> {
-    let mut sending = http
+    let built = http
         .post(request.url)
         .headers(request.headers)
         .json(&request.body);
-    let response = match limits {
+    let mut response = match limits {
         Some((first_answer, deadline)) => {
-            sending = sending.timeout(deadline);
-            tokio::time::timeout(first_answer, sending.send())
+            tokio::time::timeout(first_answer, built.timeout(deadline).send())
                 .await
                 .map_err(|_| no_answer_within(first_answer))?
         }
-        None => sending.send().await,
+        None => built.send().await,
     }
     .map_err(transport_failure)?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
-    let headers = response.headers().clone();
+    // Taken, as `read` takes a success's: reading the body does not look at them.
+    let headers = std::mem::take(response.headers_mut());
     if status.is_redirection() {
         let failure = error::redirect_failure(status.as_u16(), &headers);
         return Err(CallFailure::Provider { failure, headers });
