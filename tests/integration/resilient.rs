@@ -180,6 +180,55 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
     assert_eq!(shared_requests(&redis).await, (10, 0));
 }
 
+/// One slow answer is not an outage: an admission that times out once is sent again, Redis
+/// answers the repeat with the first one's grant, and the instance goes on admitting through
+/// Redis (gone local, it would admit on its own while the others fill the shared windows).
+#[tokio::test]
+async fn an_admission_that_times_out_once_is_sent_again_and_counted_once() {
+    let redis = redis_server();
+    let a = instance(&redis, OnError::Local).await;
+    a.heartbeat_now().await;
+    // Redis holds every client's commands for 700 ms: the first send times out after 500 ms,
+    // the second is answered when the pause ends.
+    pause_clients(&redis, 700).await;
+    let r = admit(&a).await.unwrap().expect("admitted");
+    assert_eq!(a.status().mode, Mode::Shared);
+    assert_eq!(a.status().local_admissions, 0);
+    assert_eq!(shared_requests(&redis).await, (1, 1), "counted once");
+    assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    assert_eq!(shared_requests(&redis).await, (1, 0));
+}
+
+/// The same for a heartbeat: one that times out once is sent again, and the instance stays
+/// shared.
+#[tokio::test]
+async fn a_heartbeat_that_times_out_once_is_sent_again() {
+    let redis = redis_server();
+    let a = instance(&redis, OnError::Local).await;
+    a.heartbeat_now().await;
+    pause_clients(&redis, 700).await;
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
+    assert!(admit(&a).await.unwrap().is_some());
+    assert_eq!(a.status().local_admissions, 0);
+}
+
+/// Redis holds every client's commands for `ms` (`CLIENT PAUSE`).
+async fn pause_clients(redis: &TestRedis, ms: u64) {
+    let mut conn = redis::Client::open(redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_frozen_redis_sends_admissions_local_and_late_replies_are_voided() {
     let redis = redis_server();
@@ -858,9 +907,10 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     redis.resume();
     a.heartbeat_now().await;
     assert_eq!(a.status().mode, Mode::Shared);
-    // The two beats, the restore that takes it back to the shared store (it wrote nothing) and
-    // the beat after it: no call of the correction's own.
-    assert_eq!(script_calls(&redis).await - calls, 4);
+    // The beat without an answer (sent twice: one slow answer is not an outage), the next, the
+    // restore that takes it back to the shared store (it wrote nothing) and the beat after it:
+    // no call of the correction's own.
+    assert_eq!(script_calls(&redis).await - calls, 5);
     assert_eq!(tokens().await, (4, 10), "applied once, not twice");
     a.heartbeat_now().await;
     assert_eq!(tokens().await, (4, 10));

@@ -2,7 +2,10 @@
 //!
 //! [`ResilientStore`] wraps the [`RedisStore`] every instance shares. Each call to Redis has
 //! `ledger.timeout_ms`; one that fails or times out puts the instance in the mode
-//! `ledger.on_error` names:
+//! `ledger.on_error` names (in `local`, an admission or a heartbeat that times out is first sent
+//! once more, and Redis answers a repeated admission with the first one's grant if it ran it:
+//! one slow answer is not an outage, and an instance that went local on it would admit on its
+//! own while the others fill the shared windows):
 //!
 //! - **local** (the default; an instance that has not had one heartbeat answered yet fails as
 //!   `closed` does, since it cannot know its share): the instance admits against an in-process
@@ -694,6 +697,15 @@ fn unavailable(e: &LedgerError) -> bool {
     matches!(e, LedgerError::Redis { .. } | LedgerError::Timeout { .. })
 }
 
+/// Whether `e` says the store did not answer in time (slow, or away without refusing).
+fn slow(e: &LedgerError) -> bool {
+    match e {
+        LedgerError::Timeout { .. } => true,
+        LedgerError::Redis { source, .. } => source.is_timeout(),
+        _ => false,
+    }
+}
+
 impl ResilientStore {
     /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](super::RedisStoreOptions) so
     /// that an instance can start while Redis is away). Sends a first heartbeat and loads the
@@ -973,10 +985,18 @@ impl Inner {
                 .as_ref()
                 .map(|(seq, owed)| (*seq, owed.as_slice()));
             let sent = self.now();
-            let beat = self
-                .shared
-                .heartbeat(&self.instance, ttl, &tenants, corrections, me);
-            let answer = self.timed(beat.boxed()).await;
+            let beat = || {
+                let beat = self
+                    .shared
+                    .heartbeat(&self.instance, ttl, &tenants, corrections, me);
+                self.timed(beat.boxed())
+            };
+            let mut answer = beat().await;
+            // As for an admission: one slow answer is not an outage. The beat goes once more
+            // with the same corrections under the same number (applied once).
+            if self.settings.on_error == OnError::Local && answer.as_ref().is_err_and(slow) {
+                answer = beat().await;
+            }
             let carried = beating.carried.take();
             let (beat, applied) = match answer {
                 Ok(answer) => answer,
@@ -1342,6 +1362,36 @@ impl Inner {
                 Err(decided) => return decided,
             },
         };
+        // One slow answer is not an outage: the same admission goes once more (Redis answers a
+        // repeat with the first one's grant if it ran it) before the instance goes local. One
+        // that went local on every slow call would admit on its own while the others, answered,
+        // fill the shared windows without counting what it admitted.
+        let mut superseded = None;
+        let retry = call.is_some() && self.settings.on_error == OnError::Local;
+        if retry && result.as_ref().is_err_and(slow) {
+            match self.admit_shared(need, candidates).await {
+                Ok((answer, again)) => {
+                    superseded = call.replace(again);
+                    result = answer;
+                }
+                Err(decided) => {
+                    // Decided in the local ledger, which counts the first call: the slot it
+                    // holds on the deployment admitted on is that admission's now.
+                    let granted = match &decided {
+                        Ok(Admission::Granted(r)) => Some(r.deployment),
+                        _ => None,
+                    };
+                    let mut st = self.lock();
+                    if let Some(first) = call.take() {
+                        first.done(&mut st, granted);
+                    }
+                    st.uncertain.push((need.clone(), candidates.to_vec()));
+                    return decided;
+                }
+            }
+        }
+        // The first call may still be run late (on a connection Redis has not read yet).
+        let retried = superseded.is_some();
         if let Err(LedgerError::Lost { .. }) = result {
             drop(call.take());
             result = match self.restore().await {
@@ -1355,12 +1405,13 @@ impl Inner {
                 Err(e) => Err(e),
             };
         }
-        if !matches!(result, Ok(Admission::Granted(_)))
-            && let Some(call) = call.take()
-        {
+        if !matches!(result, Ok(Admission::Granted(_))) {
             // Not admitted through the store: a local ledger started from now on does not
             // count it (one started from a timeout admits it there instead).
-            call.done(&mut self.lock(), None);
+            let mut st = self.lock();
+            for call in [call.take(), superseded.take()].into_iter().flatten() {
+                call.done(&mut st, None);
+            }
         }
         match result {
             Ok(Admission::Granted(r)) => {
@@ -1372,14 +1423,26 @@ impl Inner {
                 let mut st = self.lock();
                 st.remember(self.shared.table(), &Admitted::request(&r), self.now());
                 st.in_flight.insert(r.id, held);
-                if let Some(call) = call {
+                for call in [call, superseded].into_iter().flatten() {
                     call.done(&mut st, Some(r.deployment));
+                }
+                // An earlier call for this request that got no answer is this grant (Redis
+                // answers a repeat with the first grant): it is in use, not to be handed back.
+                if !st.uncertain.is_empty() {
+                    st.uncertain.retain(|(n, _)| n.id != r.id);
                 }
                 Ok(Admission::Granted(r))
             }
-            Ok(denied) => Ok(denied),
+            Ok(denied) => {
+                if retried {
+                    self.lock()
+                        .uncertain
+                        .push((need.clone(), candidates.to_vec()));
+                }
+                Ok(denied)
+            }
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
-                if e.maybe_applied() {
+                if e.maybe_applied() || retried {
                     self.lock()
                         .uncertain
                         .push((need.clone(), candidates.to_vec()));

@@ -115,7 +115,8 @@ pub(crate) struct Restored {
     pub(crate) lost: bool,
     /// Instances that wrote their own back into this epoch.
     pub(crate) restored: u64,
-    /// This one just did: the keys were lost since it last looked.
+    /// This one wrote its own back into this epoch (now, or by an earlier sending of the same
+    /// restore): the keys were lost since it last looked.
     pub(crate) stale: bool,
     /// As [`Beat::waiting`].
     pub(crate) waiting: u64,
@@ -360,7 +361,9 @@ impl RedisStore {
                 epoch: u64::try_from(epoch).unwrap_or(0),
                 lost: lost == 1,
                 restored: u64::try_from(restored).unwrap_or(0),
-                stale: stale == 1,
+                // A restore sent again, whose first sending ran though its reply was lost, is
+                // answered "applied already" with no word of staleness: the epoch says it.
+                stale: stale == 1 || u64::try_from(epoch) != Ok(r.known_epoch),
                 waiting: u64::try_from(waiting).unwrap_or(0),
             }),
             _ => Err(self.protocol("restore.lua", &reply)),
