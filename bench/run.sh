@@ -379,9 +379,14 @@ else
     bench llmroute-k1 "llmroute K=1" "$ENFORCE" 600 inside 1 "${LEASE_ARGS[@]}"
     bench llmroute-k8-observe-cross "llmroute K=8 (observe, cross)" "$OBSERVE" 600 cross 8 "${LEASE_ARGS[@]}"
     bench llmroute-k4 "llmroute K=4" "$ENFORCE" 600 inside 4 "${LEASE_ARGS[@]}"
+    # A second floor, for the runs after this point: a VM's speed can change within minutes.
+    bench floor-2-k4 "floor (no router) K=4, run 2" "$ENFORCE" 600 inside 4 --floor
+    bench llmroute-k4-observe-inside "llmroute K=4 (observe, inside)" "$OBSERVE" 600 inside 4 "${LEASE_ARGS[@]}"
+    bench llmroute-k8-observe-inside "llmroute K=8 (observe, inside)" "$OBSERVE" 600 inside 8 "${LEASE_ARGS[@]}"
     bench llmroute-k4-slack "llmroute K=4 slack (90 req)" "$ENFORCE" 90 inside 4 "${LEASE_ARGS[@]}"
     gateway_runs
-    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack)
+    ORDER=(floor-k4 llmroute-k1 llmroute-k4 llmroute-k4-observe-inside llmroute-k8-observe-inside
+        llmroute-k4-observe-cross llmroute-k8-observe-cross llmroute-k4-slack floor-2-k4)
     if [[ -n $LITELLM_PY ]]; then
         peer litellm-ubr2-k4
         ORDER+=(litellm-ubr2-k4)
@@ -399,8 +404,13 @@ for d in "${ORDER[@]}"; do DIRS+=("$OUT/$d"); done
     echo
     echo "## Router overhead = router-added latency - the floor's (single-attempt successes)"
     echo
-    if ((${#DIRS[@]} > 1)); then
-        python3 "$REPO/bench/summarize.py" --floor "$OUT/floor-k4" "${DIRS[@]:1}"
+    # Every floor run is a reference; each other run is compared with the nearest in time.
+    FLOOR_ARGS=() RUNS=()
+    for d in "${ORDER[@]}"; do
+        if [[ $d == floor-* ]]; then FLOOR_ARGS+=(--floor "$OUT/$d"); else RUNS+=("$OUT/$d"); fi
+    done
+    if ((${#RUNS[@]})); then
+        python3 "$REPO/bench/summarize.py" "${FLOOR_ARGS[@]}" "${RUNS[@]}"
     fi
     echo
     echo "## The slow end of router-added latency (single-attempt successes)"

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Router overhead against the harness floor, from finished runs' summary.json (stdlib only).
 
-    python3 bench/summarize.py --floor OUT/floor-k4 OUT/llmroute-k1 OUT/llmroute-k4 ...
+    python3 bench/summarize.py --floor OUT/floor-k4 [--floor OUT/floor-2-k4] OUT/llmroute-k1 ...
 
 The floor is a run of `bench_worker --floor`: no router, a bare HTTP client posting straight to
 one provider. Its "router-added" latency (client latency minus the mock's service time) is what
 the harness, the loopback and an HTTP client add by themselves. A router's overhead is its own
 router-added latency minus the floor's, at the same percentile. Both use single-attempt
-successes (`router_added_ms_single_attempt`), the figure report.py shows.
+successes (`router_added_ms_single_attempt`), the figure report.py shows. With several floor
+runs, each run is compared with the floor run that finished nearest in time to it (by its
+summary.json's modification time): a VM's speed can change by half within minutes, and a floor
+measured ten minutes earlier would put that change into the router's figures.
 
     python3 bench/summarize.py --cpu-pairs F1 R1 R2 F2 F3 R3
 
@@ -128,7 +131,8 @@ def tails(runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--floor", help="the floor run's directory")
+    ap.add_argument("--floor", action="append", default=[],
+                    help="a floor run's directory (repeatable: each run is compared with the nearest in time)")
     ap.add_argument("--cpu-pairs", action="store_true",
                     help="compare CPU per request of alternated floor and router runs (see above)")
     ap.add_argument("--tails", action="store_true",
@@ -141,16 +145,26 @@ def main():
     if args.tails:
         tails(args.runs)
         return
-    floor = None
-    if args.floor and os.path.exists(os.path.join(args.floor, "summary.json")):
-        floor = load(args.floor)["summary"]["router_added_ms_single_attempt"]
+    floors = []  # (finished at, label, router-added percentiles) of each floor run
+    for d in args.floor:
+        path = os.path.join(d, "summary.json")
+        if os.path.exists(path):
+            doc = load(d)
+            floors.append((os.path.getmtime(path), doc["meta"].get("label", d),
+                           doc["summary"]["router_added_ms_single_attempt"],
+                           doc["summary"].get("router_cpu", {}).get("ms_per_request")))
+
+    def nearest_floor(d):
+        when = os.path.getmtime(os.path.join(d, "summary.json"))
+        return min(floors, key=lambda f: abs(f[0] - when)) if floors else None
     hdr = ["run", "mock", "ok/failed", "router-added ms p50 / p99", "overhead vs floor ms p50 / p99",
-           "upstream 429 (enforce) / would-be 429 (observe)", "cost/oracle", "CPU ms/req", "redis cmds/req",
+           "upstream 429 (enforce) / would-be 429 (observe)", "cost/oracle", "CPU ms/req (vs floor)", "redis cmds/req",
            "script calls/req"]
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
-    if floor:
-        print(f"| floor (reference) | | | {fmt(floor['p50'])} / {fmt(floor['p99'])} | 0 / 0 | | | | | |")
+    for _, label, fl, fcpu in floors:
+        print(f"| {label} (reference) | | | {fmt(fl['p50'])} / {fmt(fl['p99'])} | 0 / 0 | | | "
+              f"{'n/a' if fcpu is None else fcpu} | | |")
     for d in args.runs:
         if not os.path.exists(os.path.join(d, "summary.json")):
             print(f"| {os.path.basename(d.rstrip('/'))} | missing: the run failed, see its worker*.log | "
@@ -160,20 +174,27 @@ def main():
         s, m = doc["summary"], doc["meta"]
         ra = s["router_added_ms_single_attempt"]
         mode = m.get("mock_mode", "?")
+        near = nearest_floor(d)
+        floor = near[2] if near else None
         over = (f"{fmt(minus(ra['p50'], floor['p50']))} / {fmt(minus(ra['p99'], floor['p99']))}"
                 if floor else "n/a (no floor run)")
+        if floor and len(floors) > 1:
+            over += f" (vs {near[1]})"
         rejected = s["upstream_would_reject_429"] if mode == "observe" else s["upstream_429"]
         cpu = s.get("router_cpu", {}).get("ms_per_request")
+        cpu_cell = "n/a" if cpu is None else str(cpu)
+        if cpu is not None and near and near[3] is not None:
+            cpu_cell += f" ({cpu - near[3]:+.2f})"
         print("| " + " | ".join([
             m.get("label", d), mode, f"{s['succeeded']}/{s['failed']}",
             f"{fmt(ra['p50'])} / {fmt(ra['p99'])}", over,
             f"{rejected} ({'would-be' if mode == 'observe' else 'real'})",
             "n/a" if s.get("cost_vs_oracle") is None else str(s["cost_vs_oracle"]),
-            "n/a" if cpu is None else str(cpu),
+            cpu_cell,
             str(s.get("redis_commands_per_request", "n/a")),
             scripts_per_request(d, s),
         ]) + " |")
-    if not floor:
+    if not floors:
         print("\n(no floor run with a summary.json: overhead not computed)", file=sys.stderr)
 
 
