@@ -18,13 +18,12 @@ use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
     RedisStoreOptions, Reservation, ResilientStore,
 };
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::support::{
-    T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, one_model, script_calls,
-    scripts_missing_on,
+    T0, an_admission_dropped_unanswered_is_voided, connect, connect_to, copy_gated, one_model,
+    read, script_calls, scripts_missing_on, write_all,
 };
 
 /// Admits `need` on `m`: the reservation, or a failure saying `error` (the call failed) or
@@ -176,48 +175,21 @@ async fn pipe(client: TcpStream, server: TcpStream, dropped: Dropped) {
             }
         }
     });
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match read(&server_rd, &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if dropping.load(Ordering::SeqCst) {
+    copy_gated(&server_rd, &client_wr, || {
+        let (dropping, refusing, stopped) = (dropping.clone(), refusing.clone(), stopped.clone());
+        async move {
+            if !dropping.load(Ordering::SeqCst) {
+                return true;
+            }
             // Closed once nothing listens any more, so that reconnecting is refused.
             if refusing.load(Ordering::SeqCst) {
                 stopped.notified().await;
             }
-            break;
+            false
         }
-        if write_all(&client_wr, &buf[..n]).await.is_err() {
-            break;
-        }
-    }
+    })
+    .await;
     upstream.abort();
-}
-
-/// Reads what is there (0 at end of stream), without tokio's `io-util`.
-async fn read(from: &OwnedReadHalf, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        from.readable().await?;
-        match from.try_read(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            other => return other,
-        }
-    }
-}
-
-/// Writes all of `bytes`.
-async fn write_all(to: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        to.writable().await?;
-        match to.try_write(bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[tokio::test]

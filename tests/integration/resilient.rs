@@ -2,7 +2,9 @@
 //! restart empty and freeze: each instance keeps within its share while Redis is away, and what
 //! it admitted meanwhile (or, after a restart, before) is in the shared windows once it is back.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use llmroute_tests::{TestRedis, redis_server};
@@ -12,8 +14,10 @@ use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
     RedisStoreOptions, Reservation, ResilientStore, Settlement, Verdict,
 };
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
-use crate::support::{connect_to, one_model, script_calls};
+use crate::support::{connect_to, copy_gated, one_model, read, script_calls, write_all};
 
 const M: DeploymentId = DeploymentId(0);
 
@@ -60,6 +64,17 @@ async fn with_ledger(
 /// [`with_ledger`] on `clock`.
 async fn with_ledger_on(
     redis: &TestRedis,
+    registry: Registry,
+    settings: LedgerSettings,
+    clock: Arc<dyn Clock>,
+) -> ResilientStore {
+    with_ledger_at(redis, &redis.url, registry, settings, clock).await
+}
+
+/// [`with_ledger_on`], connected to `redis` through `url` (a proxy in front of it).
+async fn with_ledger_at(
+    redis: &TestRedis,
+    url: &str,
     mut registry: Registry,
     settings: LedgerSettings,
     clock: Arc<dyn Clock>,
@@ -71,9 +86,7 @@ async fn with_ledger_on(
         lazy: true,
         ..RedisStoreOptions::default()
     };
-    let shared = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
+    let shared = RedisStore::connect(url, &registry, options).await.unwrap();
     ResilientStore::new(shared, &registry, clock).await
 }
 
@@ -130,12 +143,32 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
         instance(&redis, OnError::Local).await,
         instance(&redis, OnError::Local).await,
     );
+    let (ra, rb) = fill_shares_after_a_kill(&mut redis, &a, &b).await;
+    for r in &ra {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+
+    redis.restart();
+    // A finds the keys lost and writes its own back, but B has not yet: A stays local.
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Local);
+    assert_eq!(admit(&a).await.unwrap(), None, "A waits for B");
+    b_writes_back_and_both_rejoin(&redis, &a, &b, &rb).await;
+}
+
+/// A admits (and settles) 4 of the 10 a minute; A and B learn the windows and that they are
+/// two; Redis is killed and each fills its share locally. Returns what each admitted then.
+async fn fill_shares_after_a_kill(
+    redis: &mut TestRedis,
+    a: &ResilientStore,
+    b: &ResilientStore,
+) -> (Vec<Reservation>, Vec<Reservation>) {
     for _ in 0..4 {
-        let r = admit(&a).await.unwrap().unwrap();
+        let r = admit(a).await.unwrap().unwrap();
         assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
     }
-    // Both learn the windows (4 of 10 used) and that they are two. Two rounds: A counts in full
-    // what it admitted since a reading of its own no later than B's last one (see
+    // Two rounds: A counts in full what it admitted since a reading of its own no later than
+    // B's last one (see
     // `what_one_admitted_between_two_instances_readings_counts_whole_in_local_mode`), and only
     // the second round has one after its 4.
     for _ in 0..2 {
@@ -146,23 +179,25 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
 
     redis.kill();
     // Each holds half of every limit, less half of what was used: 5 - 2.
-    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    let (ra, rb) = (fill(a).await, fill(b).await);
     assert_eq!((ra.len(), rb.len()), (3, 3));
     assert_eq!(
         (a.status().mode, b.status().mode),
         (Mode::Local, Mode::Local)
     );
-    for r in &ra {
-        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
-    }
+    (ra, rb)
+}
 
-    redis.restart();
-    // A finds the keys lost and writes its own back, but B has not yet: A stays local.
-    a.heartbeat_now().await;
-    assert_eq!(a.status().mode, Mode::Local);
-    assert_eq!(admit(&a).await.unwrap(), None, "A waits for B");
-    // B writes its own back, and then waits for A to say that it holds nothing unwritten (B's
-    // first beat back could not tell A had already written): each needs one more beat.
+/// After [`fill_shares_after_a_kill`], Redis restarted and A's local admissions written back:
+/// B writes its own back, and then waits for A to say that it holds nothing unwritten (B's
+/// first beat back could not tell A had already written): each needs one more beat. Then the
+/// emptied windows hold what both admitted, and B settles what it holds (`rb`).
+async fn b_writes_back_and_both_rejoin(
+    redis: &TestRedis,
+    a: &ResilientStore,
+    b: &ResilientStore,
+    rb: &[Reservation],
+) {
     b.heartbeat_now().await;
     a.heartbeat_now().await;
     b.heartbeat_now().await;
@@ -170,14 +205,24 @@ async fn local_mode_splits_what_is_left_and_writes_it_back_after_a_restart() {
         (a.status().mode, b.status().mode),
         (Mode::Shared, Mode::Shared)
     );
-    // The emptied windows hold what both admitted: A's 4 before the restart, and the 6 made
-    // locally (B's 3 still in flight).
-    assert_eq!(shared_requests(&redis).await, (10, 3));
-    assert_eq!(admit(&a).await.unwrap(), None, "the window is full");
-    for r in &rb {
+    // A's 4 before the restart, and the 6 made locally (B's 3 still in flight).
+    assert_eq!(shared_requests(redis).await, (10, 3));
+    assert_eq!(admit(a).await.unwrap(), None, "the window is full");
+    for r in rb {
         assert!(b.settle(r, ActualUsage::tokens(5)).await.unwrap());
     }
-    assert_eq!(shared_requests(&redis).await, (10, 0));
+    assert_eq!(shared_requests(redis).await, (10, 0));
+}
+
+/// Redis frozen through a beat (and its second sending): `a` goes local; then, Redis awake, the
+/// next beat finds it answering and the restore round takes `a` back to the shared windows.
+async fn an_unanswered_beat_then_a_restore(redis: &TestRedis, a: &ResilientStore) {
+    redis.pause();
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Local, "a beat without an answer");
+    redis.resume();
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
 }
 
 /// One slow answer is not an outage: an admission that times out once is sent again, Redis
@@ -227,6 +272,227 @@ async fn pause_clients(redis: &TestRedis, ms: u64) {
         .query_async(&mut conn)
         .await
         .unwrap();
+}
+
+/// A request whose admission got a slow answer and then a denial is uncertain: Redis may still
+/// run its first sending late, so a restore round voids it (releases it in Redis). The router
+/// asks again under the same id after a denial; when Redis grants it then, that grant is the
+/// request's, in use: the restore after a later outage must not void it.
+#[tokio::test]
+async fn a_request_granted_through_redis_after_an_uncertain_denial_is_not_voided_by_a_restore() {
+    let redis = redis_server();
+    let registry = Registry::from_yaml_str(&one_model("rpm: 1"), "test.yaml").unwrap();
+    let a = by_hand(&redis, registry.clone(), OnError::Local).await;
+    let in_redis = || async {
+        let s = reader_of(&redis, &registry)
+            .await
+            .snapshot(&[M])
+            .await
+            .unwrap();
+        (s[0].usage.requests, s[0].usage.in_flight)
+    };
+    a.heartbeat_now().await;
+    let first = admit(&a).await.unwrap().expect("admitted");
+    // The first sending times out after 500 ms, the second is answered when the pause ends
+    // (700 ms): the minute's one request is taken.
+    let need = Need::new(10, Duration::from_secs(60));
+    let calls = script_calls(&redis).await;
+    pause_clients(&redis, 700).await;
+    let denied = a.admit(&need, &[M]).await.unwrap();
+    assert!(matches!(denied, Admission::Denied(_)), "{denied:?}");
+    assert_eq!(script_calls(&redis).await - calls, 2, "sent twice");
+    assert_eq!(a.status().mode, Mode::Shared);
+    // Room again; the same request asks again, and Redis grants it.
+    assert!(a.release(&first).await.unwrap());
+    let Admission::Granted(r) = a.admit(&need, &[M]).await.unwrap() else {
+        panic!("room for one");
+    };
+    assert_eq!(r.id, need.id);
+    assert_eq!(in_redis().await, (1, 1));
+    // An outage (the beat and its second sending get no answer), then a restore round.
+    an_unanswered_beat_then_a_restore(&redis, &a).await;
+    assert_eq!(
+        in_redis().await,
+        (1, 1),
+        "the request granted through Redis is still held there, not voided"
+    );
+    assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    assert_eq!(in_redis().await, (1, 0));
+}
+
+/// A restore is applied once per number: sent again after its first sending ran in Redis but
+/// its reply was lost, it is answered "applied already". That answer must still say the keys
+/// were lost since the instance last looked (the epoch it knew is not the store's), or the
+/// instance would go back to the shared windows without waiting for the others to write back
+/// what they admitted on their own.
+#[tokio::test]
+async fn a_restore_sent_again_after_its_reply_was_lost_still_waits_for_the_others() {
+    let mut redis = redis_server();
+    let proxy = ReplyHolder::start(
+        &redis,
+        format!("llmroute:{{{}}}:v3:restored", redis.namespace),
+    )
+    .await;
+    let settings = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let a = with_ledger_at(
+        &redis,
+        &proxy.url,
+        registry(),
+        settings,
+        Arc::new(SystemClock),
+    )
+    .await;
+    let b = instance(&redis, OnError::Local).await;
+    let (ra, rb) = fill_shares_after_a_kill(&mut redis, &a, &b).await;
+    for r in &ra {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    redis.restart();
+    // Every script is loaded into the emptied Redis (a store connecting eagerly loads them), so
+    // that A's restore runs at its first sending rather than meeting NOSCRIPT.
+    drop(reader(&redis).await);
+
+    // A's beat is answered; its restore reaches Redis, which runs it, but A hears nothing of it
+    // (the proxy holds the reply) and gives up after 500 ms.
+    proxy.arm();
+    a.heartbeat_now().await;
+    assert_eq!(proxy.held(), 1, "the restore's reply was held");
+    assert_eq!(
+        shared_requests(&redis).await,
+        (7, 0),
+        "Redis ran it: A's 4 before the restart and its 3 local ones"
+    );
+    assert_eq!(a.status().mode, Mode::Local);
+    proxy.release();
+    // Sent again under the same number: applied already. A still waits for B.
+    a.heartbeat_now().await;
+    assert_eq!(shared_requests(&redis).await, (7, 0), "applied once");
+    assert_eq!(admit(&a).await.unwrap(), None, "A waits for B");
+    assert_eq!(a.status().mode, Mode::Local, "A waits for B");
+    b_writes_back_and_both_rejoin(&redis, &a, &b, &rb).await;
+}
+
+/// A TCP proxy in front of a test Redis that, once armed, holds every reply on the connection
+/// of the next command naming `marker` (a key), from that command's reply on, until released.
+/// The command itself goes on to Redis, which runs it: its caller hears nothing in time, as
+/// if the reply were lost. While Redis is away (killed), a connection is closed at once.
+struct ReplyHolder {
+    url: String,
+    armed: Arc<AtomicBool>,
+    /// Connections that began holding.
+    held: Arc<AtomicUsize>,
+    release: Arc<watch::Sender<bool>>,
+}
+
+/// What each proxied connection shares with the [`ReplyHolder`].
+#[derive(Clone)]
+struct Hold {
+    marker: Arc<[u8]>,
+    armed: Arc<AtomicBool>,
+    held: Arc<AtomicUsize>,
+    release: Arc<watch::Sender<bool>>,
+}
+
+impl ReplyHolder {
+    async fn start(redis: &TestRedis, marker: String) -> Self {
+        let upstream: SocketAddr = redis
+            .url
+            .trim_start_matches("redis://")
+            .trim_end_matches("/0")
+            .parse()
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/0", listener.local_addr().unwrap());
+        let hold = Hold {
+            marker: marker.into_bytes().into(),
+            armed: Arc::new(AtomicBool::new(false)),
+            held: Arc::new(AtomicUsize::new(0)),
+            release: Arc::new(watch::channel(false).0),
+        };
+        let proxy = Self {
+            url,
+            armed: hold.armed.clone(),
+            held: hold.held.clone(),
+            release: hold.release.clone(),
+        };
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if let Ok(server) = TcpStream::connect(upstream).await {
+                    tokio::spawn(hold.clone().pipe(client, server));
+                }
+            }
+        });
+        proxy
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Lets every held reply go, and those after it.
+    fn release(&self) {
+        self.release.send_replace(true);
+    }
+}
+
+impl Hold {
+    /// Forwards both ways until either side ends.
+    async fn pipe(self, client: TcpStream, server: TcpStream) {
+        let (client_rd, client_wr) = client.into_split();
+        let (server_rd, server_wr) = server.into_split();
+        let holding = Arc::new(AtomicBool::new(false));
+        let marks = holding.clone();
+        let Hold {
+            marker,
+            armed,
+            held,
+            release,
+        } = self;
+        let upstream = tokio::spawn(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            // The last bytes read, and those just read: a marker may span two reads.
+            let mut seen = Vec::new();
+            loop {
+                let n = match read(&client_rd, &mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                seen.extend_from_slice(&buf[..n]);
+                if seen.windows(marker.len()).any(|w| *w == *marker) {
+                    // Set before the command goes on: its reply comes after.
+                    if armed.swap(false, Ordering::SeqCst) {
+                        marks.store(true, Ordering::SeqCst);
+                        held.fetch_add(1, Ordering::SeqCst);
+                    }
+                    seen.clear();
+                }
+                let old = seen.len().saturating_sub(marker.len());
+                seen.drain(..old);
+                if write_all(&server_wr, &buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        copy_gated(&server_rd, &client_wr, || {
+            let (holding, release) = (holding.clone(), release.clone());
+            async move {
+                if holding.load(Ordering::SeqCst) {
+                    let _ = release.subscribe().wait_for(|go| *go).await;
+                }
+                true
+            }
+        })
+        .await;
+        upstream.abort();
+    }
 }
 
 #[tokio::test]
@@ -901,12 +1167,7 @@ async fn a_blocks_correction_rides_the_heartbeat_once_even_when_its_reply_was_lo
     let calls = script_calls(&redis).await;
     // The beat that carries the correction gets no answer (Redis is frozen) but Redis runs it
     // when it wakes; the next beat sends the same correction under the same number.
-    redis.pause();
-    a.heartbeat_now().await;
-    assert_eq!(a.status().mode, Mode::Local, "a beat without an answer");
-    redis.resume();
-    a.heartbeat_now().await;
-    assert_eq!(a.status().mode, Mode::Shared);
+    an_unanswered_beat_then_a_restore(&redis, &a).await;
     // The beat without an answer (sent twice: one slow answer is not an outage), the next, the
     // restore that takes it back to the shared store (it wrote nothing) and the beat after it:
     // no call of the correction's own.

@@ -315,3 +315,56 @@ pub fn scripts_missing_on(node: &str) -> Vec<&'static str> {
         .filter_map(|(name, held)| (!held).then_some(name))
         .collect()
 }
+
+/// Reads what is there (0 at end of stream), without tokio's `io-util`.
+pub(crate) async fn read(
+    from: &tokio::net::tcp::OwnedReadHalf,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    loop {
+        from.readable().await?;
+        match from.try_read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Writes all of `bytes`.
+pub(crate) async fn write_all(
+    to: &tokio::net::tcp::OwnedWriteHalf,
+    mut bytes: &[u8],
+) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        to.writable().await?;
+        match to.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Copies `from` to `to` chunk by chunk until either ends (or fails); before each chunk goes on,
+/// `gate` says, once it is ready to, whether it does (`true`) or the copy stops (`false`). The
+/// replies' half of the tests' TCP proxies in front of Redis.
+pub(crate) async fn copy_gated<F, Fut>(
+    from: &tokio::net::tcp::OwnedReadHalf,
+    to: &tokio::net::tcp::OwnedWriteHalf,
+    mut gate: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match read(from, &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if !gate().await || write_all(to, &buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
