@@ -47,7 +47,7 @@ use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
-use super::window::{Counts, Slot, Window, bucket_of, expiry_of};
+use super::window::{BUCKET_MS, Counts, Slot, WINDOW_BUCKETS, Window, bucket_of, expiry_of};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::IdMap;
 use crate::clock::Clock;
@@ -619,9 +619,11 @@ struct State {
     calling: IdMap<u64, Calling>,
     /// Tenants served lately, and when last (ms).
     tenants: HashMap<String, u64>,
-    /// Admissions that got no answer ([`LedgerError::maybe_applied`]): Redis may have counted
-    /// them after all.
-    uncertain: Vec<(Need, Vec<DeploymentId>)>,
+    /// Admissions that got no answer ([`LedgerError::maybe_applied`]), or a denial only on
+    /// being sent again: Redis may have counted them after all. Each is kept until the next
+    /// restore voids it, or until Redis can no longer hold anything of it (see
+    /// [`State::unsure`]).
+    uncertain: Vec<Uncertain>,
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
     /// it late, so it is sent again under the same number (applied at most once).
     pending: Option<(u64, Vec<Entry>)>,
@@ -1087,9 +1089,16 @@ impl Inner {
     /// them again. Rounds repeat while local admissions keep arriving; each is one call.
     async fn restore(&self) -> Result<(), LedgerError> {
         let _one = self.restoring.lock().await;
-        let uncertain = std::mem::take(&mut self.lock().uncertain);
-        for (i, (need, candidates)) in uncertain.iter().enumerate() {
-            if let Err(e) = self.timed(self.shared.void(need, candidates).boxed()).await {
+        let uncertain = {
+            let mut st = self.lock();
+            st.forget_settled_uncertain(self.now());
+            std::mem::take(&mut st.uncertain)
+        };
+        for (i, u) in uncertain.iter().enumerate() {
+            if let Err(e) = self
+                .timed(self.shared.void(&u.need, &u.candidates).boxed())
+                .await
+            {
                 self.lock().uncertain.extend(uncertain[i..].iter().cloned());
                 return Err(e);
             }
@@ -1385,7 +1394,7 @@ impl Inner {
                     if let Some(first) = call.take() {
                         first.done(&mut st, granted);
                     }
-                    st.uncertain.push((need.clone(), candidates.to_vec()));
+                    st.unsure(need, candidates, self.now());
                     return decided;
                 }
             }
@@ -1426,26 +1435,23 @@ impl Inner {
                 for call in [call, superseded].into_iter().flatten() {
                     call.done(&mut st, Some(r.deployment));
                 }
-                // An earlier call for this request that got no answer is this grant (Redis
-                // answers a repeat with the first grant): it is in use, not to be handed back.
+                // The router asks again under the same id after a denial: an earlier admission
+                // of this request kept as uncertain is this grant (Redis answers a repeat with
+                // the first grant), in use, not to be handed back.
                 if !st.uncertain.is_empty() {
-                    st.uncertain.retain(|(n, _)| n.id != r.id);
+                    st.uncertain.retain(|u| u.need.id != r.id);
                 }
                 Ok(Admission::Granted(r))
             }
             Ok(denied) => {
                 if retried {
-                    self.lock()
-                        .uncertain
-                        .push((need.clone(), candidates.to_vec()));
+                    self.lock().unsure(need, candidates, self.now());
                 }
                 Ok(denied)
             }
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
                 if e.maybe_applied() || retried {
-                    self.lock()
-                        .uncertain
-                        .push((need.clone(), candidates.to_vec()));
+                    self.lock().unsure(need, candidates, self.now());
                 }
                 self.fall_back(e, need, candidates)
             }
@@ -1944,7 +1950,44 @@ fn share_up(v: u64, n: u64) -> u64 {
     v.div_ceil(n.max(1))
 }
 
+/// An admission Redis may have counted though this instance got no grant from it (see
+/// [`State::uncertain`]).
+#[derive(Debug, Clone)]
+struct Uncertain {
+    need: Need,
+    candidates: Vec<DeploymentId>,
+    /// When Redis can hold nothing of it any more (ms): its reservation key, which a void reads,
+    /// lives the slot's TTL from when the admission ran, and a first sending held on a
+    /// connection Redis had not read yet is given a window's length to run.
+    until: u64,
+}
+
 impl State {
+    /// Keeps `need` over `candidates` as uncertain, once however often it is denied after a
+    /// slow first sending: the next restore voids it. Those Redis can hold nothing of any more
+    /// go first, so that an instance that stays shared through many slow answers keeps only
+    /// the last minutes' (each void is a call of the restore that follows).
+    fn unsure(&mut self, need: &Need, candidates: &[DeploymentId], now: u64) {
+        self.forget_settled_uncertain(now);
+        let until = now
+            .saturating_add(need.slot_ttl_ms())
+            .saturating_add(WINDOW_BUCKETS * BUCKET_MS);
+        let same = |u: &&mut Uncertain| u.need.id == need.id && u.candidates == candidates;
+        match self.uncertain.iter_mut().find(same) {
+            Some(u) => u.until = u.until.max(until),
+            None => self.uncertain.push(Uncertain {
+                need: need.clone(),
+                candidates: candidates.to_vec(),
+                until,
+            }),
+        }
+    }
+
+    /// Drops the uncertain admissions Redis can hold nothing of any more.
+    fn forget_settled_uncertain(&mut self, now: u64) {
+        self.uncertain.retain(|u| u.until > now);
+    }
+
     /// Adds `admitted` to what this instance admitted through the store, and to its own windows.
     fn remember(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
         self.own.add(table, admitted);
@@ -2539,6 +2582,37 @@ mod tests {
         let url = format!("redis://127.0.0.1:{port}/0");
         let shared = RedisStore::connect(&url, &registry, options).await.unwrap();
         ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await
+    }
+
+    /// An admission denied after a slow first sending is kept once, and only while Redis could
+    /// still hold something of it: an instance that stays shared through many slow answers
+    /// does not pile them up for its next restore to void one by one.
+    #[tokio::test]
+    async fn uncertain_admissions_are_kept_once_and_only_while_redis_can_hold_them() {
+        let a = cut_off().await;
+        let (d, e) = (DeploymentId(0), DeploymentId(1));
+        let need = Need::new(10, Duration::from_secs(60));
+        let lives = need.slot_ttl_ms() + WINDOW_BUCKETS * BUCKET_MS;
+        let mut st = a.inner.lock();
+        st.uncertain.clear();
+        st.unsure(&need, &[d], 1_000);
+        st.unsure(&need, &[d], 2_000);
+        let kept = |st: &State| -> Vec<(u64, Vec<DeploymentId>, u64)> {
+            st.uncertain
+                .iter()
+                .map(|u| (u.need.id, u.candidates.clone(), u.until))
+                .collect()
+        };
+        assert_eq!(kept(&st), [(need.id, vec![d], 2_000 + lives)], "once");
+        // Asked again over other candidates, it may hold a slot on either.
+        st.unsure(&need, &[e, d], 2_000);
+        assert_eq!(st.uncertain.len(), 2);
+        // Once Redis can hold nothing of it, it goes with the next one kept.
+        let other = Need::new(10, Duration::from_secs(60));
+        st.unsure(&other, &[d], 2_000 + lives);
+        assert_eq!(kept(&st), [(other.id, vec![d], 2_000 + 2 * lives)]);
+        st.forget_settled_uncertain(2_000 + 2 * lives);
+        assert!(st.uncertain.is_empty());
     }
 
     /// Admits one-token requests until refused; settles each.
