@@ -66,11 +66,16 @@ fn script(name: &str) -> Script {
     Script::new(&script_text(name).unwrap_or_default())
 }
 
+/// How long a reservation key and a slots zset live in Redis (Lua: `SLOTS_TTL_MS`): the longest
+/// slot admitted or renewed now, and the grace in which its settlement still counts.
+pub(crate) const SLOTS_TTL_MS: u64 =
+    MAX_SLOT_TTL.as_millis() as u64 + SETTLE_GRACE_MS + 2 * BUCKET_MS;
+
 /// The constants the Lua scripts share with the Rust stores, written from the Rust ones so the
 /// twins cannot drift (`lua/common.lua` says which it expects; a test checks no script defines
 /// them itself).
 pub(crate) fn lua_constants() -> String {
-    let slots_ttl = MAX_SLOT_TTL.as_millis() as u64 + SETTLE_GRACE_MS + 2 * BUCKET_MS;
+    let slots_ttl = SLOTS_TTL_MS;
     [
         ("BUCKET_MS", BUCKET_MS),
         ("SPAN", WINDOW_BUCKETS),

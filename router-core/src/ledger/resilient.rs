@@ -43,6 +43,7 @@ use futures_util::future::BoxFuture;
 
 use super::engine::{Cells, Engine, ScopeState, TenantState};
 use super::leases::{Granted, Leases, Owed, Unanswered};
+use super::redis::SLOTS_TTL_MS;
 use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
@@ -1099,7 +1100,10 @@ impl Inner {
                 .timed(self.shared.void(&u.need, &u.candidates).boxed())
                 .await
             {
-                self.lock().uncertain.extend(uncertain[i..].iter().cloned());
+                let mut st = self.lock();
+                for u in &uncertain[i..] {
+                    st.keep_uncertain(u.clone());
+                }
                 return Err(e);
             }
         }
@@ -1956,9 +1960,13 @@ fn share_up(v: u64, n: u64) -> u64 {
 struct Uncertain {
     need: Need,
     candidates: Vec<DeploymentId>,
-    /// When Redis can hold nothing of it any more (ms): its reservation key, which a void reads,
-    /// lives the slot's TTL from when the admission ran, and a first sending held on a
-    /// connection Redis had not read yet is given a window's length to run.
+    /// When Redis can hold nothing of it any more (ms, this instance's clock): its reservation
+    /// key, which a void reads, lives `SLOTS_TTL_MS` (the longest slot and the hour in which
+    /// its settlement, tenant spend included, still counts) from when the admission ran, and a
+    /// first sending Redis had not read yet (a frozen Redis) is given a window's length more.
+    /// One Redis runs later still is not voided: its slot is held until it expires and its
+    /// request counted in its window (the safe side), and its estimated cost stays in its
+    /// tenant's spend.
     until: u64,
 }
 
@@ -1966,20 +1974,26 @@ impl State {
     /// Keeps `need` over `candidates` as uncertain, once however often it is denied after a
     /// slow first sending: the next restore voids it. Those Redis can hold nothing of any more
     /// go first, so that an instance that stays shared through many slow answers keeps only
-    /// the last minutes' (each void is a call of the restore that follows).
+    /// the last hours' (each void is a call of the restore that follows).
     fn unsure(&mut self, need: &Need, candidates: &[DeploymentId], now: u64) {
         self.forget_settled_uncertain(now);
         let until = now
-            .saturating_add(need.slot_ttl_ms())
+            .saturating_add(SLOTS_TTL_MS)
             .saturating_add(WINDOW_BUCKETS * BUCKET_MS);
-        let same = |u: &&mut Uncertain| u.need.id == need.id && u.candidates == candidates;
+        self.keep_uncertain(Uncertain {
+            need: need.clone(),
+            candidates: candidates.to_vec(),
+            until,
+        });
+    }
+
+    /// Adds `u` to the uncertain admissions, or extends the one of the same request over the
+    /// same candidates.
+    fn keep_uncertain(&mut self, u: Uncertain) {
+        let same = |k: &&mut Uncertain| k.need.id == u.need.id && k.candidates == u.candidates;
         match self.uncertain.iter_mut().find(same) {
-            Some(u) => u.until = u.until.max(until),
-            None => self.uncertain.push(Uncertain {
-                need: need.clone(),
-                candidates: candidates.to_vec(),
-                until,
-            }),
+            Some(k) => k.until = k.until.max(u.until),
+            None => self.uncertain.push(u),
         }
     }
 
@@ -2592,7 +2606,7 @@ mod tests {
         let a = cut_off().await;
         let (d, e) = (DeploymentId(0), DeploymentId(1));
         let need = Need::new(10, Duration::from_secs(60));
-        let lives = need.slot_ttl_ms() + WINDOW_BUCKETS * BUCKET_MS;
+        let lives = SLOTS_TTL_MS + WINDOW_BUCKETS * BUCKET_MS;
         let mut st = a.inner.lock();
         st.uncertain.clear();
         st.unsure(&need, &[d], 1_000);
