@@ -162,6 +162,10 @@ def main():
            "script calls/req"]
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
+    for d in args.floor:
+        if not os.path.exists(os.path.join(d, "summary.json")):
+            print(f"| {os.path.basename(d.rstrip('/'))} (floor) | missing: the run failed, see its worker*.log | "
+                  + "| " * (len(hdr) - 2))
     for _, label, fl, fcpu in floors:
         print(f"| {label} (reference) | | | {fmt(fl['p50'])} / {fmt(fl['p99'])} | 0 / 0 | | | "
               f"{'n/a' if fcpu is None else fcpu} | | |")
