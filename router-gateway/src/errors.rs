@@ -115,6 +115,18 @@ impl ApiError {
         )
     }
 
+    /// The gateway is stopping and its grace period (`gateway.grace_secs`) is over.
+    pub(crate) fn stopping() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "gateway_stopping",
+            "the gateway stopped before this request's answer came (its grace period, \
+             `gateway.grace_secs`, ran out): send the request again, to another instance"
+                .to_owned(),
+        )
+    }
+
     pub(crate) fn model_not_found(message: String) -> Self {
         let status = StatusCode::NOT_FOUND;
         Self::new(status, "invalid_request_error", "model_not_found", message)

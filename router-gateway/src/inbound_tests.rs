@@ -56,6 +56,18 @@ fn an_openai_body_becomes_a_chat_request() {
         Some(ResponseFormat::JsonSchema { strict: true, .. })
     ));
     assert_eq!(r.reasoning.and_then(|x| x.effort), Some(Effort::High));
+    // Every effort OpenAI's SDK sends, from `minimal` to `xhigh`.
+    for (text, effort) in [
+        ("minimal", Effort::Minimal),
+        ("low", Effort::Low),
+        ("medium", Effort::Medium),
+        ("xhigh", Effort::Xhigh),
+    ] {
+        let body = json!({"model": "auto", "messages": [{"role": "user", "content": "Hi"}],
+                          "reasoning_effort": text});
+        let r = super::read(body.to_string().as_bytes()).unwrap().request;
+        assert_eq!(r.reasoning.and_then(|x| x.effort), Some(effort), "{text}");
+    }
     // Unknown fields pass through to the provider.
     assert_eq!(r.extra_body.get("top_k"), Some(&json!(40)));
     assert!(!r.extra_body.contains_key("stream"));

@@ -28,8 +28,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -55,6 +55,8 @@ struct Shared {
     router: Router,
     access: Access,
     metrics: metrics::Metrics,
+    /// Turns `true` when what is in flight must end now ([`Cut`]).
+    cut: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The gateway's two services: the API, and `/metrics` for a separate address.
@@ -64,6 +66,31 @@ pub struct Apps {
     pub api: axum::Router,
     /// `/metrics`.
     pub metrics: axum::Router,
+    /// Ends the API's requests in flight, for a stopping gateway whose grace period is over.
+    pub cut: Cut,
+}
+
+/// Ends every chat request the gateway's services have in flight: a whole answer not yet
+/// given is refused with 503 `gateway_stopping`, a stream ends with that error (and no
+/// `[DONE]`), and each one's provider call is dropped, which settles its reservation as a
+/// dropped request's. Requests that arrive after it are refused the same way. Dropping the
+/// server's task instead would leave its connections' tasks running (they are spawned apart),
+/// and with them reservations that nothing settles before the process ends.
+#[derive(Debug, Clone)]
+pub struct Cut(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Cut {
+    /// Ends what is in flight now.
+    pub fn now(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// Resolves once `cut` has turned `true` (at once if it has); never if its sender is gone.
+async fn cut_off(mut cut: tokio::sync::watch::Receiver<bool>) {
+    if cut.wait_for(|cut| *cut).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// The gateway's services over `router`, whose configuration holds `gateway.keys`.
@@ -71,10 +98,12 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     let limit = router.registry().gateway.body_limit_bytes;
     let access = Access::new(&router.registry().gateway, auth);
     let metrics = metrics::Metrics::new();
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         router,
         access,
         metrics,
+        cut: cut_rx,
     });
     // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
     // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
@@ -86,6 +115,10 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
             post(chat).fallback(wrong_method("POST")),
         )
         .route("/v1/models", get(models).fallback(wrong_method("GET")))
+        .route(
+            "/v1/models/{*model}",
+            get(model).fallback(wrong_method("GET")),
+        )
         .route("/v1/quota", get(quota).fallback(wrong_method("GET")))
         .route("/v1/usage", get(usage).fallback(wrong_method("GET")))
         .route(
@@ -104,12 +137,16 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
             get(render_metrics).fallback(wrong_method("GET")),
         )
         .with_state(shared);
-    Apps { api, metrics }
+    Apps {
+        api,
+        metrics,
+        cut: Cut(Arc::new(cut)),
+    }
 }
 
 /// The API and `/metrics` on one address.
 pub fn app(router: Router, auth: Auth) -> axum::Router {
-    let Apps { api, metrics } = apps(router, auth);
+    let Apps { api, metrics, .. } = apps(router, auth);
     api.merge(metrics)
 }
 
@@ -118,7 +155,7 @@ async fn api_not_found(method: Method, uri: Uri, headers: HeaderMap) -> Response
     let path = shown_path(&uri);
     let error = ApiError::unknown_path(format!(
         "no route for `{method} {path}`: this gateway serves POST /v1/chat/completions, \
-         GET /v1/models, GET /v1/quota, GET /v1/usage, GET /healthz, GET /readyz and GET /metrics \
+         GET /v1/models, GET /v1/models/{{model}}, GET /v1/quota, GET /v1/usage, GET /healthz, GET /readyz and GET /metrics \
          (unless `gateway.metrics_listen` gives it its own address); an OpenAI client's base URL \
          ends in `/v1`, e.g. `http://127.0.0.1:8080/v1`"
     ));
@@ -357,7 +394,11 @@ async fn answer(
     }
     let tenant = caller.tenant.clone();
     let mut response = if read.stream {
-        let stream = shared.router.chat_stream(req).await.map_err(routed)?;
+        let stream = tokio::select! {
+            biased;
+            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            stream = shared.router.chat_stream(req) => stream.map_err(routed)?,
+        };
         let who = metrics::Served {
             tenant: &tenant_label,
             provider: stream.provider(),
@@ -373,7 +414,11 @@ async fn answer(
         };
         streamed(stream, model, read.include_usage, counted)
     } else {
-        let answer = shared.router.chat(req).await.map_err(routed)?;
+        let answer = tokio::select! {
+            biased;
+            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            answer = shared.router.chat(req) => answer.map_err(routed)?,
+        };
         let r = &answer.receipt;
         let who = metrics::Served {
             tenant: &tenant_label,
@@ -475,6 +520,7 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Cou
         now_secs(),
     );
     let state = Relay {
+        cut: Box::pin(cut_off(counted.shared.cut.clone())),
         stream,
         counted,
         chunks,
@@ -504,6 +550,8 @@ struct Counted {
 
 /// Turns the router's stream into SSE events.
 struct Relay {
+    /// Resolves when the gateway's grace period is over ([`Cut`]).
+    cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     stream: ChatStream,
     counted: Counted,
     chunks: outbound::Chunks,
@@ -522,7 +570,15 @@ impl Relay {
                 return None;
             }
             let data = |v: serde_json::Value| Event::default().data(v.to_string());
-            match self.stream.next().await {
+            let next = tokio::select! {
+                next = self.stream.next() => next,
+                () = &mut self.cut => {
+                    self.pending.push_back(data(ApiError::stopping().body()));
+                    self.ended = true;
+                    continue;
+                }
+            };
+            match next {
                 Some(Ok(ChatChunk::Delta(text))) => {
                     self.pending.push_back(data(self.chunks.text(&text)));
                 }
@@ -537,9 +593,9 @@ impl Relay {
                         model: &receipt.model,
                     };
                     self.counted.shared.metrics.answered(&who, &receipt);
-                    if let Some(id) = &receipt.response_id {
-                        self.chunks.id.clone_from(id);
-                    }
+                    // Every chunk of one completion carries one `id` (clients group chunks by
+                    // it): the gateway's own, set before the first, not the provider's, which
+                    // only the answer's end brings.
                     for chunk in self.chunks.end(&receipt, self.include_usage) {
                         self.pending.push_back(data(chunk));
                     }
@@ -563,17 +619,57 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };
-    let registry = shared.router.registry();
+    let data: Vec<serde_json::Value> = visible_models(shared.router.registry(), &caller)
+        .into_iter()
+        .map(model_object)
+        .collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// One model as `GET /v1/models/{model}` (OpenAI's `models.retrieve`) shows it: 404
+/// `model_not_found` for a name that is neither a model nor an alias, or that the caller's key
+/// may not use (as OpenAI answers for a model the key cannot see). Names may hold `/`.
+async fn model(
+    State(shared): State<Arc<Shared>>,
+    name: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let name = match name {
+        Ok(Path(name)) => name,
+        Err(e) => {
+            return ApiError::bad_request(format!("the model name: {e}")).into_response_with("");
+        }
+    };
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response_with(""),
+    };
+    if visible_models(shared.router.registry(), &caller).contains(&name.as_str()) {
+        return Json(model_object(&name)).into_response();
+    }
+    ApiError::model_not_found(format!(
+        "the model `{name}` does not exist or this key may not use it; GET /v1/models lists \
+         the ones it may"
+    ))
+    .into_response_with("")
+}
+
+/// The models and aliases `caller` may ask for, sorted, each once.
+fn visible_models<'r>(
+    registry: &'r router_core::config::Registry,
+    caller: &auth::Caller,
+) -> Vec<&'r str> {
     let mut names: Vec<&str> = registry.known_models();
     names.extend(registry.routes.0.iter().map(|r| r.alias.as_str()));
     names.sort_unstable();
     names.dedup();
-    let data: Vec<serde_json::Value> = names
-        .into_iter()
-        .filter(|name| caller.may_use(name).is_ok())
-        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"}))
-        .collect();
-    Json(json!({"object": "list", "data": data})).into_response()
+    names.retain(|name| caller.may_use(name).is_ok());
+    names
+}
+
+/// A model in OpenAI's `model` object shape.
+fn model_object(name: &str) -> serde_json::Value {
+    json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"})
 }
 
 /// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant.

@@ -24,6 +24,7 @@ struct Running {
     http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<std::io::Result<()>>,
+    cut: Cut,
 }
 
 impl Running {
@@ -93,7 +94,9 @@ async fn start_over(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let done = tokio::spawn(serve(listener, app(router.clone(), Auth::Keys), async {
+    let apps = apps(router.clone(), Auth::Keys);
+    let app = apps.api.merge(apps.metrics);
+    let done = tokio::spawn(serve(listener, app, async {
         let _ = stopped.await;
     }));
     Running {
@@ -103,6 +106,7 @@ async fn start_over(
         http: reqwest::Client::new(),
         stop: Some(stop),
         done,
+        cut: apps.cut,
     }
 }
 
@@ -177,6 +181,13 @@ async fn a_streamed_answer_ends_with_usage_and_done() {
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
     assert_eq!(said, "Hello!");
+    // One completion, one `id` on every chunk (the upstream's own, `chatcmpl-123`, comes only
+    // with the end).
+    let id = chunks[0]["id"].as_str().unwrap();
+    assert!(id.starts_with("chatcmpl-") && id != "chatcmpl-123", "{id}");
+    for chunk in &chunks {
+        assert_eq!(chunk["id"], id, "{chunk}");
+    }
     let finish = &chunks[chunks.len() - 2];
     assert_eq!(finish["choices"][0]["finish_reason"], "stop");
     let usage = &chunks[chunks.len() - 1];
@@ -279,6 +290,26 @@ async fn keys_decide_who_may_call_what() {
     let models = r.get_json(NARROW, "/v1/models").await;
     assert_eq!(models["data"].as_array().unwrap().len(), 1);
     assert_eq!(models["data"][0]["id"], "small");
+    // One model, as OpenAI's `models.retrieve` asks for it: only one the key may use.
+    let one = r.get_json(NARROW, "/v1/models/small").await;
+    assert_eq!(
+        one,
+        json!({"id": "small", "object": "model", "created": 0, "owned_by": "llmroute"})
+    );
+    for (key, name) in [(NARROW, "chat"), (ACME, "nope"), (ACME, "small/extra")] {
+        let url = format!("{}/v1/models/{name}", r.base);
+        let response = r.http.get(url).bearer_auth(key).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{name}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "model_not_found", "{name}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("`{name}`"))
+        );
+    }
+    assert_eq!(r.get_json(ACME, "/v1/models/chat").await["id"], "chat");
     // The caller's quota: its tier, use and spend, and every deployment.
     let quota = r.get_json(ACME, "/v1/quota").await;
     assert_eq!(quota["tenant"]["name"], "acme");
@@ -718,6 +749,80 @@ async fn shutdown_lets_a_stream_in_flight_finish() {
         "{text}"
     );
     r.done.await.unwrap().unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
+async fn a_cut_ends_the_streams_and_answers_in_flight_and_settles_them() {
+    // A stream in flight: its first chunk is out, the rest held upstream.
+    let mut held = held_upstream().await;
+    let r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let mut streaming = r
+        .http
+        .post(&url)
+        .bearer_auth(ACME)
+        .json(&streamed_hello())
+        .send()
+        .await
+        .unwrap();
+    let first = streaming.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("Hel"));
+    assert_eq!(in_flight(&r.router).await, 1);
+    r.cut.now();
+    // The stream ends with the error and no `[DONE]`; the upstream call is dropped.
+    let mut rest = String::new();
+    while let Some(chunk) = streaming.chunk().await.unwrap() {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(rest.contains("\"gateway_stopping\""), "{rest}");
+    assert!(!rest.contains("[DONE]"), "{rest}");
+    held.hung_up.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
+    // A request after the cut is refused before it reserves anything.
+    let refused = r.post(Some(ACME), &hello()).await;
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_stopping");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gateway.grace_secs")
+    );
+    assert_eq!(in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
+async fn a_cut_refuses_a_whole_answer_in_flight_and_settles_it() {
+    let r = start("", "").await;
+    // The upstream answers after a minute: the request is in flight when the cut comes.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture("openai/ok.json"), "application/json")
+                .set_delay(std::time::Duration::from_secs(60)),
+        )
+        .mount(&r.upstream)
+        .await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let request = r.http.post(url).bearer_auth(ACME).json(&hello()).send();
+    let client = tokio::spawn(request);
+    // Wait until the provider has the request (and the ledger its reservation).
+    loop {
+        let received = r.upstream.received_requests().await.unwrap_or_default();
+        if !received.is_empty() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(in_flight(&r.router).await, 1);
+    r.cut.now();
+    let response = client.await.unwrap().unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_stopping");
     assert_eq!(in_flight(&r.router).await, 0);
 }
 

@@ -150,35 +150,45 @@ pub enum ResponseFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effort {
+    /// The least thinking a model allows (OpenAI's `minimal`; Anthropic and Gemini: a 512-token
+    /// budget, which Anthropic raises to its least, 1,024).
+    Minimal,
     /// Little thinking (Anthropic and Gemini: a 1,024-token budget).
     Low,
     /// Some (4,096 tokens).
     Medium,
     /// Much (16,384 tokens).
     High,
+    /// The most (OpenAI's `xhigh`; 32,768 tokens).
+    Xhigh,
 }
 
 impl Effort {
     /// The thinking budget that stands for this effort on providers that take a budget.
     pub fn budget_tokens(self) -> u64 {
         match self {
+            Effort::Minimal => 512,
             Effort::Low => 1024,
             Effort::Medium => 4096,
             Effort::High => 16_384,
+            Effort::Xhigh => 32_768,
         }
     }
 
-    /// `low`, `medium` or `high`.
+    /// `minimal`, `low`, `medium`, `high` or `xhigh`, as OpenAI's `reasoning_effort` takes it.
     pub fn as_str(self) -> &'static str {
         match self {
+            Effort::Minimal => "minimal",
             Effort::Low => "low",
             Effort::Medium => "medium",
             Effort::High => "high",
+            Effort::Xhigh => "xhigh",
         }
     }
 
-    /// The effort a budget stands for on providers that take an effort: the smallest whose
-    /// budget covers it.
+    /// The effort a budget stands for on providers that take an effort: the smallest of
+    /// `low`, `medium` and `high` (the three every reasoning model takes) whose budget covers
+    /// it.
     pub fn of_budget(tokens: u64) -> Self {
         [Effort::Low, Effort::Medium]
             .into_iter()

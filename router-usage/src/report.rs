@@ -273,6 +273,15 @@ mod tests {
         assert_eq!(parse_instant("7d", NOON), Ok(NOON - 7 * 86_400_000));
         assert_eq!(parse_instant("30m", NOON), Ok(NOON - 1_800_000));
         assert_eq!(parse_instant("2026-11-30", NOON), Ok(NOON - 43_200_000));
+        // Years past any calendar arithmetic are refused, not wrapped.
+        for far in [
+            "600000000-01-01",
+            "9223372036854775807-12-31",
+            "10000-01-01T00:00",
+        ] {
+            assert!(parse_instant(far, NOON).is_err(), "{far}");
+        }
+        assert!(parse_instant("9999-12-31", NOON).is_ok());
         assert_eq!(
             parse_instant("2026-11-30T14:00Z", NOON),
             Ok(NOON + 7_200_000)

@@ -74,9 +74,9 @@ pub mod calendar {
     }
 
     /// Midnight UTC starting (year, month, day), in ms since the epoch; `None` for a date that
-    /// does not exist or lies before 1970.
+    /// does not exist, or lies before 1970 or after 9999 (where the day count would overflow).
     pub fn midnight(y: i64, m: u64, d: u64) -> Option<u64> {
-        if !(1..=12).contains(&m) || d == 0 {
+        if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || d == 0 {
             return None;
         }
         let first = days_from_civil(y, m);

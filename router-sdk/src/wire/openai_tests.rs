@@ -161,6 +161,36 @@ fn a_tool_round_trip_is_sent_in_the_documented_shape() {
 }
 
 #[test]
+fn every_effort_goes_upstream_as_openai_names_it() {
+    use crate::types::{Effort, Reasoning};
+    for (effort, text) in [
+        (Effort::Minimal, "minimal"),
+        (Effort::Low, "low"),
+        (Effort::Medium, "medium"),
+        (Effort::High, "high"),
+        (Effort::Xhigh, "xhigh"),
+    ] {
+        let req = ChatRequest {
+            reasoning: Some(Reasoning {
+                effort: Some(effort),
+                budget_tokens: None,
+            }),
+            ..ChatRequest::new("Think.")
+        };
+        assert_eq!(body("o4-mini", &req, false)["reasoning_effort"], text);
+    }
+    // A budget stands for one of the three every reasoning model takes.
+    let req = ChatRequest {
+        reasoning: Some(Reasoning {
+            effort: None,
+            budget_tokens: Some(30_000),
+        }),
+        ..ChatRequest::new("Think.")
+    };
+    assert_eq!(body("o4-mini", &req, false)["reasoning_effort"], "high");
+}
+
+#[test]
 fn reasoning_requests_cap_with_max_completion_tokens() {
     let req = ChatRequest {
         max_tokens: Some(2000),
