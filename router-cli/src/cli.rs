@@ -36,9 +36,9 @@ pub(crate) struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub(crate) struct Global {
-    /// Configuration file. Precedence: --config, then $LLMROUTE_CONFIG, then ./providers.yaml,
-    /// then providers.yaml in the user's config directory (~/.config/llmroute/)
-    #[arg(long, global = true, env = "LLMROUTE_CONFIG", value_name = "FILE")]
+    /// Configuration file. Precedence: --config, then $LLMROUTE_CONFIG (empty: unset), then
+    /// ./providers.yaml, then providers.yaml in the user's config directory (~/.config/llmroute/)
+    #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
     /// Redis URL of the shared ledger. Precedence: --state, then $REDIS_URL, then `state` in the

@@ -27,7 +27,11 @@ pub(crate) struct Loaded {
 /// Load the configuration from --config / $LLMROUTE_CONFIG / ./providers.yaml, and choose its
 /// ledger (an unusable --state or $REDIS_URL is an error naming it).
 pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
-    let path = global.config.clone().unwrap_or_else(default_path);
+    let path = global
+        .config
+        .clone()
+        .or_else(config_from_env)
+        .unwrap_or_else(default_path);
     let registry = Registry::from_path(&path).map_err(|e| match e {
         ConfigError::Read { ref io, .. } if io.kind() == std::io::ErrorKind::NotFound => Failure::usage(anyhow!(
             "{e}; name the file with --config FILE or LLMROUTE_CONFIG (default ./providers.yaml)"
@@ -54,6 +58,14 @@ pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
         registry,
         ledger,
     })
+}
+
+/// `$LLMROUTE_CONFIG`, unless it is unset or empty (as `REDIS_URL` and the other variables:
+/// `LLMROUTE_CONFIG= llmroute ...` is the default file).
+fn config_from_env() -> Option<PathBuf> {
+    std::env::var_os("LLMROUTE_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `./providers.yaml`, else `providers.yaml` in the user's config directory if it exists there.

@@ -188,6 +188,28 @@ fn a_limit_that_is_not_a_whole_number_is_named_with_its_value() {
 }
 
 #[test]
+fn a_limit_written_as_a_whole_decimal_is_that_number_and_others_are_shown_as_written() {
+    let yaml = with(
+        "limits: { rpm: 500, tpm: 150000, concurrency: 20 }",
+        "limits: { rpm: 500.0, tpm: 1.5e5, concurrency: 2e1 }",
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let limits = registry.deployments[0].limits;
+    assert_eq!(limits.rpm.map(|n| n.get()), Some(500));
+    assert_eq!(limits.tpm.map(|n| n.get()), Some(150_000));
+    assert_eq!(limits.concurrency.map(|n| n.get()), Some(20));
+    for (bad, got) in [
+        ("0.0", "got 0.0"),
+        ("-3.0", "got -3.0"),
+        ("1e17", "1e17 is past what a decimal"),
+        ("1e300", "1e300 is too large"),
+    ] {
+        let msg = error_of(&with("concurrency: 20", &format!("concurrency: {bad}")));
+        assert_mentions(&msg, &["test.yaml:14:", "limits.concurrency", got]);
+    }
+}
+
+#[test]
 fn a_duplicate_key_is_reported_with_its_line_and_without_library_advice() {
     let msg = error_of(&with(
         "    api: openai\n",

@@ -32,15 +32,13 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let KeysCommand::New { tenant } = &args.command;
-    let valid = !tenant.trim().is_empty()
-        && tenant.trim() == tenant
-        && !tenant.contains(['{', '}', ',', ':', '#']);
-    if !valid {
-        return Err(Failure::usage(anyhow!(
-            "--tenant {tenant:?}: a tenant name must be non-empty, without surrounding spaces \
-             and without `{{ }} , : #`; use letters, digits, `-` and `_`"
-        )));
+    // What the configuration accepts; the line below quotes the name, so that any of them
+    // (`@ops`, `a: b`, `null`) loads as written.
+    if let Some(problem) = router_core::config::tenant_name_problem(tenant) {
+        return Err(Failure::usage(anyhow!("--tenant: {problem}")));
     }
+    // A JSON string is a YAML double-quoted scalar.
+    let quoted = serde_json::Value::from(tenant.as_str()).to_string();
     let key = router_gateway::new_key()
         .map_err(|e| Failure::usage(anyhow!("cannot draw a random key: {e}")))?;
     let hash = router_gateway::hash_key(&key);
@@ -48,7 +46,7 @@ pub(crate) async fn run(
         out,
         "key: {key}\n\nGive the key to tenant `{tenant}`; it is not stored anywhere and is shown \
          only now. Add this line under `gateway.keys` in the configuration:\n\n    - {{ sha256: \
-         {hash}, tenant: {tenant} }}"
+         {hash}, tenant: {quoted} }}"
     )
     .map_err(Failure::output)
 }

@@ -1,6 +1,7 @@
 //! `llmroute serve`: the OpenAI-compatible gateway (`router_gateway`) on a socket, until SIGINT
-//! or SIGTERM; then it stops accepting, lets the requests and streams in flight finish, waits
-//! for their settlements and exits 0.
+//! or SIGTERM; then it stops accepting, lets the requests and streams in flight finish (for
+//! `gateway.grace_secs` at most, or until another signal), cuts off what is left, waits for
+//! the settlements (until another signal) and exits 0.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -12,6 +13,10 @@ use router_gateway::Auth;
 use crate::context::Context;
 use crate::failure::Failure;
 use crate::interrupt::Signals;
+
+/// How long a stopping gateway waits, after cutting off what was in flight at the end of its
+/// grace period, for its connections to close before it drops them.
+const CUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Options of `llmroute serve`.
 #[derive(Debug, Args)]
@@ -69,6 +74,9 @@ pub(crate) async fn run(
         ),
         None => None,
     };
+    // Before the first line: a script that signals as soon as it reads it stops the gateway
+    // cleanly.
+    let mut signals = Signals::install()?;
     writeln!(out, "llmroute gateway listening on http://{bound}").map_err(Failure::output)?;
     if let Some(m) = &metrics_listener {
         let at = m
@@ -77,21 +85,34 @@ pub(crate) async fn run(
         writeln!(out, "llmroute metrics on http://{at}/metrics").map_err(Failure::output)?;
     }
     out.flush().map_err(Failure::output)?;
-    let mut signals = Signals::install()?;
-    // One signal stops both servers.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // The signals so far. The first stops both servers; the next cuts off what is in flight
+    // without waiting for the grace period; one more stops waiting for settlements.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(0_u32);
     tokio::spawn(async move {
-        let signal = signals.next().await;
-        tracing::info!(
-            signal = signal.name(),
-            "stopping: finishing the requests in flight"
-        );
-        let _ = stop_tx.send(true);
+        loop {
+            let signal = signals.next().await;
+            let mut seen = 0;
+            stop_tx.send_modify(|n| {
+                *n += 1;
+                seen = *n;
+            });
+            if seen == 1 {
+                tracing::info!(
+                    signal = signal.name(),
+                    "stopping: finishing the requests in flight (another signal cuts them off)"
+                );
+            } else {
+                tracing::warn!(signal = signal.name(), "another signal: stopping at once");
+            }
+        }
     });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+    // Resolves at the `n`-th signal (at once if it came).
+    let signalled = |mut rx: tokio::sync::watch::Receiver<u32>, n: u32| async move {
+        let _ = rx.wait_for(|seen| *seen >= n).await;
     };
+    let stopped = move |rx| signalled(rx, 1);
     let apps = router_gateway::apps(router.clone(), auth);
+    let cut = apps.cut.clone();
     let (api, metrics) = match metrics_listener {
         Some(m) => {
             let serving = router_gateway::serve(m, apps.metrics, stopped(stop_rx.clone()));
@@ -105,24 +126,47 @@ pub(crate) async fn run(
         api,
         stopped(stop_rx.clone()),
     ));
-    // After the signal, what is in flight has `gateway.grace_secs` to finish; then it is
-    // dropped, and dropped requests settle their reservations.
+    // After the signal, what is in flight has `gateway.grace_secs` to finish; then it is cut
+    // off (refused with 503, or its stream ended with that error), which drops its provider
+    // call and settles its reservation as a dropped request's, while the process still runs.
+    // A connection that still holds on after that (a body still being sent: nothing reserved
+    // yet) is dropped a moment later.
     let deadline = async {
-        stopped(stop_rx).await;
-        tokio::time::sleep(grace).await;
+        stopped(stop_rx.clone()).await;
+        tokio::select! {
+            () = tokio::time::sleep(grace) => {}
+            () = signalled(stop_rx.clone(), 2) => {}
+        }
+    };
+    let joined = |j: Result<std::io::Result<()>, tokio::task::JoinError>| {
+        j.unwrap_or_else(|e| Err(std::io::Error::other(e)))
     };
     let served = tokio::select! {
-        joined = &mut serving => joined.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        j = &mut serving => joined(j),
         () = deadline => {
-            tracing::warn!(grace_secs = grace.as_secs(), "grace period over: dropping what is still in flight");
-            serving.abort();
-            Ok(())
+            tracing::warn!(grace_secs = grace.as_secs(), "grace period over (or cut short): cutting off what is still in flight");
+            cut.now();
+            match tokio::time::timeout(CUT_GRACE, &mut serving).await {
+                Ok(j) => joined(j),
+                Err(_) => {
+                    serving.abort();
+                    Ok(())
+                }
+            }
         }
     };
     if let Some(metrics) = metrics {
         metrics.abort();
     }
     served.map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))?;
-    router.drain().await;
+    // Settlements retry while the ledger refuses them (say, Redis is away); another signal
+    // stops waiting for them (their slots expire with their TTL).
+    let further = signalled(stop_rx.clone(), *stop_rx.borrow() + 1);
+    tokio::select! {
+        () = router.drain() => {}
+        () = further => {
+            tracing::warn!("exiting without waiting for pending settlements: their slots expire after the slot TTL");
+        }
+    }
     Ok(())
 }

@@ -136,11 +136,30 @@ async fn a_provider_error_exits_4() {
 async fn a_malformed_or_reserved_header_exits_2_naming_it_and_never_its_value() {
     let (s, _server) = openai_scene("rpm: 10").await;
     let mut cmd = s.llmroute(&["oa"]);
-    cmd.args(["chat", "--header", "nonsense", "-p"])
+    cmd.args(["chat", "--header", "sk-nonsense", "-p"])
         .arg(s.prompt("Hi"));
     let line = run_async(cmd, 2).await.1;
     assert!(
-        one_line(&line).contains("--header \"nonsense\": write it as NAME=VALUE"),
+        one_line(&line).contains("--header: an argument is not NAME=VALUE"),
+        "{line}"
+    );
+    assert!(!line.contains("sk-nonsense"), "{line}");
+    // Written as curl takes it: the name is shown, the key is not.
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args([
+        "chat",
+        "--header",
+        "Authorization: Bearer sk-curl-S3CRET",
+        "-p",
+    ])
+    .arg(s.prompt("Hi"));
+    let line = run_async(cmd, 2).await.1;
+    assert!(
+        one_line(&line).contains("write it as Authorization=VALUE"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("S3CRET") && !line.contains("Bearer"),
         "{line}"
     );
     let mut cmd = s.llmroute(&["oa"]);

@@ -194,6 +194,11 @@ fn config_precedence_is_option_then_env_then_working_directory() {
     assert!(out.contains("config:     providers.yaml"), "{out}");
     let (out, _) = run(llmroute().env("LLMROUTE_CONFIG", &path).arg("providers"), 0);
     assert!(out.contains(&path.display().to_string()), "{out}");
+    // Empty is unset, as for every other variable: the working directory's file.
+    let mut cmd = llmroute();
+    cmd.env("LLMROUTE_CONFIG", "").current_dir(dir.path());
+    let (out, _) = run(cmd.arg("providers"), 0);
+    assert!(out.contains("config:     providers.yaml"), "{out}");
     let mut cmd = llmroute();
     cmd.env("LLMROUTE_CONFIG", "/nonexistent/env.yaml")
         .arg("--config")

@@ -155,6 +155,91 @@ async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_then_the_grace_period_cuts_off_a_request_in_flight_and_settles_it() {
+    cut_off_and_settled("grace_secs: 1", &["TERM"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_cuts_off_a_request_in_flight_at_once_and_settles_it() {
+    cut_off_and_settled("grace_secs: 3600", &["TERM", "INT"]).await;
+}
+
+/// `llmroute serve` with `gateway.<grace>`, one request in flight that the provider never
+/// answers, then `signals` sent in turn: the request is refused with 503 `gateway_stopping`,
+/// the gateway exits 0, and the request's slot is free.
+async fn cut_off_and_settled(grace: &str, signals: &[&str]) {
+    let (base, mut arrivals) = crate::signals::silent_upstream().await;
+    let s = scene_with(
+        &[(
+            "oa",
+            "openai",
+            base,
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100, concurrency: 2",
+        )],
+        &format!("gateway:\n  {grace}\n"),
+    );
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(&s.config)
+        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
+        .env("OA_KEY", "sk-planted-oa-S3CRET")
+        .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).unwrap();
+        first
+    })
+    .await
+    .unwrap();
+    let base = first
+        .trim()
+        .strip_prefix("llmroute gateway listening on ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hello"}]});
+    let request = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send();
+    let client = tokio::spawn(request);
+    // The provider has the request, and never answers it.
+    arrivals.recv().await.unwrap();
+    assert_eq!(crate::signals::in_flight(&s).await, 1);
+    for signal in signals {
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    }
+    // After the grace period, or at the second signal: refused, its call dropped, its slot settled before the exit.
+    let response = client.await.unwrap().unwrap();
+    assert_eq!(response.status(), 503);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], "gateway_stopping", "{answer}");
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("cutting off what is still in flight"),
+        "{stderr}"
+    );
+    assert_eq!(crate::signals::in_flight(&s).await, 0);
+}
+
 #[test]
 fn unsafe_or_useless_setups_exit_2() {
     let s = scene(&[(
@@ -181,5 +266,38 @@ fn unsafe_or_useless_setups_exit_2() {
         assert!(stderr.contains(words), "{args:?}: {stderr}");
     }
     let (_, stderr) = run(llmroute().args(["keys", "new", "--tenant", "a{b}"]), 2);
-    assert!(stderr.contains("--tenant"), "{stderr}");
+    assert!(
+        stderr.contains("--tenant") && stderr.contains("`{`"),
+        "{stderr}"
+    );
+    let (_, stderr) = run(llmroute().args(["keys", "new", "--tenant", " acme"]), 2);
+    assert!(stderr.contains("leading or trailing spaces"), "{stderr}");
+}
+
+#[test]
+fn the_line_keys_new_prints_loads_as_that_tenant_whatever_its_name() {
+    for tenant in [
+        "acme",
+        "@ops",
+        "a: b, #c",
+        "null",
+        "'x",
+        "[team]",
+        "\"q\" \\ é",
+    ] {
+        let (out, _) = run(llmroute().args(["keys", "new", "--tenant", tenant]), 0);
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("- { sha256:"))
+            .unwrap_or_else(|| panic!("{out}"))
+            .trim();
+        let yaml = format!(
+            "providers:\n  - name: p\n    api: openai\n    base_url: http://127.0.0.1:9/v1\n    \
+             api_key_env: P_KEY\n    models:\n      - {{ name: m, price: {{ input: 1, output: 2 }} }}\n\
+             gateway:\n  keys:\n    {line}\n"
+        );
+        let registry = router_core::config::Registry::from_yaml_str(&yaml, "keys.yaml")
+            .unwrap_or_else(|e| panic!("{tenant:?}: {e}\n{yaml}"));
+        assert_eq!(registry.gateway.keys[0].tenant, tenant);
+    }
 }

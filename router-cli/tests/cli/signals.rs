@@ -13,7 +13,7 @@ use crate::support::*;
 
 /// An upstream that never answers: each request's arrival (its headers read) is sent on the
 /// returned channel, then the connection is held open.
-async fn silent_upstream() -> (String, mpsc::UnboundedReceiver<()>) {
+pub(crate) async fn silent_upstream() -> (String, mpsc::UnboundedReceiver<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let (seen, arrivals) = mpsc::unbounded_channel();
@@ -59,7 +59,7 @@ fn spawn_chat(s: &Scene, extra: &[&str]) -> Child {
 }
 
 /// What `quota --json` shows in flight on the only deployment.
-async fn in_flight(s: &Scene) -> u64 {
+pub(crate) async fn in_flight(s: &Scene) -> u64 {
     let mut cmd = s.llmroute(&[]);
     cmd.args(["quota", "--json"]);
     let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
@@ -120,4 +120,54 @@ async fn sigint_during_a_streamed_chat_exits_130_and_frees_the_slot() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_during_a_whole_answer_chat_exits_143_and_frees_the_slot() {
     a_signal_during_chat_frees_the_slot("TERM", 143, &["--no-stream"]).await;
+}
+
+/// Whether process `pid`'s main thread is blocked reading its standard input (x86-64 Linux:
+/// system call 0, `read`, on descriptor 0).
+fn reading_stdin(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 0x0 "))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_while_chat_waits_for_its_prompt_on_stdin_ends_it() {
+    let (base, _arrivals) = silent_upstream().await;
+    let s = scene(&[("oa", "openai", base, "gpt-test", 2.0, 8.0, "rpm: 100")]);
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(&s.config)
+        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
+        .env("OA_KEY", "sk-planted-oa-S3CRET")
+        .args(["chat", "-p", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Standard input stays open: the prompt is never typed.
+    let _typing = child.stdin.take().unwrap();
+    let pid = child.id();
+    let waiting = tokio::task::spawn_blocking(move || {
+        while !reading_stdin(pid) {
+            std::thread::yield_now();
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the chat never read its standard input")
+        .unwrap();
+    let killed = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
+    let output = tokio::time::timeout(Duration::from_secs(60), output)
+        .await
+        .expect("Ctrl-C did not end a chat waiting for its prompt")
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(output.status.signal(), Some(2), "{:?}", output.status);
+    assert_eq!(in_flight(&s).await, 0);
 }

@@ -161,6 +161,21 @@ fn bad_periods_and_groupings_name_the_flag() {
     cmd.env("LLMROUTE_USAGE", "mysql://x").args(["usage"]);
     let (_, err) = run(&mut cmd, 2);
     assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
+    // `--check` compares the day and the month: a period or a model it would not honour is
+    // refused, not ignored.
+    for flag in [
+        &["--since", "7d"][..],
+        &["--until", "1h"],
+        &["--model", "gpt-test"],
+    ] {
+        let mut cmd = s.llmroute(&[]);
+        cmd.args(["usage", "--check"]).args(flag);
+        let (_, err) = run(&mut cmd, 2);
+        assert!(
+            err.contains("cannot be used with") && err.contains(flag[0]),
+            "{flag:?}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -44,8 +44,21 @@ fn check(text: &str) -> Result<String, String> {
             "{shown} contains a backslash; separate the path with `/`"
         ));
     }
+    // The parser takes `https:/host` and `https:host` as `https://host`: what it would send
+    // to is then not what is written (nor what `llmroute providers` shows).
+    let Some(slashes) = text.find("://") else {
+        let scheme = text.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+        return Err(match scheme.as_deref() {
+            Some(scheme @ ("http" | "https")) => {
+                format!(
+                    "{shown} lacks the `//` after `{scheme}:`; write `{scheme}://` and the host"
+                )
+            }
+            _ => format!("{shown} must start with http:// or https://"),
+        });
+    };
     // The parser reads `https:///v1` as host `v1`.
-    let rest = &text[text.find("://").map_or(0, |i| i + 3)..];
+    let rest = &text[slashes + 3..];
     if rest.starts_with('/') {
         return Err("has no host after the scheme".to_owned());
     }
@@ -186,6 +199,10 @@ mod tests {
         let cases = [
             ("", "must not be empty"),
             ("api.deepseek.com/v1", "must start with http:// or https://"),
+            ("localhost:8080/v1", "must start with http:// or https://"),
+            ("https:/api.openai.com/v1", "lacks the `//` after `https:`"),
+            ("HTTP:api.openai.com/v1", "lacks the `//` after `http:`"),
+            ("https:", "lacks the `//` after `https:`"),
             ("ftp://h", "http://"),
             ("https://", "no host"),
             ("https:///v1", "no host"),

@@ -29,6 +29,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) source: &'a str,
 }
 
+/// 2^53: every whole number up to it is exact as a float (a decimal in YAML).
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
 impl Ctx<'_> {
     /// An [`ConfigError::Invalid`] about `field`.
     pub(crate) fn invalid(&self, field: &str, line: Option<u64>, message: String) -> ConfigError {
@@ -174,7 +177,8 @@ impl Ctx<'_> {
         })
     }
 
-    /// A whole number above zero; `hint` says what to do instead.
+    /// A whole number above zero, also written as a decimal (`1e6`, `500.0`) up to 2^53;
+    /// `hint` says what to do instead.
     pub(crate) fn positive(
         &self,
         field: &str,
@@ -183,6 +187,11 @@ impl Ctx<'_> {
     ) -> Result<NonZeroU64, ConfigError> {
         let whole = match value.value {
             Number::Int(n) => u64::try_from(n).ok().and_then(NonZeroU64::new),
+            // `1e6` or `500.0`: a whole number written as a decimal, taken while every whole
+            // number up to it is exact as a float.
+            Number::Float(x) if x.fract() == 0.0 && (1.0..=EXACT).contains(&x) => {
+                NonZeroU64::new(x as u64)
+            }
             Number::Float(_) | Number::Text(_) => None,
         };
         whole.ok_or_else(|| {
@@ -192,7 +201,14 @@ impl Ctx<'_> {
                 Number::Float(x) => x >= 2f64.powi(64),
                 Number::Text(_) => false,
             };
-            let msg = if too_large {
+            let inexact = matches!(value.value, Number::Float(x) if x.fract() == 0.0 && x > EXACT);
+            let msg = if inexact && !too_large {
+                format!(
+                    "{} is past what a decimal (`1e6`, `500.0`) holds exactly; write its \
+                     digits, with no `.` or `e`; {hint}",
+                    value.value
+                )
+            } else if too_large {
                 format!(
                     "{} is too large (at most {}); {hint}",
                     value.value,
@@ -316,18 +332,37 @@ impl Ctx<'_> {
         Err(self.invalid(field, line(value), problem))
     }
 
-    /// A tenant name: a [`Ctx::key_name`] without `{` or `}`, as it is used inside the Redis
-    /// hash tag of the namespace.
+    /// A tenant name, as [`tenant_name_problem`] checks it.
     pub(crate) fn tenant(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
-        let name = self.key_name(field, "tenant", value)?;
-        if name.contains(NOT_IN_HASH_TAG) {
-            let msg = format!(
-                "tenant name `{name}` must not contain `{{` or `}}`: tenant names are used inside \
-                 the Redis hash tag of the namespace; use letters, digits, `-` and `_`"
-            );
-            return Err(self.invalid(field, line(value), msg));
+        match tenant_name_problem(&value.value) {
+            None => Ok(value.value.clone()),
+            Some(problem) => Err(self.invalid(field, line(value), problem)),
         }
-        Ok(name)
+    }
+}
+
+/// What is wrong with `name` as a tenant's name, if anything: it must not be blank, have
+/// leading or trailing spaces, hold a control character, or hold `{` or `}` (it is used inside
+/// the Redis hash tag of the namespace). For the configuration and for whatever writes a line of
+/// it (`llmroute keys new --tenant`).
+pub fn tenant_name_problem(name: &str) -> Option<String> {
+    if name.trim().is_empty() {
+        Some("a tenant name must not be empty; write a name".to_owned())
+    } else if name.trim() != name {
+        Some(format!(
+            "tenant name `{name}` has leading or trailing spaces; remove them"
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some(format!(
+            "tenant name {name:?} holds a control character; remove it"
+        ))
+    } else if name.contains(NOT_IN_HASH_TAG) {
+        Some(format!(
+            "tenant name `{name}` must not contain `{{` or `}}`: tenant names are used inside \
+             the Redis hash tag of the namespace; use letters, digits, `-` and `_`"
+        ))
+    } else {
+        None
     }
 }
 

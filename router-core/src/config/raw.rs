@@ -395,7 +395,8 @@ impl fmt::Display for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Number::Int(n) => write!(f, "{n}"),
-            Number::Float(x) => write!(f, "{x}"),
+            // As written: `500.0` stays `500.0` (`{x}` would show `500`), `1e300` stays short.
+            Number::Float(x) => write!(f, "{x:?}"),
             Number::Text(t) => write!(f, "`{t}`"),
         }
     }

@@ -10,15 +10,15 @@ use super::ChatArgs;
 use super::report::{report_attempts, report_candidates, routing_failed};
 use crate::failure::Failure;
 
-/// Sends the request of `args` and prints the answer on `out`; `verbose` (the global `-v`):
-/// report the routing on stderr.
+/// Sends `req` (the request of `args`) and prints the answer on `out`; `verbose` (the global
+/// `-v`): report the routing on stderr.
 pub(super) async fn answer(
     args: &ChatArgs,
+    req: ChatRequest,
     verbose: bool,
     router: &Router,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
-    let req = args.request()?;
     if verbose {
         report_candidates(router, &req)?;
     }

@@ -116,9 +116,7 @@ impl ChatArgs {
                 Some((name, value)) if !name.trim().is_empty() => {
                     Ok((name.trim().to_owned(), value.to_owned()))
                 }
-                _ => Err(Failure::usage(anyhow!(
-                    "--header {h:?}: write it as NAME=VALUE, e.g. --header x-trace-id=abc"
-                ))),
+                _ => Err(Failure::usage(anyhow!("{}", malformed_header(h)))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ChatRequest {
@@ -200,8 +198,12 @@ pub(crate) async fn run(
     args.numbers()?;
     let loaded = ctx.load()?;
     let router = ctx.router(loaded).await?;
+    // The prompt (`-p -`: standard input, which may wait for the user) is read before the
+    // signal handlers are installed: Ctrl-C while it waits ends the process as usual, with
+    // nothing reserved yet.
+    let req = args.request()?;
     let mut signals = Signals::install()?;
-    let sent = answer::answer(args, ctx.verbose(), &router, out);
+    let sent = answer::answer(args, req, ctx.verbose(), &router, out);
     let ended = until_signal(sent, &mut signals).await;
     if until_signal(settle_pending(&router), &mut signals)
         .await
@@ -229,5 +231,28 @@ async fn settle_pending(router: &Router) {
             "gave up waiting for settlements after {}s: their slots expire after the slot TTL",
             SETTLE_WAIT.as_secs()
         );
+    }
+}
+
+/// What is wrong with a `--header` argument that is not `NAME=VALUE`, never showing the
+/// argument past a header name: it may hold a key (`Authorization: Bearer sk-...`, as curl
+/// takes it).
+fn malformed_header(arg: &str) -> String {
+    let name = arg.split_once(':').map(|(name, _)| name.trim());
+    match name {
+        Some(name)
+            if !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            format!(
+                "--header `{name}: ...`: write it as {name}=VALUE, with `=` rather than `:` \
+                 (the value is not shown here)"
+            )
+        }
+        _ => "--header: an argument is not NAME=VALUE (it is not shown here, as it may hold a \
+              key): write it as NAME=VALUE, e.g. --header x-trace-id=abc"
+            .to_owned(),
     }
 }

@@ -42,8 +42,9 @@ pub(crate) struct UsageArgs {
     #[arg(long)]
     csv: bool,
     /// Compare each tenant's spend counters in the ledger (this UTC day and month) with the sum
-    /// of its usage records; exit status 1 when any differs
-    #[arg(long, conflicts_with_all = ["json", "csv", "by"])]
+    /// of its usage records; exit status 1 when any differs (for the day and month: no --since,
+    /// --until or --model)
+    #[arg(long, conflicts_with_all = ["json", "csv", "by", "since", "until", "model"])]
     check: bool,
 }
 
