@@ -3,7 +3,6 @@
 //! exactly. No request fails for a ledger reason, the upstream never refuses, and afterwards
 //! nothing is left in flight.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,15 +43,7 @@ fn gateway(s: &Scene) -> Gateway {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let base = first
-        .trim()
-        .strip_prefix("llmroute gateway listening on ")
-        .unwrap_or_else(|| panic!("{first:?}"))
-        .to_owned();
+    let base = listening_on(&mut child);
     Gateway { child, base }
 }
 

@@ -139,14 +139,8 @@ async fn a_key_from_keys_new_calls_the_gateway_and_sigterm_stops_it() {
     let on_api = http.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(on_api.status(), 404);
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    signal(child.id(), "TERM");
+    let output = exited(child).await;
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
     assert!(
@@ -170,43 +164,12 @@ async fn a_second_signal_cuts_off_a_request_in_flight_at_once_and_settles_it() {
 /// the gateway exits 0, and the request's slot is free.
 async fn cut_off_and_settled(grace: &str, signals: &[&str]) {
     let (base, mut arrivals) = crate::signals::silent_upstream().await;
-    let s = scene_with(
-        &[(
-            "oa",
-            "openai",
-            base,
-            "gpt-test",
-            2.0,
-            8.0,
-            "rpm: 100, concurrency: 2",
-        )],
-        &format!("gateway:\n  {grace}\n"),
-    );
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
-    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
-        cmd.env_remove(var);
-    }
-    cmd.arg("--config")
-        .arg(&s.config)
-        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
-        .env("OA_KEY", "sk-planted-oa-S3CRET")
-        .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let first = tokio::task::spawn_blocking(move || {
-        let mut first = String::new();
-        BufReader::new(stdout).read_line(&mut first).unwrap();
-        first
-    })
-    .await
-    .unwrap();
-    let base = first
-        .trim()
-        .strip_prefix("llmroute gateway listening on ")
-        .unwrap_or_else(|| panic!("{first:?}"))
-        .to_owned();
+    let s = one_upstream_at(base, &format!("gateway:\n  {grace}\n"));
+    let mut child = s
+        .process(&["serve", "--no-auth", "--listen", "127.0.0.1:0"])
+        .spawn()
+        .unwrap();
+    let base = listening_on(&mut child);
     let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hello"}]});
     let request = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
@@ -216,21 +179,16 @@ async fn cut_off_and_settled(grace: &str, signals: &[&str]) {
     // The provider has the request, and never answers it.
     arrivals.recv().await.unwrap();
     assert_eq!(crate::signals::in_flight(&s).await, 1);
-    for signal in signals {
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+    for name in signals {
+        signal(child.id(), name);
     }
-    // After the grace period, or at the second signal: refused, its call dropped, its slot settled before the exit.
+    // After the grace period, or at the second signal: refused, its call dropped, its slot
+    // settled before the exit.
     let response = client.await.unwrap().unwrap();
     assert_eq!(response.status(), 503);
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["code"], "gateway_stopping", "{answer}");
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    let output = exited(child).await;
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
     assert!(

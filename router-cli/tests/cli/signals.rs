@@ -1,7 +1,7 @@
 //! SIGINT / SIGTERM during `llmroute chat`: the request's slot and estimate are given back, and
 //! the exit status says which signal stopped it.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -42,19 +42,9 @@ pub(crate) async fn silent_upstream() -> (String, mpsc::UnboundedReceiver<()>) {
 
 /// `llmroute chat` of `scene`, spawned with piped output.
 fn spawn_chat(s: &Scene, extra: &[&str]) -> Child {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
-    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
-        cmd.env_remove(var);
-    }
-    cmd.arg("--config")
-        .arg(&s.config)
-        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
-        .env("OA_KEY", "sk-planted-oa-S3CRET")
-        .arg("chat")
-        .args(extra)
-        .arg("-p")
-        .arg(s.prompt("Hi"));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let prompt = s.prompt("Hi");
+    let mut cmd = s.process(&["chat"]);
+    cmd.args(extra).arg("-p").arg(prompt);
     cmd.spawn().unwrap()
 }
 
@@ -68,17 +58,9 @@ pub(crate) async fn in_flight(s: &Scene) -> u64 {
         .unwrap()
 }
 
-async fn a_signal_during_chat_frees_the_slot(signal: &str, status: i32, extra: &[&str]) {
+async fn a_signal_during_chat_frees_the_slot(name: &str, status: i32, extra: &[&str]) {
     let (base, mut arrivals) = silent_upstream().await;
-    let s = scene(&[(
-        "oa",
-        "openai",
-        base,
-        "gpt-test",
-        2.0,
-        8.0,
-        "rpm: 100, concurrency: 2",
-    )]);
+    let s = one_upstream_at(base, "");
     let child = spawn_chat(&s, extra);
     let arrived = tokio::time::timeout(Duration::from_secs(60), arrivals.recv()).await;
     assert!(
@@ -90,19 +72,13 @@ async fn a_signal_during_chat_frees_the_slot(signal: &str, status: i32, extra: &
         1,
         "the chat holds its slot while it waits"
     );
-    let killed = Command::new("kill")
-        .args([format!("-{signal}"), child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    signal(child.id(), name);
+    let output = exited(child).await;
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(status), "stderr: {stderr}");
     assert_eq!(
         stderr,
-        format!("llmroute: chat stopped by SIG{signal}\n"),
+        format!("llmroute: chat stopped by SIG{name}\n"),
         "one line on stderr"
     );
     assert_eq!(
@@ -131,20 +107,12 @@ fn reading_stdin(pid: u32) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_while_chat_waits_for_its_prompt_on_stdin_ends_it() {
     let (base, _arrivals) = silent_upstream().await;
-    let s = scene(&[("oa", "openai", base, "gpt-test", 2.0, 8.0, "rpm: 100")]);
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
-    for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
-        cmd.env_remove(var);
-    }
-    cmd.arg("--config")
-        .arg(&s.config)
-        .env("LLMROUTE_STATE_DIR", s.dir.path().join("state"))
-        .env("OA_KEY", "sk-planted-oa-S3CRET")
-        .args(["chat", "-p", "-"])
+    let s = one_upstream_at(base, "");
+    let mut child = s
+        .process(&["chat", "-p", "-"])
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+        .spawn()
+        .unwrap();
     // Standard input stays open: the prompt is never typed.
     let _typing = child.stdin.take().unwrap();
     let pid = child.id();
@@ -157,16 +125,10 @@ async fn ctrl_c_while_chat_waits_for_its_prompt_on_stdin_ends_it() {
         .await
         .expect("the chat never read its standard input")
         .unwrap();
-    let killed = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
-    let output = tokio::time::timeout(Duration::from_secs(60), output)
+    signal(pid, "INT");
+    let output = tokio::time::timeout(Duration::from_secs(60), exited(child))
         .await
-        .expect("Ctrl-C did not end a chat waiting for its prompt")
-        .unwrap();
+        .expect("Ctrl-C did not end a chat waiting for its prompt");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(output.status.signal(), Some(2), "{:?}", output.status);
     assert_eq!(in_flight(&s).await, 0);

@@ -143,3 +143,72 @@ pub async fn openai_scene(limits: &str) -> (Scene, wiremock::MockServer) {
         server,
     )
 }
+
+impl Scene {
+    /// `llmroute --config <scene config> ARGS` as a process of its own (to be signalled): none
+    /// of the variables it reads inherited, this scene's embedded store, the key of upstream
+    /// `oa` planted, standard output and error piped.
+    pub fn process(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("llmroute"));
+        for var in ["LLMROUTE_CONFIG", "REDIS_URL", "RUST_LOG"] {
+            cmd.env_remove(var);
+        }
+        cmd.arg("--config")
+            .arg(&self.config)
+            .env("LLMROUTE_STATE_DIR", self.dir.path().join("state"))
+            .env("OA_KEY", "sk-planted-oa-S3CRET")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    }
+}
+
+/// The base URL `llmroute serve` prints on its first line (`llmroute gateway listening on
+/// BASE`), read from `child`'s piped standard output.
+pub fn listening_on(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut first = String::new();
+    let stdout = child.stdout.as_mut().expect("standard output is piped");
+    std::io::BufReader::new(stdout)
+        .read_line(&mut first)
+        .unwrap();
+    first
+        .trim()
+        .strip_prefix("llmroute gateway listening on ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned()
+}
+
+/// Sends `SIG<signal>` (`TERM`, `INT`, ...) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal} {pid}");
+}
+
+/// Waits, off the async runtime, for `child` to exit, and returns its output.
+pub async fn exited(child: std::process::Child) -> Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A scene with one OpenAI-compatible upstream `oa` at `base` serving `gpt-test` (rpm 100,
+/// concurrency 2), with `extra` YAML.
+pub fn one_upstream_at(base: String, extra: &str) -> Scene {
+    scene_with(
+        &[(
+            "oa",
+            "openai",
+            base,
+            "gpt-test",
+            2.0,
+            8.0,
+            "rpm: 100, concurrency: 2",
+        )],
+        extra,
+    )
+}
