@@ -23,7 +23,7 @@ mod outbound;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -57,6 +57,44 @@ struct Shared {
     metrics: metrics::Metrics,
     /// Turns `true` when what is in flight must end now ([`Cut`]).
     cut: tokio::sync::watch::Receiver<bool>,
+    /// The streams being relayed, for [`Cut::now`] to end.
+    streams: Arc<Streams>,
+}
+
+/// A stream being relayed: `None` once [`Cut::now`] has taken (and dropped) it.
+type Slot = std::sync::Mutex<Option<ChatStream>>;
+
+/// The streams the gateway relays, each held weakly, so that [`Cut::now`] can drop them when
+/// no one polls them: a client that stopped reading leaves its stream's relay unpolled once
+/// the connection's buffers are full, and a cut noticed only at the next poll would come never.
+#[derive(Debug, Default)]
+struct Streams {
+    /// The slots, and the length at which the dead ones are next swept out.
+    live: std::sync::Mutex<(Vec<std::sync::Weak<Slot>>, usize)>,
+}
+
+impl Streams {
+    /// Holds `stream` in a slot [`Streams::end_all`] can empty.
+    fn hold(&self, stream: ChatStream) -> Arc<Slot> {
+        let slot = Arc::new(std::sync::Mutex::new(Some(stream)));
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let (slots, sweep_at) = &mut *live;
+        if slots.len() >= *sweep_at {
+            slots.retain(|s| s.strong_count() > 0);
+            *sweep_at = (2 * slots.len()).max(64);
+        }
+        slots.push(Arc::downgrade(&slot));
+        slot
+    }
+
+    /// Drops every stream still held (each settles as a dropped request).
+    fn end_all(&self) {
+        let slots = std::mem::take(&mut self.live.lock().unwrap_or_else(PoisonError::into_inner).0);
+        for slot in slots.iter().filter_map(std::sync::Weak::upgrade) {
+            let stream = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            drop(stream);
+        }
+    }
 }
 
 /// The gateway's two services: the API, and `/metrics` for a separate address.
@@ -77,12 +115,17 @@ pub struct Apps {
 /// server's task instead would leave its connections' tasks running (they are spawned apart),
 /// and with them reservations that nothing settles before the process ends.
 #[derive(Debug, Clone)]
-pub struct Cut(Arc<tokio::sync::watch::Sender<bool>>);
+pub struct Cut {
+    flag: Arc<tokio::sync::watch::Sender<bool>>,
+    streams: Arc<Streams>,
+}
 
 impl Cut {
-    /// Ends what is in flight now.
+    /// Ends what is in flight now: streams are dropped here, whether or not their client still
+    /// reads; whole answers waiting for their provider end at once.
     pub fn now(&self) {
-        self.0.send_replace(true);
+        self.flag.send_replace(true);
+        self.streams.end_all();
     }
 }
 
@@ -99,11 +142,13 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     let access = Access::new(&router.registry().gateway, auth);
     let metrics = metrics::Metrics::new();
     let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    let streams = Arc::new(Streams::default());
     let shared = Arc::new(Shared {
         router,
         access,
         metrics,
         cut: cut_rx,
+        streams: streams.clone(),
     });
     // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
     // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
@@ -140,7 +185,10 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     Apps {
         api,
         metrics,
-        cut: Cut(Arc::new(cut)),
+        cut: Cut {
+            flag: Arc::new(cut),
+            streams,
+        },
     }
 }
 
@@ -521,7 +569,7 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Cou
     );
     let state = Relay {
         cut: Box::pin(cut_off(counted.shared.cut.clone())),
-        stream,
+        stream: counted.shared.streams.hold(stream),
         counted,
         chunks,
         include_usage,
@@ -552,7 +600,8 @@ struct Counted {
 struct Relay {
     /// Resolves when the gateway's grace period is over ([`Cut`]).
     cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-    stream: ChatStream,
+    /// The router's stream, until a cut takes it.
+    stream: Arc<Slot>,
     counted: Counted,
     chunks: outbound::Chunks,
     include_usage: bool,
@@ -570,13 +619,29 @@ impl Relay {
                 return None;
             }
             let data = |v: serde_json::Value| Event::default().data(v.to_string());
-            let next = tokio::select! {
-                next = self.stream.next() => next,
-                () = &mut self.cut => {
-                    self.pending.push_back(data(ApiError::stopping().body()));
-                    self.ended = true;
-                    continue;
+            // The slot is locked only while the stream is polled: a cut takes it in between.
+            let slot = &self.stream;
+            let polled = futures_util::future::poll_fn(|cx| {
+                let mut stream = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                match stream.as_mut() {
+                    Some(stream) => stream.poll_next_unpin(cx).map(Some),
+                    None => std::task::Poll::Ready(None),
                 }
+            });
+            let next = tokio::select! {
+                biased;
+                () = &mut self.cut => None,
+                next = polled => next,
+            };
+            let Some(next) = next else {
+                // Cut off: the stream is dropped (by the cut, or here), which settles it.
+                self.stream
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                self.pending.push_back(data(ApiError::stopping().body()));
+                self.ended = true;
+                continue;
             };
             match next {
                 Some(Ok(ChatChunk::Delta(text))) => {

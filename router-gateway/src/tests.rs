@@ -794,6 +794,24 @@ async fn a_cut_ends_the_streams_and_answers_in_flight_and_settles_them() {
 }
 
 #[tokio::test]
+async fn a_cut_drops_a_stream_no_one_polls_and_settles_it() {
+    // A relay whose client stopped reading is not polled once the buffers are full: the cut
+    // must end its stream all the same. Here no one polls it at all.
+    let mut held = held_upstream().await;
+    let r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let mut req = router_sdk::ChatRequest::new("Hi");
+    req.model = Some("chat".into());
+    let stream = r.router.chat_stream(req).await.unwrap();
+    held.arrived.recv().await.unwrap();
+    let slot = r.cut.streams.hold(stream);
+    assert_eq!(in_flight(&r.router).await, 1);
+    r.cut.now();
+    assert!(slot.lock().unwrap().is_none());
+    held.hung_up.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
 async fn a_cut_refuses_a_whole_answer_in_flight_and_settles_it() {
     let r = start("", "").await;
     // The upstream answers after a minute: the request is in flight when the cut comes.
@@ -810,13 +828,20 @@ async fn a_cut_refuses_a_whole_answer_in_flight_and_settles_it() {
     let request = r.http.post(url).bearer_auth(ACME).json(&hello()).send();
     let client = tokio::spawn(request);
     // Wait until the provider has the request (and the ledger its reservation).
-    loop {
-        let received = r.upstream.received_requests().await.unwrap_or_default();
-        if !received.is_empty() {
-            break;
+    let arrived = async {
+        while r
+            .upstream
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+        {
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
-    }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), arrived)
+        .await
+        .expect("the provider never got the request");
     assert_eq!(in_flight(&r.router).await, 1);
     r.cut.now();
     let response = client.await.unwrap().unwrap();

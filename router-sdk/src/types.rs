@@ -159,7 +159,7 @@ pub enum Effort {
     Medium,
     /// Much (16,384 tokens).
     High,
-    /// The most (OpenAI's `xhigh`; 32,768 tokens).
+    /// The most (OpenAI's `xhigh`; 24,576 tokens, the most Gemini 2.5 Flash takes).
     Xhigh,
 }
 
@@ -171,7 +171,7 @@ impl Effort {
             Effort::Low => 1024,
             Effort::Medium => 4096,
             Effort::High => 16_384,
-            Effort::Xhigh => 32_768,
+            Effort::Xhigh => 24_576,
         }
     }
 

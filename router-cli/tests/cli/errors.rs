@@ -162,6 +162,24 @@ async fn a_malformed_or_reserved_header_exits_2_naming_it_and_never_its_value() 
         !line.contains("S3CRET") && !line.contains("Bearer"),
         "{line}"
     );
+    // With an `=` in the credentials too (Basic's padding), still neither shown nor sent.
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args([
+        "chat",
+        "--header",
+        "Authorization: Basic dXNlcjpTM0NSRVQ=",
+        "-p",
+    ])
+    .arg(s.prompt("Hi"));
+    let line = run_async(cmd, 2).await.1;
+    assert!(
+        one_line(&line).contains("write it as Authorization=VALUE"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("dXNlcjpTM0NSRVQ") && !line.contains("Basic"),
+        "{line}"
+    );
     let mut cmd = s.llmroute(&["oa"]);
     cmd.args(["chat", "--header", "x-api-key=sk-elsewhere", "-p"])
         .arg(s.prompt("Hi"));

@@ -177,14 +177,16 @@ async fn cut_off_and_settled(grace: &str, signals: &[&str]) {
         .send();
     let client = tokio::spawn(request);
     // The provider has the request, and never answers it.
-    arrivals.recv().await.unwrap();
+    within_a_minute(arrivals.recv(), "request at the provider")
+        .await
+        .unwrap();
     assert_eq!(crate::signals::in_flight(&s).await, 1);
     for name in signals {
         signal(child.id(), name);
     }
     // After the grace period, or at the second signal: refused, its call dropped, its slot
     // settled before the exit.
-    let response = client.await.unwrap().unwrap();
+    let response = within_a_minute(client, "answer").await.unwrap().unwrap();
     assert_eq!(response.status(), 503);
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["code"], "gateway_stopping", "{answer}");

@@ -189,11 +189,31 @@ pub fn signal(pid: u32, signal: &str) {
     assert!(sent.success(), "kill -{signal} {pid}");
 }
 
-/// Waits, off the async runtime, for `child` to exit, and returns its output.
-pub async fn exited(child: std::process::Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+/// Waits, off the async runtime, for `child` to exit, and returns its output; fails the test
+/// (and kills the process) if it has not exited within a minute.
+pub async fn exited(mut child: std::process::Child) -> Output {
+    use wait_timeout::ChildExt;
+    tokio::task::spawn_blocking(move || {
+        let limit = std::time::Duration::from_secs(60);
+        if child.wait_timeout(limit).unwrap().is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the process did not exit within {limit:?}; killed");
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// `what`, or a failed test if it takes over a minute (a wait that would otherwise hang).
+pub async fn within_a_minute<T>(
+    what: impl std::future::Future<Output = T>,
+    waiting_for: &str,
+) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(60), what)
         .await
-        .unwrap()
+        .unwrap_or_else(|_| panic!("no {waiting_for} within a minute"))
 }
 
 /// A scene with one OpenAI-compatible upstream `oa` at `base` serving `gpt-test` (rpm 100,
