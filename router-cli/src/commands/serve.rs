@@ -129,8 +129,9 @@ pub(crate) async fn run(
     // After the signal, what is in flight has `gateway.grace_secs` to finish; then it is cut
     // off (refused with 503, or its stream ended with that error), which drops its provider
     // call and settles its reservation as a dropped request's, while the process still runs.
-    // A connection that still holds on after that (a body still being sent: nothing reserved
-    // yet) is dropped a moment later.
+    // A connection that still holds on after that (a body still being sent, or a stream its
+    // client no longer reads, whose call the cut has dropped already: nothing reserved either
+    // way) is dropped a moment later.
     let deadline = async {
         stopped(stop_rx.clone()).await;
         tokio::select! {
