@@ -85,8 +85,8 @@ pub(crate) async fn run(
         writeln!(out, "llmroute metrics on http://{at}/metrics").map_err(Failure::output)?;
     }
     out.flush().map_err(Failure::output)?;
-    // The signals so far. The first stops both servers; the next cuts off what is in flight
-    // without waiting for the grace period; one more stops waiting for settlements.
+    // The signals so far. The first stops both servers; another during the grace period cuts
+    // off what is in flight at once; another while settlements are awaited ends the wait.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(0_u32);
     tokio::spawn(async move {
         loop {
