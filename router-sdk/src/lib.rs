@@ -174,3 +174,4 @@ pub use types::{
     ToolCallAssembly, ToolCallDelta, ToolChoice, Usage,
 };
 pub use wire::classify::FailureClass;
+pub use wire::is_header_name;

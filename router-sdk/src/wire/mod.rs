@@ -203,6 +203,12 @@ pub(crate) fn endpoints(api: Api, base: &str, model: &str) -> Result<[Url; 2], S
     Ok([parse(false)?, parse(true)?])
 }
 
+/// Whether `name` can be an HTTP header's name, as requests' extra headers are sent
+/// ([`ChatRequest::headers`](crate::ChatRequest)).
+pub fn is_header_name(name: &str) -> bool {
+    HeaderName::from_bytes(name.as_bytes()).is_ok()
+}
+
 /// A request's extra headers as sent upstream, or an error naming the header that cannot be sent.
 pub(crate) fn extra_headers(pairs: &[(String, String)]) -> Result<HeaderMap, String> {
     let mut map = HeaderMap::new();

@@ -390,3 +390,12 @@ fn registry_with(base: &str) -> Registry {
     );
     Registry::from_yaml_str(&yaml, "endpoints.yaml").unwrap()
 }
+
+#[test]
+fn is_header_name_says_what_extra_headers_can_send() {
+    assert!(is_header_name("x-trace-id") && is_header_name("X-Trace_Id"));
+    for name in ["Authorization: Bearer sk", "a b", "", "x\ny"] {
+        assert!(!is_header_name(name), "{name:?}");
+        assert!(extra_headers(&[(name.to_owned(), "v".to_owned())]).is_err());
+    }
+}

@@ -113,7 +113,7 @@ impl ChatArgs {
             .headers
             .iter()
             .map(|h| match h.split_once('=') {
-                Some((name, value)) if is_header_name(name.trim()) => {
+                Some((name, value)) if router_sdk::is_header_name(name.trim()) => {
                     Ok((name.trim().to_owned(), value.to_owned()))
                 }
                 _ => Err(Failure::usage(anyhow!("{}", malformed_header(h)))),
@@ -240,7 +240,7 @@ async fn settle_pending(router: &Router) {
 fn malformed_header(arg: &str) -> String {
     let name = arg.split_once(':').map(|(name, _)| name.trim());
     match name {
-        Some(name) if is_header_name(name) => {
+        Some(name) if router_sdk::is_header_name(name) => {
             format!(
                 "--header `{name}: ...`: write it as {name}=VALUE, with `=` rather than `:` \
                  (the value is not shown here)"
@@ -250,14 +250,4 @@ fn malformed_header(arg: &str) -> String {
               key): write it as NAME=VALUE, e.g. --header x-trace-id=abc"
             .to_owned(),
     }
-}
-
-/// Whether `name` can be an HTTP header's name (RFC 9110's `token`): what is not is never
-/// shown, since `Authorization: Basic dXNlcjpwYXNz=` splits at its `=` into a "name" that holds
-/// the credentials.
-fn is_header_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
