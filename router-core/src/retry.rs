@@ -162,7 +162,8 @@ impl RetryPolicy {
             .min(soonest / 4)
             .mul_f64(unit.clamp(0.0, 1.0));
         let wait = soonest + jitter;
-        if wait > remaining {
+        // A wait that ends at the deadline leaves no time to call.
+        if wait >= remaining {
             OnDenied::GiveUp
         } else {
             OnDenied::Wait(wait)
@@ -274,6 +275,8 @@ mod tests {
             ((Some(MS(2000)), MS(60_000), 0.5), OnDenied::Wait(MS(2100))),
             ((Some(MS(40)), MS(60_000), 1.0), OnDenied::Wait(MS(50))),
             ((Some(MS(2000)), MS(1999), 0.0), OnDenied::GiveUp),
+            // Woken at the deadline, it would have no time left to call.
+            ((Some(MS(2000)), MS(2000), 0.0), OnDenied::GiveUp),
             ((Some(MS(2000)), MS(2050), 0.5), OnDenied::GiveUp),
             ((None, MS(60_000), 0.0), OnDenied::GiveUp),
         ];

@@ -106,7 +106,7 @@ impl Router {
                 Next::Wait(wait) => {
                     tracing::info!(wait_ms = wait.as_millis() as u64, "waiting for capacity");
                     self.inner.sleeper.sleep(wait).await;
-                    let next = request.flow.woke();
+                    let next = request.flow.woke(self.now_ms());
                     request.account.waited(request.flow.waited());
                     next
                 }

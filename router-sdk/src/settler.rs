@@ -173,26 +173,23 @@ impl Settler {
     }
 
     /// Pays `owed` without waiting, from code that cannot wait (a `Drop`): queued when there is
-    /// room, else paid now if the ledger answers at once, else retried in the background.
+    /// room, else paid now if the ledger answers at once, else retried in the background. It is
+    /// counted from the start until whoever takes it over counts it: `drain` never sees it
+    /// missing on its way from the full queue to a retry.
     pub(crate) fn pay_soon(&self, owed: Owed) {
         use futures_util::FutureExt;
         if self.paid_here(&owed) {
             return;
         }
+        self.books.add();
         let owed = match &self.queue {
-            Some(queue) => {
-                self.books.add();
-                match queue.try_send(owed) {
-                    Ok(()) => return,
-                    Err(
-                        mpsc::error::TrySendError::Full(owed)
-                        | mpsc::error::TrySendError::Closed(owed),
-                    ) => {
-                        self.books.done();
-                        owed
-                    }
-                }
-            }
+            Some(queue) => match queue.try_send(owed) {
+                // The queue's task takes it off the count.
+                Ok(()) => return,
+                Err(
+                    mpsc::error::TrySendError::Full(owed) | mpsc::error::TrySendError::Closed(owed),
+                ) => owed,
+            },
             None => owed,
         };
         let now = {
@@ -204,6 +201,7 @@ impl Settler {
             Some(Ok(_)) => {}
             Some(Err(_)) | None => self.retry_in_background(owed),
         }
+        self.books.done();
     }
 
     /// Retries `owed` on a task until it lands or its slot TTL has passed (the slot has expired

@@ -143,7 +143,7 @@ impl<'r> Sim<'r> {
             match event {
                 Event::Arrival => self.arrive()?,
                 Event::Retry(req) => {
-                    let next = req.flow.woke();
+                    let next = req.flow.woke(self.clock.now_ms());
                     self.step(req, next)?;
                 }
                 Event::Answer(req, outcome) => self.answer(req, outcome)?,

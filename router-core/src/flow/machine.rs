@@ -126,6 +126,9 @@ pub struct Flow {
     calling: Option<DeploymentId>,
     /// Whether a call failed and the request went on: giving up then returns that failure.
     failure_pending: bool,
+    /// Whether the admission under way asks only the candidates that have not failed: their
+    /// refusal is not the last word, since those that failed may be ready sooner.
+    partial: bool,
 }
 
 impl Flow {
@@ -142,6 +145,7 @@ impl Flow {
             waited: Duration::ZERO,
             calling: None,
             failure_pending: false,
+            partial: false,
         }
     }
 
@@ -177,8 +181,14 @@ impl Flow {
         Next::Call(deployment)
     }
 
-    /// Every candidate refused at `now_ms`: wait for the soonest, or give up.
+    /// The candidates asked refused at `now_ms`: wait for the soonest, or give up. When they
+    /// were only those that had not failed, the request backs off and asks every candidate
+    /// again, as when every one has failed: one that failed may be ready first (a short stated
+    /// wait), or be the one the tenant's budget can still pay for.
     pub fn denied(&mut self, denial: &Denial, now_ms: u64, unit: f64) -> Next {
+        if std::mem::take(&mut self.partial) {
+            return self.back_off(now_ms, unit);
+        }
         if let Some(resets_in) = denial.budget_resets_in() {
             return Next::GiveUp(GiveUp::Budget { resets_in });
         }
@@ -186,7 +196,14 @@ impl Flow {
         match self.policy.on_denied(denial.retry_after(), remaining, unit) {
             OnDenied::Wait(wait) => {
                 let age = Duration::from_millis(now_ms.saturating_sub(self.started_ms));
-                self.wait((wait + self.handicap(age)).min(remaining))
+                // The batch handicap never takes a wait to the deadline: a request that wakes
+                // with no time left has none to call with.
+                let handicapped = wait + self.handicap(age);
+                self.wait(if handicapped < remaining {
+                    handicapped
+                } else {
+                    wait
+                })
             }
             OnDenied::GiveUp if self.failure_pending => Next::GiveUp(GiveUp::LastFailure),
             OnDenied::GiveUp => Next::GiveUp(GiveUp::NoCapacity {
@@ -196,10 +213,21 @@ impl Flow {
         }
     }
 
-    /// A wait ended: ask the ledger again, on every candidate (time has passed: the cooldowns of
-    /// those that failed now say whether they are ready).
-    pub fn woke(&self) -> Next {
-        Next::Admit(self.ranked.clone())
+    /// A wait ended at `now_ms`: ask the ledger again, on every candidate (time has passed: the
+    /// cooldowns of those that failed now say whether they are ready). A wait ends before the
+    /// deadline; one that overran it (a late timer) gives up rather than call with no time left.
+    pub fn woke(&self, now_ms: u64) -> Next {
+        if !self.remaining(now_ms).is_zero() {
+            return Next::Admit(self.ranked.clone());
+        }
+        if self.failure_pending {
+            return Next::GiveUp(GiveUp::LastFailure);
+        }
+        // The soonest candidate's moment has passed by then: no later one to name.
+        Next::GiveUp(GiveUp::NoCapacity {
+            never: false,
+            retry_after: None,
+        })
     }
 
     /// The provider answered in full (a whole answer, or a stream to its end).
@@ -220,9 +248,14 @@ impl Flow {
             };
         };
         let (kind, stated, calls) = (failure.kind, failure.stated, self.calls);
-        let cooldown = self
-            .policy
-            .cooldown(calls, kind, stated, unit)
+        // A call the request's own deadline cut short says nothing of the deployment: a caller
+        // with a short deadline must not cool a slow but healthy deployment down for everyone.
+        let cut_short = kind == FailureKind::Transport
+            && failure.reached != Reached::Nothing
+            && self.remaining(now_ms).is_zero();
+        let cooldown = (!cut_short)
+            .then(|| self.policy.cooldown(calls, kind, stated, unit))
+            .flatten()
             .map(|duration| Cooldown {
                 deployment,
                 duration,
@@ -263,10 +296,20 @@ impl Flow {
             .filter(|d| !self.failed.contains(d))
             .collect();
         if !fresh.is_empty() {
+            self.partial = true;
             return Next::Admit(fresh);
         }
+        self.back_off(now_ms, unit)
+    }
+
+    /// Waits out the backoff after the calls so far, then asks every candidate again; gives up
+    /// with the last failure when the backoff would reach the deadline.
+    fn back_off(&mut self, now_ms: u64, unit: f64) -> Next {
         let backoff = self.policy.backoff(self.calls, unit);
-        self.wait(backoff.min(self.remaining(now_ms)))
+        if backoff >= self.remaining(now_ms) {
+            return Next::GiveUp(GiveUp::LastFailure);
+        }
+        self.wait(backoff)
     }
 
     fn wait(&mut self, wait: Duration) -> Next {

@@ -109,7 +109,7 @@ fn when_every_candidate_failed_the_request_backs_off_before_trying_them_again() 
     );
     // Backoff after call 1 with a draw of 0.5: half of the 200 ms base.
     assert_eq!(f.failed(zero, 10, 0.5).next, Next::Wait(MS(100)));
-    assert_eq!(f.woke(), Next::Admit(vec![A]));
+    assert_eq!(f.woke(110), Next::Admit(vec![A]));
     let _ = f.admitted(A);
     assert_eq!(f.failed(zero, 200, 0.5).next, Next::Wait(MS(200)));
     assert_eq!(f.waited(), MS(300));
@@ -228,7 +228,7 @@ fn denied_requests_wait_for_the_soonest_candidate_and_never_past_the_deadline() 
     let mut f = flow(&[A, B], Priority::Interactive);
     let soon = denial(vec![not_now(A, MS(3_000)), not_now(B, MS(2_000))]);
     assert_eq!(f.denied(&soon, 0, 0.0), Next::Wait(MS(2_000)));
-    assert_eq!(f.woke(), Next::Admit(vec![A, B]));
+    assert_eq!(f.woke(2_000), Next::Admit(vec![A, B]));
     let late = denial(vec![not_now(A, MS(90_000))]);
     let give_up = Next::GiveUp(GiveUp::NoCapacity {
         never: false,
@@ -274,4 +274,108 @@ fn an_exhausted_budget_gives_up_at_once_and_a_failure_beats_no_capacity() {
         failed.denied(&never, 10, 0.5),
         Next::GiveUp(GiveUp::LastFailure)
     );
+}
+
+#[test]
+fn a_refusal_from_the_candidates_left_after_a_failure_backs_off_and_asks_every_one_again() {
+    // A answered 429 with a one-second wait; B can never hold the request. A is the answer in
+    // a second, not B's refusal.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let limited = failure(FailureKind::RateLimited, Some(MS(1_000)), Reached::Refusal);
+    assert_eq!(f.failed(limited, 10, 0.5).next, Next::Admit(vec![B]));
+    let never = denial(vec![Refusal {
+        verdict: Verdict::Never,
+        ..not_now(B, MS(0))
+    }]);
+    // The backoff after call 1 with a draw of 0.5: 100 ms.
+    assert_eq!(f.denied(&never, 10, 0.5), Next::Wait(MS(100)));
+    assert_eq!(f.woke(110), Next::Admit(vec![A, B]));
+    // Asked all together again, their refusal is the last word.
+    assert_eq!(
+        f.denied(&never, 110, 0.5),
+        Next::GiveUp(GiveUp::LastFailure)
+    );
+
+    // B alone is over the tenant's budget; A, cheaper, may still fit it.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let _ = f.failed(limited, 10, 0.5);
+    let over_budget = denial(vec![Refusal {
+        deployment: B,
+        limit: LimitKind::DailyBudget,
+        scope: Scope::Tenant,
+        verdict: Verdict::Exhausted(MS(7_000)),
+    }]);
+    assert_eq!(f.denied(&over_budget, 10, 0.5), Next::Wait(MS(100)));
+
+    // No time left for the backoff: the failure is the answer.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let _ = f.failed(limited, 59_950, 0.5);
+    assert_eq!(
+        f.denied(&never, 59_950, 0.5),
+        Next::GiveUp(GiveUp::LastFailure)
+    );
+}
+
+#[test]
+fn no_wait_ends_at_the_deadline_and_a_late_wake_gives_up() {
+    // A backoff as long as the time left gives up at once.
+    let mut f = flow(&[A], Priority::Interactive);
+    let _ = f.admitted(A);
+    let zero = failure(
+        FailureKind::RateLimited,
+        Some(Duration::ZERO),
+        Reached::Refusal,
+    );
+    assert_eq!(
+        f.failed(zero, 59_900, 0.5).next,
+        Next::GiveUp(GiveUp::LastFailure)
+    );
+
+    // The batch handicap is dropped where it would take the wait to the deadline.
+    let mut batch = flow(&[A], Priority::Batch);
+    let soon = denial(vec![not_now(A, MS(1_000))]);
+    assert_eq!(batch.denied(&soon, 58_900, 0.0), Next::Wait(MS(1_000)));
+
+    // A timer that fired late: no call with no time left.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let soon = denial(vec![not_now(A, MS(3_000)), not_now(B, MS(2_000))]);
+    assert_eq!(f.denied(&soon, 57_000, 0.0), Next::Wait(MS(2_000)));
+    assert_eq!(
+        f.woke(60_000),
+        Next::GiveUp(GiveUp::NoCapacity {
+            never: false,
+            retry_after: None,
+        })
+    );
+    let mut failed = flow(&[A], Priority::Interactive);
+    let _ = failed.admitted(A);
+    let _ = failed.failed(zero, 57_000, 0.0);
+    assert_eq!(failed.woke(60_001), Next::GiveUp(GiveUp::LastFailure));
+}
+
+#[test]
+fn a_call_the_deadline_cut_short_puts_no_cooldown() {
+    let timeout = failure(FailureKind::Transport, None, Reached::Unknown);
+    // The attempt's own timeout, with time left: the deployment is slow, cool it down.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let after = f.failed(timeout, 10_000, 0.5);
+    assert_eq!(after.cooldown.map(|c| c.duration), Some(MS(100)));
+    assert_eq!(after.next, Next::Admit(vec![B]));
+    // The request's deadline: the caller's short deadline says nothing of the deployment.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let after = f.failed(timeout, 60_000, 0.5);
+    assert_eq!(after.cooldown, None);
+    assert_eq!(after.next, Next::GiveUp(GiveUp::LastFailure));
+    assert_eq!(after.settle, Settle::Estimate);
+    // A provider's answer at the deadline still says what it says.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let _ = f.admitted(A);
+    let limited = failure(FailureKind::RateLimited, Some(MS(700)), Reached::Refusal);
+    let after = f.failed(limited, 60_000, 0.5);
+    assert_eq!(after.cooldown.map(|c| c.duration), Some(MS(700)));
 }

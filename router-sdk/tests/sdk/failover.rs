@@ -109,6 +109,23 @@ fn assert_waited(w: &World, stated: Duration) {
 }
 
 #[tokio::test]
+async fn a_429_where_the_other_deployment_can_never_serve_waits_for_the_first_one() {
+    // `dear` can never hold the request (its TPM is below it): its refusal after `cheap`'s 429
+    // is not the answer; `cheap` is, once its stated second is over.
+    let dear = Upstream {
+        limits: "rpm: 1000, tpm: 5",
+        ..Upstream::anthropic("dear", (3.0, 15.0))
+    };
+    let w = World::new(&[Upstream::openai("cheap", (0.1, 0.2)), dear]).await;
+    only_provider_limited_once(&w, rate_limited().insert_header("retry-after", "1")).await;
+    let answer = w.router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(answer.receipt.provider, "cheap");
+    assert_eq!(answer.receipt.attempts.len(), 2);
+    assert_waited(&w, Duration::from_secs(1));
+    assert_eq!(w.in_flight().await, 0);
+}
+
+#[tokio::test]
 async fn when_it_is_the_only_provider_it_waits_the_stated_time() {
     let w = World::new(&[Upstream::openai("only", (1.0, 1.0))]).await;
     only_provider_limited_once(&w, rate_limited().insert_header("retry-after", "3")).await;
