@@ -106,6 +106,9 @@ pub(crate) struct Target<'a> {
     /// `max_tokens` (Anthropic) sends this, so the provider never counts more than the ledger
     /// reserved.
     pub(crate) output_cap: u64,
+    /// Whether the model has reasoning controls (`capabilities: [reasoning]`): OpenAI's
+    /// reasoning models take their output cap only as `max_completion_tokens`.
+    pub(crate) reasoning: bool,
 }
 
 /// Builds the provider request for `req` to `target`.
@@ -140,8 +143,10 @@ pub(crate) fn build(
     // what admission reserved never get here (`request::check` refuses them).
     if let Some(fields) = body.as_object_mut() {
         for (name, value) in &req.extra_body {
+            // Either spelling merges into the one llmroute wrote (two would be one field twice).
             let config = matches!(name.as_str(), "generationConfig" | "generation_config");
-            match (fields.get_mut(name), value) {
+            let ours = if config { "generationConfig" } else { name };
+            match (fields.get_mut(ours), value) {
                 (Some(serde_json::Value::Object(ours)), serde_json::Value::Object(theirs))
                     if config =>
                 {

@@ -48,7 +48,9 @@ impl WireFormat for OpenAi {
     }
 
     fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> Value {
-        body(target.model, req, stream)
+        // OpenAI's own API takes `max_completion_tokens` for every model.
+        let openai = target.endpoints[0].host_str() == Some("api.openai.com");
+        body(target.model, req, stream, target.reasoning || openai)
     }
 
     fn parse_response(&self, _req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {
@@ -164,7 +166,9 @@ fn response_format(format: &ResponseFormat) -> Value {
     }
 }
 
-fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
+/// The body for `req` to `model`; `completion_cap`: the output cap goes as
+/// `max_completion_tokens` (a reasoning model, or OpenAI's own API), else as `max_tokens`.
+fn body(model: &str, req: &ChatRequest, stream: bool, completion_cap: bool) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     body.insert(
@@ -174,7 +178,7 @@ fn body(model: &str, req: &ChatRequest, stream: bool) -> Value {
     if let Some(max) = req.max_tokens {
         // OpenAI's reasoning models take only `max_completion_tokens` (reasoning counted in
         // it), and newer OpenAI-compatible servers take it too; others keep `max_tokens`.
-        let name = if req.reasoning.is_some() {
+        let name = if completion_cap || req.reasoning.is_some() {
             "max_completion_tokens"
         } else {
             "max_tokens"
@@ -453,7 +457,9 @@ fn error_body(body: &[u8]) -> Option<ErrorBody> {
     let status = if says("rate_limit_exceeded") {
         Some(429)
     } else {
-        numeric.filter(|s| (100..600).contains(s))
+        numeric
+            .filter(|s| (100..600).contains(s))
+            .or_else(|| status_of(error.kind.as_deref()?, code.as_deref()))
     };
     Some(ErrorBody {
         message: error.message,
@@ -461,6 +467,21 @@ fn error_body(body: &[u8]) -> Option<ErrorBody> {
         status,
         class: billing.then_some(FailureClass::Billing),
         retry_delay: None,
+    })
+}
+
+/// The status an error's `type` stands for, for an error with none (inside a 200 or a stream):
+/// a request the server calls invalid is returned, not retried elsewhere.
+fn status_of(kind: &str, code: Option<&str>) -> Option<u16> {
+    Some(match kind {
+        "invalid_request_error" if code == Some("invalid_api_key") => 401,
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "rate_limit_error" => 429,
+        "server_error" => 500,
+        _ => return None,
     })
 }
 

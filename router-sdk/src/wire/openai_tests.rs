@@ -6,12 +6,17 @@ use serde_json::json;
 
 #[test]
 fn body_has_messages_and_only_the_fields_that_are_set() {
-    let plain = body("gpt-4o-mini", &crate::types::ChatRequest::new("Hi"), false);
+    let plain = body(
+        "gpt-4o-mini",
+        &crate::types::ChatRequest::new("Hi"),
+        false,
+        false,
+    );
     assert_eq!(
         plain,
         json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
     );
-    let full = body("gpt-4o-mini", &request(), true);
+    let full = body("gpt-4o-mini", &request(), true, false);
     let want = json!({
         "model": "gpt-4o-mini",
         "messages": [
@@ -155,7 +160,7 @@ fn a_tool_round_trip_is_sent_in_the_documented_shape() {
         ..ChatRequest::default()
     };
     assert_eq!(
-        body("gpt-4o-mini", &req, false),
+        body("gpt-4o-mini", &req, false, false),
         fixture_json("request_tools.json")
     );
 }
@@ -177,7 +182,10 @@ fn every_effort_goes_upstream_as_openai_names_it() {
             }),
             ..ChatRequest::new("Think.")
         };
-        assert_eq!(body("o4-mini", &req, false)["reasoning_effort"], text);
+        assert_eq!(
+            body("o4-mini", &req, false, false)["reasoning_effort"],
+            text
+        );
     }
     // A budget stands for one of the three every reasoning model takes.
     let req = ChatRequest {
@@ -187,7 +195,10 @@ fn every_effort_goes_upstream_as_openai_names_it() {
         }),
         ..ChatRequest::new("Think.")
     };
-    assert_eq!(body("o4-mini", &req, false)["reasoning_effort"], "high");
+    assert_eq!(
+        body("o4-mini", &req, false, false)["reasoning_effort"],
+        "high"
+    );
 }
 
 #[test]
@@ -200,7 +211,7 @@ fn reasoning_requests_cap_with_max_completion_tokens() {
         }),
         ..ChatRequest::new("Think.")
     };
-    let got = body("o4-mini", &req, false);
+    let got = body("o4-mini", &req, false, false);
     assert_eq!(got["max_completion_tokens"], 2000);
     assert_eq!(got.get("max_tokens"), None);
     assert_eq!(got["reasoning_effort"], "high");
@@ -239,7 +250,7 @@ fn images_are_content_parts_by_url_or_data_url() {
         ..ChatRequest::default()
     };
     assert_eq!(
-        body("gpt-4o-mini", &req, false),
+        body("gpt-4o-mini", &req, false, false),
         fixture_json("request_image.json")
     );
 }
@@ -279,7 +290,7 @@ fn json_schema_sampling_reasoning_and_user_fields() {
         ..ChatRequest::default()
     };
     assert_eq!(
-        body("gpt-4o-mini", &req, false),
+        body("gpt-4o-mini", &req, false, false),
         fixture_json("request_json_schema.json")
     );
     let object = response_format(&ResponseFormat::JsonObject);
@@ -355,4 +366,34 @@ fn streamed_tool_calls_arrive_in_pieces_per_index() {
         (calls[1].id.as_str(), calls[1].name.as_str()),
         ("call_2nd", "get_time")
     );
+}
+
+#[test]
+fn an_error_with_no_status_takes_the_one_its_type_stands_for() {
+    let cases = [
+        (
+            r#"{"error": {"type": "invalid_request_error", "code": "context_length_exceeded", "message": "too long"}}"#,
+            Some(400),
+        ),
+        (
+            r#"{"error": {"type": "invalid_request_error", "code": "invalid_api_key", "message": "no"}}"#,
+            Some(401),
+        ),
+        (
+            r#"{"error": {"type": "server_error", "message": "oops"}}"#,
+            Some(500),
+        ),
+        (r#"{"error": {"type": "mystery", "message": "?"}}"#, None),
+    ];
+    for (body, status) in cases {
+        assert_eq!(
+            error_body(body.as_bytes()).unwrap().status,
+            status,
+            "{body}"
+        );
+    }
+    // Inside a stream, an invalid request is returned, not retried elsewhere.
+    let data = cases[0].0.as_bytes();
+    let failure = crate::wire::error::stream_failure(error_body(data), data);
+    assert_eq!(failure.class, crate::wire::classify::FailureClass::Invalid);
 }

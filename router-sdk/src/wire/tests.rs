@@ -357,6 +357,7 @@ fn target(api: Api, endpoints: &[Url; 2]) -> Target<'_> {
         endpoints,
         model: "m",
         output_cap: 4096,
+        reasoning: false,
     }
 }
 
@@ -397,5 +398,68 @@ fn is_header_name_says_what_extra_headers_can_send() {
     for name in ["Authorization: Bearer sk", "a b", "", "x\ny"] {
         assert!(!is_header_name(name), "{name:?}");
         assert!(extra_headers(&[(name.to_owned(), "v".to_owned())]).is_err());
+    }
+}
+
+#[test]
+fn the_output_cap_goes_as_max_completion_tokens_to_openai_and_to_reasoning_models() {
+    let key = ApiKey::new(PLANTED.to_owned());
+    let req = crate::types::ChatRequest {
+        max_tokens: Some(100),
+        ..crate::types::ChatRequest::new("Hi")
+    };
+    let cap_of = |base: &str, reasoning: bool| {
+        let endpoints = endpoints(Api::OpenAi, base, "m").unwrap();
+        let target = Target {
+            reasoning,
+            ..target(Api::OpenAi, &endpoints)
+        };
+        let body = build(&target, &key, &req, &HeaderMap::new(), false).body;
+        let names = ["max_tokens", "max_completion_tokens"];
+        let sent: Vec<&str> = names
+            .into_iter()
+            .filter(|n| body.get(*n) == Some(&serde_json::json!(100)))
+            .collect();
+        sent
+    };
+    // OpenAI's reasoning models refuse `max_tokens`; its API takes the newer name for any model.
+    assert_eq!(
+        cap_of("https://api.openai.com/v1", false),
+        ["max_completion_tokens"]
+    );
+    assert_eq!(
+        cap_of("http://vllm:8000/v1", true),
+        ["max_completion_tokens"]
+    );
+    // Other OpenAI-compatible servers may know only `max_tokens`.
+    assert_eq!(cap_of("https://api.deepseek.com/v1", false), ["max_tokens"]);
+}
+
+#[test]
+fn a_generation_config_in_either_spelling_merges_into_geminis_own() {
+    let key = ApiKey::new(PLANTED.to_owned());
+    let endpoints = endpoints(Api::Gemini, "http://x", "m").unwrap();
+    for spelling in ["generationConfig", "generation_config"] {
+        let mut extra_body = serde_json::Map::new();
+        extra_body.insert(spelling.into(), serde_json::json!({"topK": 3}));
+        let req = crate::types::ChatRequest {
+            max_tokens: Some(64),
+            extra_body,
+            ..crate::types::ChatRequest::new("Hi")
+        };
+        let body = build(
+            &target(Api::Gemini, &endpoints),
+            &key,
+            &req,
+            &HeaderMap::new(),
+            false,
+        )
+        .body;
+        assert_eq!(
+            body["generationConfig"],
+            serde_json::json!({"maxOutputTokens": 64, "topK": 3}),
+            "{spelling}"
+        );
+        assert_eq!(body.get("generation_config"), None, "{spelling}");
     }
 }

@@ -84,7 +84,8 @@ fn thinking(req: &ChatRequest, cap: u64) -> Option<u64> {
 /// against OTPM, never more. Thinking counts within it (as OpenAI counts reasoning within
 /// `max_completion_tokens`), so the budget is cut to fit below it. Thinking also rules out
 /// `temperature` (left out) and a `top_p` below 0.95 (left out), and forced tool use (a JSON
-/// answer's tool is then offered with `auto`).
+/// answer's tool is then offered with `auto`). Anthropic's newer models refuse `temperature` and
+/// `top_p` together: with both set, `temperature` is sent.
 pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool) -> Value {
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
@@ -98,18 +99,17 @@ pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool
         body.insert("system".into(), joined.join("\n\n").into());
     }
     body.insert("messages".into(), messages(&turns).into());
-    if let Some(t) = req
+    let temperature = req
         .temperature
-        .filter(|t| t.is_finite() && budget.is_none())
-    {
-        body.insert("temperature".into(), t.into());
-    }
+        .filter(|t| t.is_finite() && budget.is_none());
     let top_p = req
         .top_p
         .filter(|p| p.is_finite() && (budget.is_none() || *p >= 0.95));
-    if let Some(p) = top_p {
-        body.insert("top_p".into(), p.into());
-    }
+    match (temperature, top_p) {
+        (Some(t), _) => body.insert("temperature".into(), t.into()),
+        (None, Some(p)) => body.insert("top_p".into(), p.into()),
+        (None, None) => None,
+    };
     if !req.stop.is_empty() {
         body.insert("stop_sequences".into(), req.stop.clone().into());
     }

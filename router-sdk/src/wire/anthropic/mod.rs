@@ -200,18 +200,20 @@ fn input_text(input: &Value) -> String {
 }
 
 /// Reads a whole answer. `answer_tool` names the tool whose input is the answer (a JSON answer):
-/// its input becomes text content, never a tool call.
+/// its input becomes text content, never a tool call, and is the whole content (with thinking,
+/// the tool is offered with `auto`, and text may come before it).
 fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, String> {
     let response: Response = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     if response.content.is_empty() && response.stop_reason.is_none() {
         return Err("no content and no stop reason in the answer".into());
     }
     let (mut content, mut tool_calls) = (String::new(), Vec::new());
+    let mut answer: Option<String> = None;
     for block in response.content {
         match block {
             Block::Text { text } => content.push_str(&text),
             Block::ToolUse { name, input, .. } if Some(name.as_str()) == answer_tool => {
-                content.push_str(&input_text(&input));
+                answer.get_or_insert_default().push_str(&input_text(&input));
             }
             Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
                 id,
@@ -225,6 +227,7 @@ fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, 
         .stop_reason
         .as_deref()
         .map(|r| finish_of(r, answer_tool.is_some(), tool_calls.len()));
+    let content = answer.unwrap_or(content);
     Ok(Completion {
         id: response.id.filter(|id| !id.is_empty()),
         content,

@@ -4,7 +4,9 @@
 //! `message_stop` ends it. Thinking blocks and their deltas are skipped.
 //!
 //! The tool call index is the count of the answer's earlier `tool_use` blocks, the answer
-//! tool's aside: that tool's `input_json_delta`s are the answer's text.
+//! tool's aside: that tool's `input_json_delta`s are the answer's text, and the whole of it.
+//! Text before it (with thinking, the tool is offered with `auto`) is held back until the
+//! answer's end, and given only if the tool never came.
 
 use std::collections::HashMap;
 
@@ -108,14 +110,31 @@ pub(super) struct Stream {
     blocks: HashMap<u64, ToolBlock>,
     calls: u32,
     done: bool,
+    /// A JSON answer's text, held back while its answer tool may still come (`None` once it
+    /// has).
+    held: Option<String>,
 }
 
 impl Stream {
     /// A decoder for an answer whose `answer_tool` (if any) carries a JSON answer.
     pub(super) fn new(answer_tool: Option<String>) -> Self {
         Self {
+            held: answer_tool.is_some().then(String::new),
             answer_tool,
             ..Self::default()
+        }
+    }
+
+    /// Text of the answer: given at once, held back while a JSON answer's tool may still come,
+    /// dropped once it has.
+    fn text(&mut self, text: String) -> Vec<StreamEvent> {
+        match (&mut self.held, self.answer_tool.is_some()) {
+            (None, false) => vec![StreamEvent::Delta(text)],
+            (Some(held), _) => {
+                held.push_str(&text);
+                Vec::new()
+            }
+            (None, true) => Vec::new(),
         }
     }
 
@@ -123,6 +142,7 @@ impl Stream {
     fn tool_start(&mut self, index: u64, id: String, name: String) -> Vec<StreamEvent> {
         if self.answer_tool.as_deref() == Some(name.as_str()) {
             self.blocks.insert(index, ToolBlock::Answer);
+            self.held = None;
             return Vec::new();
         }
         let call = self.calls;
@@ -179,9 +199,7 @@ impl EventDecoder for Stream {
             Event::ContentBlockDelta {
                 delta: BlockDelta::TextDelta { text },
                 ..
-            } if !text.is_empty() => {
-                vec![StreamEvent::Delta(text)]
-            }
+            } if !text.is_empty() => self.text(text),
             Event::ContentBlockDelta {
                 index,
                 delta: BlockDelta::InputJsonDelta { partial_json },
@@ -189,6 +207,13 @@ impl EventDecoder for Stream {
             Event::MessageDelta { delta, usage } => {
                 let answer_tool = self.answer_tool.is_some();
                 let calls = self.calls as usize;
+                // The answer is over: text held for a tool that never came is the answer.
+                let held = delta
+                    .stop_reason
+                    .as_ref()
+                    .and_then(|_| self.held.take())
+                    .filter(|t| !t.is_empty())
+                    .map(StreamEvent::Delta);
                 let finish = delta
                     .stop_reason
                     .map(|r| StreamEvent::Finish(finish_of(&r, answer_tool, calls)));
@@ -196,7 +221,7 @@ impl EventDecoder for Stream {
                     self.usage.assign(u);
                     StreamEvent::Usage(self.usage.usage())
                 });
-                finish.into_iter().chain(usage).collect()
+                held.into_iter().chain(finish).chain(usage).collect()
             }
             Event::MessageStop => {
                 self.done = true;

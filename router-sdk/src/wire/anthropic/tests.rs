@@ -655,3 +655,96 @@ fn streamed_thinking_is_skipped() {
     ];
     assert_eq!(said, want.iter().collect::<Vec<_>>());
 }
+
+#[test]
+fn temperature_and_top_p_are_never_sent_together() {
+    // Anthropic's newer models refuse the two together: the temperature is sent.
+    let both = ChatRequest {
+        temperature: Some(0.5),
+        top_p: Some(0.9),
+        ..ChatRequest::new("Hi")
+    };
+    let got = body("claude-sonnet-4-5", &both, 4096, false);
+    assert_eq!(
+        (got["temperature"].as_f64(), got.get("top_p")),
+        (Some(0.5), None)
+    );
+    let top_p = ChatRequest {
+        top_p: Some(0.9),
+        ..ChatRequest::new("Hi")
+    };
+    let got = body("claude-sonnet-4-5", &top_p, 4096, false);
+    assert_eq!(
+        (got.get("temperature"), got["top_p"].as_f64()),
+        (None, Some(0.9))
+    );
+}
+
+/// A JSON answer with thinking: the answer tool is offered with `auto`, and the model may say
+/// something before it calls it.
+const TEXT_THEN_ANSWER: &str = r#"{"id": "msg_1", "type": "message", "role": "assistant",
+  "content": [
+    {"type": "thinking", "thinking": "The user wants the weather.", "signature": "sig"},
+    {"type": "text", "text": "Here is the report:"},
+    {"type": "tool_use", "id": "toolu_1", "name": "weather_report",
+     "input": {"location": "San Francisco, CA", "temperature": 15, "condition": "sunny"}}
+  ],
+  "stop_reason": "tool_use",
+  "usage": {"input_tokens": 10, "output_tokens": 20}}"#;
+
+#[test]
+fn text_before_the_answer_tool_is_not_part_of_a_json_answer() {
+    let got = parse_for(&json_schema_request(), TEXT_THEN_ANSWER.as_bytes());
+    let answer: Value = serde_json::from_str(&got.content).unwrap();
+    assert_eq!(answer["temperature"], 15);
+    // No answer tool came: the text is the answer.
+    let text_only = r#"{"id": "msg_2", "type": "message", "role": "assistant",
+      "content": [{"type": "text", "text": "{\"temperature\": 15}"}],
+      "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 5}}"#;
+    let got = parse_for(&json_schema_request(), text_only.as_bytes());
+    assert_eq!(got.content, r#"{"temperature": 15}"#);
+}
+
+/// The streamed text of `sse`, decoded for a JSON-schema request.
+fn streamed_json_text(sse: &str) -> String {
+    let (events, failure) = decode_all_for(Api::Anthropic, &json_schema_request(), sse);
+    assert_eq!(failure, None);
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Delta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn streamed_text_before_the_answer_tool_is_held_back_and_dropped() {
+    let start = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Here is the report:"}}
+
+"#;
+    let tool = r#"event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"weather_report","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"temperature\": 15}"}}
+
+"#;
+    let end = |reason: &str| {
+        format!(
+            "event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{reason}\"}},\"usage\":{{\"output_tokens\":20}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        )
+    };
+    let with_tool = format!("{start}{tool}{}", end("tool_use"));
+    assert_eq!(streamed_json_text(&with_tool), r#"{"temperature": 15}"#);
+    // No answer tool came: the held text is the answer, given before the finish.
+    let text_only = format!("{start}{}", end("end_turn"));
+    assert_eq!(streamed_json_text(&text_only), "Here is the report:");
+}
