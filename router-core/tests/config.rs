@@ -1351,3 +1351,45 @@ fn a_zero_ledger_timeout_is_refused() {
         ],
     );
 }
+
+#[test]
+fn a_ledger_timeout_or_heartbeat_beyond_its_most_is_refused() {
+    for (key, value, most, default) in [
+        ("timeout_ms", "30000", "10000", "default 50"),
+        (
+            "heartbeat_ms",
+            "4000000000000000000",
+            "60000",
+            "default 2000",
+        ),
+    ] {
+        let yaml = with(
+            "namespace: demo\n",
+            &format!("namespace: demo\nledger:\n  {key}: {value}\n"),
+        );
+        assert_mentions(
+            &error_of(&yaml),
+            &[
+                "test.yaml:3",
+                &format!("ledger.{key}"),
+                value,
+                most,
+                default,
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_usage_schema_postgresql_keeps_for_itself_is_refused() {
+    let yaml = with(
+        "namespace: demo\n",
+        "namespace: demo\nusage:\n  sink: sqlite\n  schema: pg_usage\n",
+    );
+    assert_mentions(&error_of(&yaml), &["usage.schema", "pg_usage", "`pg_`"]);
+    let ok = with(
+        "namespace: demo\n",
+        "namespace: demo\nusage:\n  sink: sqlite\n  schema: llm_usage\n",
+    );
+    assert!(Registry::from_yaml_str(&ok, "test.yaml").is_ok());
+}

@@ -42,6 +42,16 @@ pub(crate) fn prompt_size(req: &ChatRequest) -> PromptSize {
 /// Checks what no provider would accept, so it fails here, clearly, before any call.
 pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
     let invalid = |msg: String| Err(Error::InvalidRequest(msg));
+    if let Some(id) = req
+        .request_id
+        .as_deref()
+        .filter(|id| id.chars().any(char::is_control))
+    {
+        // It goes into traces and the usage records (PostgreSQL's text takes no NUL).
+        return invalid(format!(
+            "request_id {id:?} holds a control character; remove it"
+        ));
+    }
     if req.messages.is_empty() {
         return invalid("a chat needs at least one message".into());
     }

@@ -386,10 +386,8 @@ impl Router {
         let Some(name) = req.tenant.as_deref() else {
             return Ok(None);
         };
-        if name.is_empty() || name.contains(['{', '}']) {
-            return Err(Error::InvalidRequest(format!(
-                "tenant `{name}`: a tenant name must be non-empty and contain no braces"
-            )));
+        if let Some(problem) = router_core::config::tenant_name_problem(name) {
+            return Err(Error::InvalidRequest(format!("tenant: {problem}")));
         }
         let registry = &self.inner.registry;
         Ok(registry

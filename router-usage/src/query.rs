@@ -63,6 +63,7 @@ impl Group {
         match self {
             Group::Day => "at_ms / 86400000",
             Group::Hour => "at_ms / 3600000",
+            // `router_core::config::NO_TENANT`, which no tenant may be called.
             Group::Tenant => "COALESCE(tenant, '-')",
             Group::Model => "COALESCE(model, model_asked)",
             Group::Provider => "COALESCE(provider, '-')",

@@ -167,6 +167,10 @@ fn budgets(registry: &Registry, by_tenant_day: &[Row]) -> Vec<BudgetUse> {
         let (Some(tenant), Some(day_ms)) = (row.key.first(), row.start_ms) else {
             continue;
         };
+        // Requests without a tenant have no budget, whatever `default_tier` says.
+        if tenant == router_core::config::NO_TENANT {
+            continue;
+        }
         let Some(tier) = registry.tier_of(tenant) else {
             continue;
         };

@@ -55,6 +55,30 @@ async fn chats(s: &Scene, tenants: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn requests_without_a_tenant_are_charged_to_no_budget_whatever_the_default_tier() {
+    let extra = format!("{TENANTS}  default_tier: pro\n");
+    let (s, _server) = answering_scene(&extra, 2).await;
+    chats(&s, &["acme"]).await;
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["chat", "--no-stream", "--max-tokens", "1", "-p"])
+        .arg(s.prompt("Hi"));
+    run_async(cmd, 0).await;
+
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--check"]);
+    let check = run_async(cmd, 0).await.0;
+    assert!(
+        check.contains("ok: every tenant's records add up"),
+        "{check}"
+    );
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--by", "tenant"]);
+    let table = run_async(cmd, 0).await.0;
+    assert!(table.contains("acme (pro): busiest day"), "{table}");
+    assert!(!table.contains("- (pro)"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn chats_leave_records_that_usage_reports_exports_and_checks() {
     let (s, _server) = answering_scene(TENANTS, 3).await;
     chats(&s, &["acme", "acme", "globex"]).await;
@@ -161,6 +185,13 @@ fn bad_periods_and_groupings_name_the_flag() {
     cmd.env("LLMROUTE_USAGE", "mysql://x").args(["usage"]);
     let (_, err) = run(&mut cmd, 2);
     assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
+    // libpq's settings are no URL, and may hold a password: not shown.
+    let mut cmd = s.llmroute(&[]);
+    cmd.env("LLMROUTE_USAGE", "host=db user=app password=s3cret-planted")
+        .args(["usage"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
     // `--check` compares the day and the month: a period or a model it would not honour is
     // refused, not ignored.
     for flag in [

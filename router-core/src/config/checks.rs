@@ -341,13 +341,22 @@ impl Ctx<'_> {
     }
 }
 
+/// How usage reports and traces name the tenant of a request that names none; no tenant may be
+/// called so.
+pub const NO_TENANT: &str = "-";
+
 /// What is wrong with `name` as a tenant's name, if anything: it must not be blank, have
-/// leading or trailing spaces, hold a control character, or hold `{` or `}` (it is used inside
-/// the Redis hash tag of the namespace). For the configuration and for whatever writes a line of
-/// it (`llmroute keys new --tenant`).
+/// leading or trailing spaces, hold a control character, hold `{` or `}` (it is used inside
+/// the Redis hash tag of the namespace), or be [`NO_TENANT`]. For the configuration, requests
+/// and whatever writes a line of it (`llmroute keys new --tenant`).
 pub fn tenant_name_problem(name: &str) -> Option<String> {
     if name.trim().is_empty() {
         Some("a tenant name must not be empty; write a name".to_owned())
+    } else if name == NO_TENANT {
+        Some(format!(
+            "`{NO_TENANT}` stands for requests without a tenant in usage reports; choose another \
+             name"
+        ))
     } else if name.trim() != name {
         Some(format!(
             "tenant name `{name}` has leading or trailing spaces; remove them"

@@ -56,6 +56,12 @@ impl LedgerSettings {
     /// large share of the router's CPU per request. Two seconds halves it, while an instance
     /// that stops still leaves the count within six.
     pub const HEARTBEAT_MS: u64 = 2_000;
+    /// The longest call timeout: a lease's moves leave a second and two calls' time before
+    /// the 60 s window turns, which must stay well inside it.
+    pub const MAX_TIMEOUT_MS: u64 = 10_000;
+    /// The longest heartbeat: a stopped instance leaves the count within three, a minute's
+    /// window turns within one.
+    pub const MAX_HEARTBEAT_MS: u64 = 60_000;
 }
 
 impl Default for LedgerSettings {
@@ -77,19 +83,30 @@ pub(crate) fn ledger(
     let Some(raw) = raw else {
         return Ok(out);
     };
-    let ms = |key: &str, value: &Option<At<Number>>, default: u64| {
+    let ms = |key: &str, value: &Option<At<Number>>, default: u64, max: u64| {
+        let Some(value) = value else {
+            return Ok(Duration::from_millis(default));
+        };
+        let field = format!("ledger.{key}");
         let hint = format!("remove it to use the default {default}");
-        value
-            .as_ref()
-            .map(|v| ctx.positive(&format!("ledger.{key}"), v, &hint))
-            .transpose()
-            .map(|v| Duration::from_millis(v.map_or(default, |n| n.get())))
+        let n = ctx.positive(&field, value, &hint)?.get();
+        if n > max {
+            let msg = format!("{n} is above the most it may be, {max}; {hint}");
+            return Err(ctx.invalid(&field, line(value), msg));
+        }
+        Ok(Duration::from_millis(n))
     };
-    out.timeout = ms("timeout_ms", &raw.timeout_ms, LedgerSettings::TIMEOUT_MS)?;
+    out.timeout = ms(
+        "timeout_ms",
+        &raw.timeout_ms,
+        LedgerSettings::TIMEOUT_MS,
+        LedgerSettings::MAX_TIMEOUT_MS,
+    )?;
     out.heartbeat = ms(
         "heartbeat_ms",
         &raw.heartbeat_ms,
         LedgerSettings::HEARTBEAT_MS,
+        LedgerSettings::MAX_HEARTBEAT_MS,
     )?;
     if let Some(mode) = &raw.on_error {
         out.on_error = OnError::ALL

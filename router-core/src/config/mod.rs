@@ -71,7 +71,7 @@ mod usage;
 mod validate;
 
 pub use capabilities::{Capabilities, Capability, Features, needed};
-pub use checks::tenant_name_problem;
+pub use checks::{NO_TENANT, tenant_name_problem};
 pub use error::ConfigError;
 pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
 pub use ledger::{LedgerSettings, OnError};

@@ -132,7 +132,8 @@ pub(crate) enum RedisTarget {
 /// `redis://user:secret@host:6379/0` becomes `redis://user:***@host:6379/0`, and
 /// `redis://:secret@host` becomes `redis://:***@host`; a `pass=` / `password=` query value
 /// becomes `***` too. Text that is not a URL but contains `@` keeps only what follows the last
-/// `@`. When in doubt this hides too much rather than too little.
+/// `@`; one holding `key=value` settings (`host:6379,password=…`, libpq's `password=…`) is not
+/// shown at all. When in doubt this hides too much rather than too little.
 ///
 /// A cluster URL shows its nodes; the one with credentials shows `***` in their place, and when
 /// a password could itself hold a `,` or `@`, nothing before the last `@` is shown.
@@ -141,6 +142,9 @@ pub fn redact_url(url: &str) -> String {
         Some(i) => (&url[..i + 3], &url[i + 3..]),
         None => ("", url),
     };
+    if scheme.is_empty() && rest.contains('=') {
+        return NOT_SHOWN.to_owned();
+    }
     if cluster_scheme(scheme).is_some() {
         let (nodes, suffix) = split_nodes(rest);
         let shown = redact_nodes(&nodes).join(",");
@@ -160,6 +164,9 @@ pub fn redact_url(url: &str) -> String {
     };
     format!("{scheme}{}", redact_query(&rest))
 }
+
+/// What [`redact_url`] shows of settings that are not a URL.
+const NOT_SHOWN: &str = "(settings that are not a URL, not shown)";
 
 /// The node scheme (`redis://` or `rediss://`) of a cluster scheme, `None` for any other.
 fn cluster_scheme(scheme: &str) -> Option<&'static str> {
@@ -375,6 +382,9 @@ mod tests {
             ),
             ("garbage:pw@h", "***@h"),
             ("", ""),
+            // Settings, not URLs: StackExchange.Redis's and libpq's.
+            ("redis-host:6379,password=s3cret", super::NOT_SHOWN),
+            ("host=db user=app password=s3cret", super::NOT_SHOWN),
         ];
         for (url, want) in cases {
             assert_eq!(redact_url(url), want, "redact_url({url:?})");
@@ -505,6 +515,7 @@ mod tests {
             "redis+cluster://h1:1,u:s3@cret@h2:x",
             "rediss+cluster://u:s3cret@h1:1,,h2:2",
             "redis://u:s3cret@h1:7000,h2:7001",
+            "redis-host:6379,password=s3cret",
         ];
         for url in urls {
             let e = error(url);
@@ -546,6 +557,10 @@ mod tests {
             (
                 list(&["a:1,b:2"]),
                 "state[0] `a:1,b:2` is not one host:port",
+            ),
+            (
+                list(&["h1:6379,password=s3cret"]),
+                "state[0] `(settings that are not a URL, not shown)`",
             ),
         ];
         for (nodes, want) in bad {

@@ -199,11 +199,14 @@ pub(crate) fn usage(
             && schema
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            && schema.len() <= 63;
+            && schema.len() <= 63
+            // PostgreSQL keeps `pg_` names for itself and refuses to create one.
+            && !schema.starts_with("pg_");
         if !ok {
             let msg = format!(
                 "`{schema}` is not a schema name llmroute uses: write lowercase letters, digits \
-                 and `_`, starting with a letter or `_`, at most 63 characters"
+                 and `_`, starting with a letter or `_` but not with `pg_` (PostgreSQL keeps \
+                 those), at most 63 characters"
             );
             return Err(ctx.invalid("usage.schema", at, msg));
         }

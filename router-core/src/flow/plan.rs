@@ -112,11 +112,14 @@ impl Plan {
                 Accounting::AtArrival => prompt_tokens.max(ask.prompt.base_tokens()),
                 Accounting::Corrected => prompt_tokens,
             };
+            // The model's output cap bounds the expected completion too: without it a small
+            // model would be ranked and budgeted as if it could write the default guess.
+            let counted_output = ask.max_tokens.unwrap_or_else(|| registry.output_cap(d));
             Estimate {
                 prompt_tokens,
-                completion_tokens: estimator.output_tokens(d, ask.max_tokens),
+                completion_tokens: estimator.output_tokens(d, Some(counted_output)),
                 counted_prompt,
-                counted_output: ask.max_tokens.unwrap_or_else(|| registry.output_cap(d)),
+                counted_output,
             }
         };
         let ranked: Vec<DeploymentId> = select::rank_by(registry, candidates, |d| {
@@ -148,10 +151,12 @@ impl Plan {
                 .collect(),
         });
         if ask.priority == Priority::Batch {
-            let share = (registry.priorities.batch_share * 100.0).floor();
+            // To the nearest percent: 0.29 is 28.999... times 100.
+            let share = (registry.priorities.batch_share * 100.0).round();
             need.share_percent = share.clamp(1.0, 100.0) as u8;
         }
-        let deadline_ms = now_ms.saturating_add(ask.deadline.as_millis() as u64);
+        let deadline = u64::try_from(ask.deadline.as_millis()).unwrap_or(u64::MAX);
+        let deadline_ms = now_ms.saturating_add(deadline);
         Plan {
             ranked,
             estimates,
@@ -365,5 +370,32 @@ providers:
         assert_eq!(costs[0], usd_to_micros(openai));
         assert!(costs[1] > costs[0]);
         assert_eq!(plan.tenant(), Some("acme"));
+    }
+
+    #[test]
+    fn a_models_output_cap_bounds_its_expected_completion() {
+        let yaml = r#"
+priorities: { batch_share: 0.29 }
+providers:
+  - name: small
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: S_KEY
+    models:
+      - { name: s, aliases: [chat], price: { input: 1.0, output: 2.0 }, max_output_tokens: 100 }
+"#;
+        let registry = Registry::from_yaml_str(yaml, "plan.yaml").unwrap();
+        let estimator = Estimator::new(&registry);
+        let mut ask = ask(Priority::Batch);
+        ask.max_tokens = None;
+        ask.deadline = Duration::MAX;
+        let plan = Plan::new(&registry, &estimator, &[DeploymentId(0)], ask, 5);
+        // Without the cap it would be the default guess, 512.
+        let e = plan.estimate_of(DeploymentId(0));
+        assert_eq!((e.completion_tokens, e.counted_output), (100, 100));
+        // 0.29 x 100 is 28.999...: the share is 29 %, not 28.
+        assert_eq!(plan.need.share_percent, 29);
+        // A deadline beyond what milliseconds hold is the farthest one, not a wrapped one.
+        assert_eq!(plan.deadline_ms, u64::MAX);
     }
 }

@@ -168,8 +168,10 @@ impl Need {
         }
         let scale = |l: Option<NonZeroU64>| {
             l.map(|v| {
-                NonZeroU64::new(v.get() * u64::from(self.share_percent) / 100)
-                    .unwrap_or(NonZeroU64::MIN)
+                // In u128: a limit near u64::MAX ("unlimited" written as a number) must not
+                // overflow.
+                let share = u128::from(v.get()) * u128::from(self.share_percent) / 100;
+                NonZeroU64::new(share as u64).unwrap_or(NonZeroU64::MIN)
             })
         };
         Limits {
@@ -504,4 +506,27 @@ pub struct Settlement {
     pub actual: Option<ActualUsage>,
     /// The provider's report on the reservation's deployment.
     pub observed: Option<Observation>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_of_the_largest_limits_does_not_overflow() {
+        let mut need = Need::new(10, Duration::from_secs(60));
+        need.share_percent = 80;
+        let limits = Limits {
+            tpm: Some(NonZeroU64::MAX),
+            rpm: NonZeroU64::new(10),
+            concurrency: NonZeroU64::new(1),
+            ..Limits::default()
+        };
+        let share = need.share_of(limits);
+        let most = u128::from(u64::MAX) * 80 / 100;
+        assert_eq!(share.tpm.map(|v| u128::from(v.get())), Some(most));
+        assert_eq!(share.rpm, NonZeroU64::new(8));
+        // Never below one: a share of a small limit still admits something.
+        assert_eq!(share.concurrency, NonZeroU64::new(1));
+    }
 }

@@ -136,8 +136,19 @@ async fn batch_requests_leave_headroom_for_interactive_ones_and_still_complete()
 #[tokio::test]
 async fn a_tenant_name_that_cannot_be_a_key_is_refused() {
     let w = World::with_extra(&[Upstream::openai("oa", (1.0, 1.0))], TENANTS).await;
-    let err = w.router.chat(for_tenant("a}b")).await.unwrap_err();
-    assert!(matches!(err, Error::InvalidRequest(_)), "{err:?}");
+    // The configuration's own rule: no braces, no control characters (PostgreSQL's text takes
+    // no NUL), no spaces around it, and not `-`, which stands for no tenant in reports.
+    for name in ["a}b", "a\0b", " acme", "-"] {
+        let err = w.router.chat(for_tenant(name)).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidRequest(_)), "{name:?}: {err:?}");
+        assert!(err.to_string().contains("tenant"), "{err}");
+    }
+    let with_nul = ChatRequest {
+        request_id: Some("req\0-1".into()),
+        ..ChatRequest::new("Hi")
+    };
+    let err = w.router.chat(with_nul).await.unwrap_err();
+    assert!(err.to_string().contains("request_id"), "{err}");
 }
 
 /// Under saturation, an instance serves its waiting interactive requests before its waiting

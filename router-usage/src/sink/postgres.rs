@@ -94,7 +94,13 @@ impl PostgresSink {
     }
 
     fn table(&self, name: &str) -> String {
-        format!("\"{}\".{name}", self.schema)
+        format!("{}.{name}", self.quoted())
+    }
+
+    /// The schema as a quoted identifier: any `"` in it doubled, so that a name given in code
+    /// (the configuration allows none) is only ever a name.
+    fn quoted(&self) -> String {
+        format!("\"{}\"", self.schema.replace('"', "\"\""))
     }
 
     fn error(&self, message: impl std::fmt::Display) -> UsageError {
@@ -164,11 +170,11 @@ impl PostgresSink {
 
     /// Creates the schema and applies the migrations not applied yet, under an advisory lock.
     async fn migrate(&self, client: &mut Client) -> Result<(), tokio_postgres::Error> {
-        let prefix = format!("\"{}\".", self.schema);
+        let prefix = format!("{}.", self.quoted());
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await?;
-        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{}\"", self.schema))
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", self.quoted()))
             .await?;
         tx.batch_execute(&MIGRATIONS_TABLE.replace("{p}", &prefix))
             .await?;
@@ -344,5 +350,25 @@ impl Cells for PgCells<'_> {
     }
     fn text(&self, i: usize) -> Result<String, String> {
         self.0.try_get(i).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod quoting {
+    use super::*;
+
+    #[test]
+    fn a_schema_is_only_ever_a_name() {
+        let sink = PostgresSink::new(
+            "postgres://u@127.0.0.1/d",
+            "a\"; DROP TABLE x; --",
+            Duration::from_secs(1),
+        )
+        .expect("a PostgreSQL URL");
+        assert_eq!(sink.quoted(), "\"a\"\"; DROP TABLE x; --\"");
+        assert_eq!(
+            sink.table("usage_records"),
+            "\"a\"\"; DROP TABLE x; --\".usage_records"
+        );
     }
 }

@@ -150,6 +150,8 @@ async fn check(
         .iter()
         .map(|(t, _)| t.clone())
         .chain(month.iter().filter_map(|r| r.key.first().cloned()))
+        // Requests without a tenant are charged to no budget, whatever `default_tier` says.
+        .filter(|t| t != router_core::config::NO_TENANT)
         .filter(|t| args.tenant.as_ref().is_none_or(|only| only == t))
         .collect();
     if let Some(only) = &args.tenant {
