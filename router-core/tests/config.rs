@@ -1393,3 +1393,14 @@ fn a_usage_schema_postgresql_keeps_for_itself_is_refused() {
     );
     assert!(Registry::from_yaml_str(&ok, "test.yaml").is_ok());
 }
+
+#[test]
+fn a_provider_name_with_a_slash_or_a_comma_is_refused() {
+    for name in ["deep/seek", "deep,seek"] {
+        let yaml = with("  - name: deepseek\n", &format!("  - name: {name}\n"));
+        assert_mentions(
+            &error_of(&yaml),
+            &["test.yaml:5", "providers[0].name", name, "rename it"],
+        );
+    }
+}

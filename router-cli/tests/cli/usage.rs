@@ -55,6 +55,26 @@ async fn chats(s: &Scene, tenants: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_chat_waits_out_a_silent_sinks_timeout_and_leaves_its_record_in_the_spill_file() {
+    // A PostgreSQL that takes the connection (the kernel's backlog) and never answers, with a
+    // write timeout longer than the ten seconds the chat waits for its settlements: the record
+    // reaches the spill file only when that timeout ends, and the chat waits for it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let extra =
+        format!("usage:\n  sink: postgres://llmroute@127.0.0.1:{port}/test\n  timeout_ms: 11000\n");
+    let (s, _server) = answering_scene(&extra, 1).await;
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["chat", "--no-stream", "--max-tokens", "1", "-p"])
+        .arg(s.prompt("Hi"));
+    run_async(cmd, 0).await;
+    let spill = std::fs::read_to_string(s.dir.path().join("state/usage.spill")).unwrap();
+    let record: Value = serde_json::from_str(spill.lines().next().unwrap()).unwrap();
+    assert_eq!(record["outcome"], "ok", "{spill}");
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn requests_without_a_tenant_are_charged_to_no_budget_whatever_the_default_tier() {
     let extra = format!("{TENANTS}  default_tier: pro\n");
     let (s, _server) = answering_scene(&extra, 2).await;

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::capabilities::Features;
+use super::capabilities::{Capability, Features};
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
 use super::raw::{At, Named, RawRange, RawRule};
@@ -282,6 +282,30 @@ fn rule(
         .as_ref()
         .map(|p| ctx.priority(&format!("{field}.when.priority"), p))
         .transpose()?;
+    // A rule for requests with tools or images must send them where they can go: the first
+    // rule that matches decides, so one that can serve none of them fails every such request.
+    let needs = [
+        (w.tools.as_ref(), Capability::Tools),
+        (w.images.as_ref(), Capability::Vision),
+    ];
+    for (when, capability) in needs {
+        let Some(when) = when.filter(|b| b.value) else {
+            continue;
+        };
+        let able = registry
+            .resolve(&model)
+            .iter()
+            .any(|&d| registry.deployment(d).capabilities.has(capability));
+        if !able {
+            let msg = format!(
+                "this rule is for requests with {}, but no deployment of `{model}` has \
+                 `{}` in its capabilities; name a model that has it",
+                capability.feature(),
+                capability.as_str()
+            );
+            return Err(ctx.invalid(&format!("{field}.model"), line(when), msg));
+        }
+    }
     Ok(Rule {
         when: When {
             prompt_at_least,

@@ -14,6 +14,7 @@ providers:
       - { name: small, aliases: [cheap], price: { input: 0.1, output: 0.2 } }
       - { name: large, aliases: [smart], price: { input: 2, output: 8 } }
       - { name: eyes, price: { input: 1, output: 4 } }
+      - { name: blind, price: { input: 1, output: 4 }, capabilities: [json_schema] }
 tenants:
   tiers: { free: {}, pro: {} }
 "#;
@@ -196,6 +197,16 @@ fn configuration_errors_name_the_field_and_what_to_do() {
             "routes:\n  auto:\n    - when: { size: 3 }\n      model: small\n",
             "",
             "size",
+        ),
+        (
+            "routes:\n  auto:\n    - when: { images: true }\n      model: blind\n",
+            "routes.auto[0].model",
+            "requests with images, but no deployment of `blind` has `vision`",
+        ),
+        (
+            "routes:\n  auto:\n    - when: { tools: true }\n      model: blind\n",
+            "routes.auto[0].model",
+            "requests with tools, but no deployment of `blind` has `tools`",
         ),
     ];
     for (yaml, field, words) in cases {

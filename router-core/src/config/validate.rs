@@ -196,6 +196,16 @@ fn providers(ctx: &Ctx<'_>, raw: &RawConfig, registry: &mut Registry) -> Result<
     for (index, entry) in list.into_iter().flat_map(|l| &l.value).enumerate() {
         let field = format!("providers[{index}].name");
         let name = ctx.name(&field, &entry.value.name)?;
+        if name.contains(['/', ',']) {
+            // `a/b` with model `c` and `a` with model `b/c` would be one deployment, `a/b/c`,
+            // in the ledger's keys and the metrics' labels.
+            let msg = format!(
+                "provider name `{name}` must not contain `/` (it separates the provider from \
+                 the model in deployment names and ledger keys) or `,` (it separates the names \
+                 of `x-llmroute-providers`); rename it"
+            );
+            return Err(ctx.invalid(&field, line(&entry.value.name), msg));
+        }
         if let Some(first) = seen.insert(name.clone(), line(&entry.value.name)) {
             let msg = format!(
                 "duplicate provider name `{name}`{}; provider names must be unique: rename one",

@@ -217,19 +217,25 @@ pub(crate) async fn run(
     }
 }
 
-/// How long a stopped chat waits for its settlements before it exits anyway.
+/// How long a stopped chat waits for its settlements before it exits anyway, beyond the usage
+/// sink's own timeout.
 const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
-/// Waits (up to [`SETTLE_WAIT`]) for the settlements `router` handed to the background
-/// ([`Router::drain`]), so exiting does not cut them short.
+/// Waits for the settlements `router` handed to the background and its usage record
+/// ([`Router::drain`]), so exiting does not cut them short: up to [`SETTLE_WAIT`] and
+/// `usage.timeout_ms` on top, since a record whose write hangs goes to the spill file only when
+/// that timeout ends.
 async fn settle_pending(router: &Router) {
-    if tokio::time::timeout(SETTLE_WAIT, router.drain())
-        .await
-        .is_err()
-    {
+    let usage = router.registry().usage.as_ref().map_or(
+        Duration::from_millis(router_core::config::UsageSettings::TIMEOUT_MS),
+        |u| u.timeout,
+    );
+    let wait = SETTLE_WAIT + usage;
+    if tokio::time::timeout(wait, router.drain()).await.is_err() {
         tracing::warn!(
-            "gave up waiting for settlements after {}s: their slots expire after the slot TTL",
-            SETTLE_WAIT.as_secs()
+            "gave up waiting for settlements and the usage record after {:.1}s: the slots \
+             expire after the slot TTL",
+            wait.as_secs_f64()
         );
     }
 }
