@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use router_core::IdMap;
-use router_core::config::{Api, Capability, DeploymentId, ProviderId};
+use router_core::config::{Api, DeploymentId, ProviderId};
 use tracing::Instrument;
 
 use crate::drive::Request;
@@ -121,7 +121,6 @@ impl Router {
             endpoints: self.inner.endpoints.of(d),
             model: &deployment.model,
             output_cap: registry.output_cap(d),
-            reasoning: deployment.capabilities.has(Capability::Reasoning),
         };
         let request = wire::build(
             &target,

@@ -142,7 +142,7 @@ impl<'r> Sim<'r> {
             self.clock.set_ms(at);
             match event {
                 Event::Arrival => self.arrive()?,
-                Event::Retry(req) => {
+                Event::Retry(mut req) => {
                     let next = req.flow.woke(self.clock.now_ms());
                     self.step(req, next)?;
                 }

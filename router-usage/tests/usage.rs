@@ -977,3 +977,18 @@ async fn sslmode_require_checks_the_servers_certificate_and_hides_the_password()
     assert!(err.contains("postgres://postgres:***@"), "{err}");
     assert!(!err.contains("S3CRET"), "{err}");
 }
+
+/// Opening a file whose tables are all there only reads it: another process holding the write
+/// lock for long (a long batch, a backup) never fails the open, and so never fails a chat.
+#[test]
+fn sqlite_opens_while_another_writer_holds_the_file() {
+    let store = Store::sqlite();
+    drop(store.sink());
+    let blocker = rusqlite::Connection::open(store.sqlite_path()).expect("a second connection");
+    blocker
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    let opened = Sink::open(&store.settings(), store.dir.path());
+    assert!(opened.is_ok(), "{:?}", opened.err());
+    blocker.execute_batch("COMMIT").expect("the lock released");
+}

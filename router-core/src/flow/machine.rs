@@ -129,6 +129,9 @@ pub struct Flow {
     /// Whether the admission under way asks only the candidates that have not failed: their
     /// refusal is not the last word, since those that failed may be ready sooner.
     partial: bool,
+    /// Whether the wait under way ends with the candidates that have not failed asked again
+    /// (they said they would be ready before the backoff ends), rather than all of them.
+    fresh_next: bool,
 }
 
 impl Flow {
@@ -146,6 +149,7 @@ impl Flow {
             calling: None,
             failure_pending: false,
             partial: false,
+            fresh_next: false,
         }
     }
 
@@ -176,17 +180,30 @@ impl Flow {
 
     /// The ledger admitted the request on `deployment`: call it.
     pub fn admitted(&mut self, deployment: DeploymentId) -> Next {
+        self.partial = false;
         self.calls += 1;
         self.calling = Some(deployment);
         Next::Call(deployment)
     }
 
     /// The candidates asked refused at `now_ms`: wait for the soonest, or give up. When they
-    /// were only those that had not failed, the request backs off and asks every candidate
-    /// again, as when every one has failed: one that failed may be ready first (a short stated
-    /// wait), or be the one the tenant's budget can still pay for.
+    /// were only those that had not failed, their refusal is not the last word: one that failed
+    /// may be ready first (a short stated wait), or be the one the tenant's budget can still
+    /// pay for. The request then waits for whichever comes first: the moment those asked say
+    /// they are ready (then asks them again), or the backoff's end (then asks every candidate,
+    /// as when every one has failed).
     pub fn denied(&mut self, denial: &Denial, now_ms: u64, unit: f64) -> Next {
         if std::mem::take(&mut self.partial) {
+            let backoff = self.policy.backoff(self.calls, unit);
+            let remaining = self.remaining(now_ms);
+            if denial.budget_resets_in().is_none()
+                && let OnDenied::Wait(wait) =
+                    self.policy.on_denied(denial.retry_after(), remaining, unit)
+                && wait < backoff
+            {
+                self.fresh_next = true;
+                return self.wait(wait);
+            }
             return self.back_off(now_ms, unit);
         }
         if let Some(resets_in) = denial.budget_resets_in() {
@@ -216,8 +233,13 @@ impl Flow {
     /// A wait ended at `now_ms`: ask the ledger again, on every candidate (time has passed: the
     /// cooldowns of those that failed now say whether they are ready). A wait ends before the
     /// deadline; one that overran it (a late timer) gives up rather than call with no time left.
-    pub fn woke(&self, now_ms: u64) -> Next {
+    pub fn woke(&mut self, now_ms: u64) -> Next {
+        let fresh_next = std::mem::take(&mut self.fresh_next);
         if !self.remaining(now_ms).is_zero() {
+            if fresh_next {
+                self.partial = true;
+                return Next::Admit(self.fresh());
+            }
             return Next::Admit(self.ranked.clone());
         }
         if self.failure_pending {
@@ -248,14 +270,9 @@ impl Flow {
             };
         };
         let (kind, stated, calls) = (failure.kind, failure.stated, self.calls);
-        // A call the request's own deadline cut short says nothing of the deployment: a caller
-        // with a short deadline must not cool a slow but healthy deployment down for everyone.
-        let cut_short = kind == FailureKind::Transport
-            && failure.reached != Reached::Nothing
-            && self.remaining(now_ms).is_zero();
-        let cooldown = (!cut_short)
-            .then(|| self.policy.cooldown(calls, kind, stated, unit))
-            .flatten()
+        let cooldown = self
+            .policy
+            .cooldown(calls, kind, stated, unit)
             .map(|duration| Cooldown {
                 deployment,
                 duration,
@@ -289,17 +306,21 @@ impl Flow {
     /// all of them again after a backoff (a provider that states a zero wait must not be called
     /// again at once).
     fn fail_over(&mut self, now_ms: u64, unit: f64) -> Next {
-        let fresh: Vec<DeploymentId> = self
-            .ranked
-            .iter()
-            .copied()
-            .filter(|d| !self.failed.contains(d))
-            .collect();
+        let fresh = self.fresh();
         if !fresh.is_empty() {
             self.partial = true;
             return Next::Admit(fresh);
         }
         self.back_off(now_ms, unit)
+    }
+
+    /// The candidates that have not failed in this request, cheapest first.
+    fn fresh(&self) -> Vec<DeploymentId> {
+        self.ranked
+            .iter()
+            .copied()
+            .filter(|d| !self.failed.contains(d))
+            .collect()
     }
 
     /// Waits out the backoff after the calls so far, then asks every candidate again; gives up

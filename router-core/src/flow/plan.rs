@@ -151,8 +151,15 @@ impl Plan {
                 .collect(),
         });
         if ask.priority == Priority::Batch {
-            // To the nearest percent: 0.29 is 28.999... times 100.
-            let share = (registry.priorities.batch_share * 100.0).round();
+            // To the nearest percent (0.29 is 28.999... times 100), and below 100 % unless the
+            // whole is configured: something always stays free for interactive requests.
+            let configured = registry.priorities.batch_share;
+            let share = (configured * 100.0).round();
+            let share = if configured < 1.0 {
+                share.min(99.0)
+            } else {
+                share
+            };
             need.share_percent = share.clamp(1.0, 100.0) as u8;
         }
         let deadline = u64::try_from(ask.deadline.as_millis()).unwrap_or(u64::MAX);
@@ -389,7 +396,7 @@ providers:
         let mut ask = ask(Priority::Batch);
         ask.max_tokens = None;
         ask.deadline = Duration::MAX;
-        let plan = Plan::new(&registry, &estimator, &[DeploymentId(0)], ask, 5);
+        let plan = Plan::new(&registry, &estimator, &[DeploymentId(0)], ask.clone(), 5);
         // Without the cap it would be the default guess, 512.
         let e = plan.estimate_of(DeploymentId(0));
         assert_eq!((e.completion_tokens, e.counted_output), (100, 100));
@@ -397,5 +404,10 @@ providers:
         assert_eq!(plan.need.share_percent, 29);
         // A deadline beyond what milliseconds hold is the farthest one, not a wrapped one.
         assert_eq!(plan.deadline_ms, u64::MAX);
+        // A share just under the whole still leaves something for interactive requests.
+        let almost = yaml.replace("batch_share: 0.29", "batch_share: 0.998");
+        let registry = Registry::from_yaml_str(&almost, "plan.yaml").unwrap();
+        let plan = Plan::new(&registry, &estimator, &[DeploymentId(0)], ask.clone(), 5);
+        assert_eq!(plan.need.share_percent, 99);
     }
 }

@@ -357,25 +357,51 @@ fn no_wait_ends_at_the_deadline_and_a_late_wake_gives_up() {
 }
 
 #[test]
-fn a_call_the_deadline_cut_short_puts_no_cooldown() {
+fn a_call_that_timed_out_at_the_deadline_still_cools_its_deployment_down() {
+    // A deployment that takes connections and never answers must be skipped by the next
+    // requests, whatever deadline the first one had.
     let timeout = failure(FailureKind::Transport, None, Reached::Unknown);
-    // The attempt's own timeout, with time left: the deployment is slow, cool it down.
-    let mut f = flow(&[A, B], Priority::Interactive);
-    let _ = f.admitted(A);
-    let after = f.failed(timeout, 10_000, 0.5);
-    assert_eq!(after.cooldown.map(|c| c.duration), Some(MS(100)));
-    assert_eq!(after.next, Next::Admit(vec![B]));
-    // The request's deadline: the caller's short deadline says nothing of the deployment.
     let mut f = flow(&[A, B], Priority::Interactive);
     let _ = f.admitted(A);
     let after = f.failed(timeout, 60_000, 0.5);
-    assert_eq!(after.cooldown, None);
+    assert_eq!(after.cooldown.map(|c| c.duration), Some(MS(100)));
     assert_eq!(after.next, Next::GiveUp(GiveUp::LastFailure));
     assert_eq!(after.settle, Settle::Estimate);
-    // A provider's answer at the deadline still says what it says.
-    let mut f = flow(&[A, B], Priority::Interactive);
+}
+
+#[test]
+fn the_candidates_left_ready_before_the_backoff_ends_are_asked_again_first() {
+    // A and B failed; C says it is ready in 50 ms, before the backoff after call 2 would end
+    // (a draw of 0.9 of 400 ms): C alone is asked again then.
+    const C: DeploymentId = DeploymentId(2);
+    let mut f = flow(&[A, B, C], Priority::Interactive);
+    let limited = failure(FailureKind::RateLimited, Some(MS(5_000)), Reached::Refusal);
     let _ = f.admitted(A);
-    let limited = failure(FailureKind::RateLimited, Some(MS(700)), Reached::Refusal);
-    let after = f.failed(limited, 60_000, 0.5);
-    assert_eq!(after.cooldown.map(|c| c.duration), Some(MS(700)));
+    assert_eq!(f.failed(limited, 0, 0.9).next, Next::Admit(vec![B, C]));
+    let _ = f.admitted(B);
+    assert_eq!(f.failed(limited, 0, 0.9).next, Next::Admit(vec![C]));
+    let soon = denial(vec![not_now(C, MS(50))]);
+    // 50 ms and 0.9 of a quarter of it as jitter.
+    let wait = Duration::from_micros(61_250);
+    assert_eq!(f.denied(&soon, 0, 0.9), Next::Wait(wait));
+    assert_eq!(f.woke(50), Next::Admit(vec![C]));
+    // Refused again, and later than the backoff: every candidate after the backoff.
+    let late = denial(vec![not_now(C, MS(3_000))]);
+    assert_eq!(f.denied(&late, 50, 0.9), Next::Wait(MS(360)));
+    assert_eq!(f.woke(410), Next::Admit(vec![A, B, C]));
+}
+
+#[test]
+fn a_partial_admission_that_was_granted_leaves_no_mark_on_the_next_refusal() {
+    // B, asked alone after A's failure, was admitted and failed too: the next refusal, from
+    // every candidate, is read as such (wait for the soonest), not as a partial one.
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let limited = failure(FailureKind::RateLimited, Some(MS(2_000)), Reached::Refusal);
+    let _ = f.admitted(A);
+    assert_eq!(f.failed(limited, 0, 0.5).next, Next::Admit(vec![B]));
+    let _ = f.admitted(B);
+    assert_eq!(f.failed(limited, 0, 0.5).next, Next::Wait(MS(200)));
+    assert_eq!(f.woke(200), Next::Admit(vec![A, B]));
+    let cooling = denial(vec![not_now(A, MS(1_800)), not_now(B, MS(1_800))]);
+    assert_eq!(f.denied(&cooling, 200, 0.0), Next::Wait(MS(1_800)));
 }

@@ -106,9 +106,6 @@ pub(crate) struct Target<'a> {
     /// `max_tokens` (Anthropic) sends this, so the provider never counts more than the ledger
     /// reserved.
     pub(crate) output_cap: u64,
-    /// Whether the model has reasoning controls (`capabilities: [reasoning]`): OpenAI's
-    /// reasoning models take their output cap only as `max_completion_tokens`.
-    pub(crate) reasoning: bool,
 }
 
 /// Builds the provider request for `req` to `target`.

@@ -48,9 +48,13 @@ impl WireFormat for OpenAi {
     }
 
     fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> Value {
-        // OpenAI's own API takes `max_completion_tokens` for every model.
-        let openai = target.endpoints[0].host_str() == Some("api.openai.com");
-        body(target.model, req, stream, target.reasoning || openai)
+        // OpenAI's own API (and its regional hosts) takes `max_completion_tokens` for every
+        // model, and its reasoning models nothing else; other servers may know only
+        // `max_tokens`.
+        let openai = target.endpoints[0]
+            .host_str()
+            .is_some_and(|h| h == "api.openai.com" || h.ends_with(".api.openai.com"));
+        body(target.model, req, stream, openai)
     }
 
     fn parse_response(&self, _req: &ChatRequest, body: &[u8]) -> Result<Completion, String> {
@@ -167,7 +171,8 @@ fn response_format(format: &ResponseFormat) -> Value {
 }
 
 /// The body for `req` to `model`; `completion_cap`: the output cap goes as
-/// `max_completion_tokens` (a reasoning model, or OpenAI's own API), else as `max_tokens`.
+/// `max_completion_tokens` (OpenAI's own API), else as `max_tokens` (unless the request has
+/// reasoning controls).
 fn body(model: &str, req: &ChatRequest, stream: bool, completion_cap: bool) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), model.into());

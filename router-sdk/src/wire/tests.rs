@@ -357,7 +357,6 @@ fn target(api: Api, endpoints: &[Url; 2]) -> Target<'_> {
         endpoints,
         model: "m",
         output_cap: 4096,
-        reasoning: false,
     }
 }
 
@@ -402,18 +401,15 @@ fn is_header_name_says_what_extra_headers_can_send() {
 }
 
 #[test]
-fn the_output_cap_goes_as_max_completion_tokens_to_openai_and_to_reasoning_models() {
+fn the_output_cap_goes_as_max_completion_tokens_to_openais_own_api() {
     let key = ApiKey::new(PLANTED.to_owned());
     let req = crate::types::ChatRequest {
         max_tokens: Some(100),
         ..crate::types::ChatRequest::new("Hi")
     };
-    let cap_of = |base: &str, reasoning: bool| {
+    let cap_of = |base: &str| {
         let endpoints = endpoints(Api::OpenAi, base, "m").unwrap();
-        let target = Target {
-            reasoning,
-            ..target(Api::OpenAi, &endpoints)
-        };
+        let target = target(Api::OpenAi, &endpoints);
         let body = build(&target, &key, &req, &HeaderMap::new(), false).body;
         let names = ["max_tokens", "max_completion_tokens"];
         let sent: Vec<&str> = names
@@ -424,15 +420,19 @@ fn the_output_cap_goes_as_max_completion_tokens_to_openai_and_to_reasoning_model
     };
     // OpenAI's reasoning models refuse `max_tokens`; its API takes the newer name for any model.
     assert_eq!(
-        cap_of("https://api.openai.com/v1", false),
+        cap_of("https://api.openai.com/v1"),
         ["max_completion_tokens"]
     );
     assert_eq!(
-        cap_of("http://vllm:8000/v1", true),
+        cap_of("https://eu.api.openai.com/v1"),
         ["max_completion_tokens"]
     );
     // Other OpenAI-compatible servers may know only `max_tokens`.
-    assert_eq!(cap_of("https://api.deepseek.com/v1", false), ["max_tokens"]);
+    assert_eq!(cap_of("https://api.deepseek.com/v1"), ["max_tokens"]);
+    assert_eq!(
+        cap_of("https://notapi.openai.com.example/v1"),
+        ["max_tokens"]
+    );
 }
 
 #[test]

@@ -113,8 +113,12 @@ impl SqliteSink {
 }
 
 /// Applies the migrations not applied yet, each in its own immediate transaction (so two
-/// processes starting together apply each once).
+/// processes starting together apply each once). A file with every one applied is only read:
+/// opening it then never waits behind another process's write.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    if migrated(conn)? {
+        return Ok(());
+    }
     conn.execute_batch(&MIGRATIONS_TABLE.replace("{p}", ""))?;
     for (version, sql) in MIGRATIONS {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -135,6 +139,33 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// Whether every migration is applied, read without a write lock.
+fn migrated(conn: &Connection) -> rusqlite::Result<bool> {
+    let table: Option<String> = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'usage_migrations'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if table.is_none() {
+        return Ok(false);
+    }
+    for (version, _) in MIGRATIONS {
+        let done: Option<i64> = conn
+            .query_row(
+                "SELECT version FROM usage_migrations WHERE version = ?1",
+                [version],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if done.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn insert(conn: &mut Connection, records: &[Record]) -> rusqlite::Result<()> {

@@ -225,7 +225,12 @@ impl EventDecoder for Stream {
             }
             Event::MessageStop => {
                 self.done = true;
-                vec![StreamEvent::Done]
+                // Held for a tool that never came, with no stop reason to give it before.
+                let held = self.held.take().filter(|t| !t.is_empty());
+                held.map(StreamEvent::Delta)
+                    .into_iter()
+                    .chain([StreamEvent::Done])
+                    .collect()
             }
             Event::ContentBlockStart { .. }
             | Event::ContentBlockDelta { .. }

@@ -747,4 +747,10 @@ data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta"
     // No answer tool came: the held text is the answer, given before the finish.
     let text_only = format!("{start}{}", end("end_turn"));
     assert_eq!(streamed_json_text(&text_only), "Here is the report:");
+    // Nor at the end without a stop reason before it.
+    let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    assert_eq!(
+        streamed_json_text(&format!("{start}{stop}")),
+        "Here is the report:"
+    );
 }
