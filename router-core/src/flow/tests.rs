@@ -44,6 +44,15 @@ fn failure(kind: FailureKind, stated: Option<Duration>, reached: Reached) -> Fai
     }
 }
 
+/// A 429 that states a zero wait.
+fn zero_wait() -> Failure {
+    failure(
+        FailureKind::RateLimited,
+        Some(Duration::ZERO),
+        Reached::Refusal,
+    )
+}
+
 fn not_now(d: DeploymentId, after: Duration) -> Refusal {
     Refusal {
         deployment: d,
@@ -87,11 +96,7 @@ fn each_failure_settles_as_far_as_the_call_got() {
 fn a_failed_deployment_is_never_the_next_candidate_even_with_a_zero_wait() {
     let mut f = flow(&[A, B], Priority::Interactive);
     let _ = f.admitted(A);
-    let zero = failure(
-        FailureKind::RateLimited,
-        Some(Duration::ZERO),
-        Reached::Refusal,
-    );
+    let zero = zero_wait();
     let after = f.failed(zero, 10, 0.5);
     assert_eq!(after.next, Next::Admit(vec![B]));
     let cooldown = after.cooldown.map(|c| (c.deployment, c.duration));
@@ -102,11 +107,7 @@ fn a_failed_deployment_is_never_the_next_candidate_even_with_a_zero_wait() {
 fn when_every_candidate_failed_the_request_backs_off_before_trying_them_again() {
     let mut f = flow(&[A], Priority::Interactive);
     let _ = f.admitted(A);
-    let zero = failure(
-        FailureKind::RateLimited,
-        Some(Duration::ZERO),
-        Reached::Refusal,
-    );
+    let zero = zero_wait();
     // Backoff after call 1 with a draw of 0.5: half of the 200 ms base.
     assert_eq!(f.failed(zero, 10, 0.5).next, Next::Wait(MS(100)));
     assert_eq!(f.woke(110), Next::Admit(vec![A]));
@@ -324,11 +325,7 @@ fn no_wait_ends_at_the_deadline_and_a_late_wake_gives_up() {
     // A backoff as long as the time left gives up at once.
     let mut f = flow(&[A], Priority::Interactive);
     let _ = f.admitted(A);
-    let zero = failure(
-        FailureKind::RateLimited,
-        Some(Duration::ZERO),
-        Reached::Refusal,
-    );
+    let zero = zero_wait();
     assert_eq!(
         f.failed(zero, 59_900, 0.5).next,
         Next::GiveUp(GiveUp::LastFailure)

@@ -122,14 +122,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&MIGRATIONS_TABLE.replace("{p}", ""))?;
     for (version, sql) in MIGRATIONS {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let done: Option<i64> = tx
-            .query_row(
-                "SELECT version FROM usage_migrations WHERE version = ?1",
-                [version],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if done.is_none() {
+        if !applied(&tx, *version)? {
             tx.execute_batch(&sql.replace("{p}", ""))?;
             tx.execute(
                 "INSERT INTO usage_migrations (version, applied_ms) VALUES (?1, ?2)",
@@ -154,18 +147,22 @@ fn migrated(conn: &Connection) -> rusqlite::Result<bool> {
         return Ok(false);
     }
     for (version, _) in MIGRATIONS {
-        let done: Option<i64> = conn
-            .query_row(
-                "SELECT version FROM usage_migrations WHERE version = ?1",
-                [version],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if done.is_none() {
+        if !applied(conn, *version)? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Whether migration `version` is recorded as applied.
+fn applied(conn: &Connection, version: i64) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT version FROM usage_migrations WHERE version = ?1",
+        [version],
+        |r| r.get::<_, i64>(0),
+    )
+    .optional()
+    .map(|v| v.is_some())
 }
 
 fn insert(conn: &mut Connection, records: &[Record]) -> rusqlite::Result<()> {
