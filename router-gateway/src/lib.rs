@@ -300,7 +300,7 @@ async fn chat(
     let caller = shared.access.caller(shared.router.registry(), &headers);
     // Known once the key is: every answer after that, refusals included, is the tenant's.
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
-    let tenant = tenant.as_deref().unwrap_or("-");
+    let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
     let outcome = match caller {
         Ok(caller) => answer(&shared, &caller, &headers, body, &request_id).await,
         Err(e) => Err(Failed::from(e)),
@@ -378,7 +378,10 @@ async fn answer(
     request_id: &str,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
-    let tenant_label = caller.tenant.clone().unwrap_or_else(|| "-".to_owned());
+    let tenant_label = caller
+        .tenant
+        .clone()
+        .unwrap_or_else(|| router_core::config::NO_TENANT.to_owned());
     // A router error: its provider calls are counted, and it is labelled by who was asked.
     let routed = |e: router_sdk::Error| {
         shared.metrics.attempts(e.attempts());

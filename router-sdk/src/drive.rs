@@ -50,7 +50,7 @@ impl Router {
         let span = tracing::info_span!(
             "request",
             request_id = %id,
-            tenant = planned.plan.tenant().unwrap_or("-"),
+            tenant = planned.plan.tenant().unwrap_or(router_core::config::NO_TENANT),
             model = %planned.model,
             priority = planned.plan.priority.as_str(),
             // Formatted only when the span is recorded; absent for a request that was not routed.

@@ -204,7 +204,7 @@ impl Flow {
                 self.fresh_next = true;
                 return self.wait(wait);
             }
-            return self.back_off(now_ms, unit);
+            return self.back_off(backoff, now_ms);
         }
         if let Some(resets_in) = denial.budget_resets_in() {
             return Next::GiveUp(GiveUp::Budget { resets_in });
@@ -311,7 +311,7 @@ impl Flow {
             self.partial = true;
             return Next::Admit(fresh);
         }
-        self.back_off(now_ms, unit)
+        self.back_off(self.policy.backoff(self.calls, unit), now_ms)
     }
 
     /// The candidates that have not failed in this request, cheapest first.
@@ -323,10 +323,9 @@ impl Flow {
             .collect()
     }
 
-    /// Waits out the backoff after the calls so far, then asks every candidate again; gives up
-    /// with the last failure when the backoff would reach the deadline.
-    fn back_off(&mut self, now_ms: u64, unit: f64) -> Next {
-        let backoff = self.policy.backoff(self.calls, unit);
+    /// Waits out `backoff` (the one after the calls so far), then asks every candidate again;
+    /// gives up with the last failure when it would reach the deadline.
+    fn back_off(&mut self, backoff: Duration, now_ms: u64) -> Next {
         if backoff >= self.remaining(now_ms) {
             return Next::GiveUp(GiveUp::LastFailure);
         }
