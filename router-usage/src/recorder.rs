@@ -108,6 +108,7 @@ impl Recorder {
             backoff: RETRY_FIRST,
             down: false,
             held: Vec::new(),
+            fresh: Fresh::default(),
         };
         tokio::spawn(writer.run(rx));
         Recorder { tx, counters, sink }
@@ -175,18 +176,38 @@ struct Writer {
     down: bool,
     /// Records neither the sink nor the spill file took.
     held: Vec<Record>,
+    /// What came in while a replay was under way and is not settled yet.
+    fresh: Fresh,
+}
+
+/// Messages taken between two chunks of a replay.
+#[derive(Default)]
+struct Fresh {
+    /// Records the sink failed to take; they go to the spill file once the replay lets go of it.
+    records: Vec<Record>,
+    /// Flushes waiting for those records.
+    acks: Vec<oneshot::Sender<()>>,
+    /// `retry` calls, answered once the replay is over.
+    retries: Vec<oneshot::Sender<bool>>,
 }
 
 impl Writer {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        if self.pending_spill {
+            // An earlier run's records first; new ones are taken between its chunks.
+            self.recover(&mut rx).await;
+        }
         loop {
             let retry = self.pending_spill || !self.held.is_empty();
             let msg = tokio::select! {
-                msg = rx.recv() => msg,
+                // A recovery that is due goes first: it takes new records between its chunks,
+                // so it holds no one up, and a steady stream of records cannot put it off.
+                biased;
                 () = tokio::time::sleep_until(self.retry_at), if retry => {
-                    self.recover().await;
+                    self.recover(&mut rx).await;
                     continue;
                 }
+                msg = rx.recv() => msg,
             };
             let Some(msg) = msg else {
                 break;
@@ -229,9 +250,9 @@ impl Writer {
             }
             if !retries.is_empty() {
                 if self.pending_spill || !self.held.is_empty() {
-                    self.recover().await;
+                    self.recover(&mut rx).await;
                 }
-                let clear = !self.pending_spill && self.held.is_empty();
+                let clear = self.clear();
                 for answer in retries {
                     let _ = answer.send(clear);
                 }
@@ -316,8 +337,34 @@ impl Writer {
         }
     }
 
-    /// Time to try again: what is held in memory, then the spill file, into the sink.
-    async fn recover(&mut self) {
+    /// Nothing is outside the sink.
+    fn clear(&self) -> bool {
+        !self.pending_spill && self.held.is_empty()
+    }
+
+    /// Time to try again: what is held in memory, then the spill file, into the sink. Records
+    /// handed over meanwhile are taken between the file's chunks.
+    async fn recover(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) {
+        if !self.try_recover(rx).await {
+            self.failed();
+        }
+        // What came in during the replay and the sink did not take goes to the file, which the
+        // replay has let go of; then whoever waits for it is answered.
+        let fresh = std::mem::take(&mut self.fresh);
+        if !fresh.records.is_empty() {
+            self.spill_batch(fresh.records).await;
+        }
+        for ack in fresh.acks {
+            let _ = ack.send(());
+        }
+        let clear = self.clear();
+        for answer in fresh.retries {
+            let _ = answer.send(clear);
+        }
+    }
+
+    /// [`Writer::recover`] up to its bookkeeping; `false` when the sink failed on the way.
+    async fn try_recover(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
             match self.sink_write(&held).await {
@@ -328,25 +375,55 @@ impl Writer {
                 }
                 Err(_) => {
                     self.held = held;
-                    self.failed();
-                    return;
+                    return false;
                 }
             }
         }
-        if self.pending_spill && !self.replay().await {
-            self.failed();
-            return;
+        if self.pending_spill && !self.replay(rx).await {
+            return false;
         }
         if self.down {
             tracing::info!("usage: the sink is back");
         }
         self.down = false;
         self.counters.down.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// Between two chunks of a replay: records handed over since it began go to the sink, and
+    /// flushes waiting for them are answered, so that a long replay (a large file left by an
+    /// earlier run) holds up no caller, a one-shot `llmroute chat` above all. `false` when the
+    /// sink failed: the records stay in `fresh`, for the file once the replay lets go of it.
+    async fn take_fresh(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+        let mut records = Vec::new();
+        let mut acks = Vec::new();
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                Msg::Record(r) => records.push(*r),
+                Msg::Flush(ack) => acks.push(ack),
+                Msg::Retry(answer) => self.fresh.retries.push(answer),
+            }
+        }
+        if !records.is_empty() {
+            if let Err(e) = self.sink_write(&records).await {
+                tracing::warn!(error = %e, "usage: the sink failed during a replay; replay later");
+                self.fresh.records.extend(records);
+                self.fresh.acks.extend(acks);
+                return false;
+            }
+            self.counters
+                .written
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+        }
+        for ack in acks {
+            let _ = ack.send(());
+        }
+        true
     }
 
     /// Replays the spill file into the sink; `false` when the sink failed on the way (the file
     /// stays as it is: replaying it again writes each record once, by its id).
-    async fn replay(&mut self) -> bool {
+    async fn replay(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
         let spill = self.spill.clone();
         let taken = match tokio::task::spawn_blocking(move || spill.take()).await {
             Ok(Ok(Some(taken))) => taken,
@@ -386,6 +463,9 @@ impl Writer {
                 return false;
             }
             replayed += chunk.len() as u64;
+            if !self.take_fresh(rx).await {
+                return false;
+            }
         }
         let skipped = taken.skipped;
         if let Ok(Err(e)) = tokio::task::spawn_blocking(move || taken.clear()).await {

@@ -694,6 +694,49 @@ async fn the_same_id_twice_keeps_one_row(store: Store) {
 }
 on_both!(the_same_id_twice_keeps_one_row);
 
+/// A NUL in a record's text (a model name a client sent, a provider's error message) neither
+/// fails the batch nor holds up the records after it: PostgreSQL, whose `text` takes no NUL,
+/// stores U+FFFD in its place.
+async fn a_nul_in_a_records_text_is_written(store: Store) {
+    let odd = Record {
+        model_asked: "gpt\0-4o".into(),
+        route: Some("r\0".into()),
+        failure: Some("upstream said \0".into()),
+        failed_attempts: vec!["server\0".into()],
+        outcome: Outcome::Failed,
+        ..record("nul", SINCE)
+    };
+    let recorder = Recorder::start(store.sink(), &store.spill(), BATCHING);
+    recorder.record(odd);
+    recorder.record(record("after", SINCE));
+    recorder.flush().await;
+    let stats = recorder.stats();
+    assert_eq!((stats.written, stats.spilled), (2, 0), "{stats:?}");
+    assert!(!stats.sink_down);
+    assert_eq!(store.ids().await, ["after", "nul"]);
+    let models = match &store.pg {
+        None => store.sqlite_column("SELECT model_asked FROM usage_records WHERE id = 'nul'"),
+        Some(pg) => {
+            let sql = format!(
+                "SELECT model_asked FROM \"{}\".usage_records WHERE id = 'nul'",
+                pg.schema()
+            );
+            let rows = pg.client().await.query(&sql, &[]).await;
+            rows.expect("usage_records reads")
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<String>>()
+        }
+    };
+    let want = if store.pg.is_some() {
+        "gpt\u{fffd}-4o"
+    } else {
+        "gpt\0-4o"
+    };
+    assert_eq!(models, [want]);
+}
+on_both!(a_nul_in_a_records_text_is_written);
+
 // --- migrations ---
 
 async fn migrations_apply_once(store: Store) {
@@ -879,6 +922,45 @@ async fn an_earlier_spill_file_is_replayed(store: Store) {
     assert_eq!(store.ids().await, sorted_ids(&records));
 }
 on_both!(an_earlier_spill_file_is_replayed);
+
+/// A long spill file of an earlier run holds no new record up: the record handed over at start
+/// is in the sink, and its flush answered, while the file (60 chunks of one) is still being
+/// replayed. The runtime has one thread, so the test runs only while the writer awaits: what it
+/// reads after its flush is where the writer was when it answered.
+async fn a_new_record_goes_between_the_chunks_of_a_replay(store: Store) {
+    let earlier = fresh(60);
+    spill_with_sink_down(&store.spill(), &earlier).await;
+    let batching = Batching {
+        batch: 1,
+        ..BATCHING
+    };
+    let recorder = Recorder::start(store.sink(), &store.spill(), batching);
+    let new = fresh(1);
+    recorder.record(new[0].clone());
+    recorder.flush().await;
+    let stats = recorder.stats();
+    assert_eq!(stats.written, 1, "the new record is in the sink: {stats:?}");
+    assert_eq!(stats.replayed, 0, "and the replay is not over: {stats:?}");
+    assert!(spill_len(&store.spill()) > 0);
+
+    assert!(recorder.retry().await);
+    let stats = recorder.stats();
+    assert_eq!((stats.written, stats.replayed, stats.spilled), (1, 60, 0));
+    assert_eq!(spill_len(&store.spill()), 0);
+    assert_eq!(store.ids().await, sorted_ids(&[earlier, new].concat()));
+}
+
+mod a_new_record_goes_between_the_chunks_of_a_replay {
+    #[tokio::test(flavor = "current_thread")]
+    async fn sqlite() {
+        super::a_new_record_goes_between_the_chunks_of_a_replay(super::Store::sqlite()).await
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn postgres() {
+        super::a_new_record_goes_between_the_chunks_of_a_replay(super::Store::postgres()).await
+    }
+}
 
 /// `r` as a spill line.
 fn line(r: &Record) -> Vec<u8> {

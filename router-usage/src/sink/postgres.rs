@@ -6,6 +6,7 @@
 //! against the Mozilla roots (`webpki-roots`) and its name; `disable` and `prefer` (the default)
 //! connect without TLS.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -196,12 +197,17 @@ impl PostgresSink {
         if records.is_empty() {
             return Ok(());
         }
-        let text = |f: fn(&Record) -> &String| records.iter().map(f).collect::<Vec<&String>>();
+        let text = |f: fn(&Record) -> &String| {
+            records
+                .iter()
+                .map(|r| pg_text(f(r)))
+                .collect::<Vec<Cow<'_, str>>>()
+        };
         let opt = |f: fn(&Record) -> &Option<String>| {
             records
                 .iter()
-                .map(|r| f(r).as_deref())
-                .collect::<Vec<Option<&str>>>()
+                .map(|r| f(r).as_deref().map(pg_text))
+                .collect::<Vec<Option<Cow<'_, str>>>>()
         };
         let num = |f: fn(&Record) -> u64| records.iter().map(|r| int(f(r))).collect::<Vec<i64>>();
         let id = text(|r| &r.id);
@@ -224,7 +230,10 @@ impl PostgresSink {
             .iter()
             .map(|r| i32::try_from(r.attempts).unwrap_or(i32::MAX))
             .collect();
-        let failed: Vec<String> = records.iter().map(failed_text).collect();
+        let failed: Vec<String> = records
+            .iter()
+            .map(|r| pg_text(&failed_text(r)).into_owned())
+            .collect();
         let waited = num(|r| r.waited_ms);
         let outcome: Vec<&str> = records.iter().map(|r| r.outcome.as_str()).collect();
         let failure = opt(|r| &r.failure);
@@ -294,6 +303,17 @@ impl PostgresSink {
         rows.iter()
             .map(|row| query.decode(&PgCells(row)).map_err(|e| self.error(e)))
             .collect()
+    }
+}
+
+/// `text` as PostgreSQL's `text` takes it: a NUL (which it refuses, failing the whole batch
+/// and, as the batch is retried from the spill file, every batch after it) becomes U+FFFD. A
+/// model name or a provider's error message is text a client or a provider controls.
+fn pg_text(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
