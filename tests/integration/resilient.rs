@@ -798,6 +798,29 @@ async fn a_reservation_from_a_block_settles_in_place_and_a_shared_one_does_not()
 }
 
 #[tokio::test]
+async fn a_batch_request_keeps_to_its_share_on_a_leased_deployment() {
+    let redis = redis_server();
+    let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;
+    let batch = || {
+        let mut need = Need::new(10, Duration::from_secs(60));
+        need.share_percent = 25;
+        need
+    };
+    let mut admitted = 0;
+    while let Admission::Granted(_) = a.admit(&batch(), &[M]).await.unwrap() {
+        admitted += 1;
+        assert!(admitted <= 100, "batch requests admitted without end");
+    }
+    assert_eq!(admitted, 25, "a quarter of rpm: 100");
+    // Interactive requests find the rest, from blocks.
+    let mut interactive = 0;
+    while admit(&a).await.unwrap().is_some() {
+        interactive += 1;
+    }
+    assert_eq!(interactive, 75);
+}
+
+#[tokio::test]
 async fn a_request_from_a_block_is_not_held_as_a_shared_one() {
     let redis = redis_server();
     let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;

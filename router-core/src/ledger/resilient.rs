@@ -1525,8 +1525,10 @@ impl Inner {
         need: &Need,
         candidates: &[DeploymentId],
     ) -> Option<Result<Admission, LedgerError>> {
-        // A tenant's limits and budgets are checked in the shared store, request by request.
-        if need.tenant.is_some() {
+        // A tenant's limits and budgets are checked in the shared store, request by request;
+        // so is a batch request's share of the limits (a block is sized from the whole limits,
+        // and would let batch requests take the room kept for interactive ones).
+        if need.tenant.is_some() || need.share_percent < 100 {
             return None;
         }
         let mut asked_once = false;
