@@ -51,6 +51,11 @@ pub struct Estimate {
     pub counted_output: u64,
 }
 
+/// The most tokens a request's prompt, or its output, is counted as: no model reads or writes
+/// 4 billion tokens, and a `max_tokens` of `u64::MAX` (a client controls it) would otherwise
+/// wrap the ledger's sums.
+pub(crate) const MAX_COUNTED: u64 = 1 << 32;
+
 impl Estimate {
     /// What admission reserves against TPM: the limiter's count of prompt and output.
     pub fn counted(&self) -> u64 {
@@ -114,7 +119,11 @@ impl Plan {
             };
             // The model's output cap bounds the expected completion too: without it a small
             // model would be ranked and budgeted as if it could write the default guess.
-            let counted_output = ask.max_tokens.unwrap_or_else(|| registry.output_cap(d));
+            let counted_output = ask
+                .max_tokens
+                .unwrap_or_else(|| registry.output_cap(d))
+                .min(MAX_COUNTED);
+            let counted_prompt = counted_prompt.min(MAX_COUNTED);
             Estimate {
                 prompt_tokens,
                 completion_tokens: estimator.output_tokens(d, Some(counted_output)),
@@ -318,6 +327,20 @@ providers:
         let plan = Plan::new(&registry, &estimator, &[openai], ask, 0);
         assert_eq!(plan.estimate_of(openai).counted_output, 2_000);
         assert_eq!(plan.estimate_of(openai).completion_tokens, 30);
+    }
+
+    #[test]
+    fn a_max_tokens_of_u64_max_is_counted_as_max_counted() {
+        let registry = registry();
+        let estimator = Estimator::new(&registry);
+        let mut ask = ask(Priority::Interactive);
+        ask.max_tokens = Some(u64::MAX);
+        let d = DeploymentId(0);
+        let plan = Plan::new(&registry, &estimator, &[d], ask, 0);
+        let e = plan.estimate_of(d);
+        assert_eq!(e.counted_output, MAX_COUNTED);
+        assert_eq!(plan.need.tokens_on(0), e.counted_prompt + MAX_COUNTED);
+        assert!(e.completion_tokens <= MAX_COUNTED);
     }
 
     #[test]

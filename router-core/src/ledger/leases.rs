@@ -221,7 +221,9 @@ impl Leases {
         let block = self.open.get_mut(&d)?;
         let tokens = need.tokens_on(rank);
         let fits = block.used[0] < block.requests
-            && block.tokens.is_none_or(|t| block.used[1] + tokens <= t);
+            && block
+                .tokens
+                .is_none_or(|t| block.used[1].saturating_add(tokens) <= t);
         if !fits {
             return None;
         }
@@ -238,7 +240,7 @@ impl Leases {
         };
         let c = counts(&r);
         for (u, v) in block.used.iter_mut().zip(c) {
-            *u += v;
+            *u = u.saturating_add(v);
         }
         let (block_id, send_by) = (block.id, block.send_by);
         if bucket != home {
@@ -665,6 +667,18 @@ mod tests {
         let third = *l.admitted.keys().next().unwrap();
         l.finish(third, Some(ActualUsage::split(10, 25)));
         assert_eq!(l.drain(4), owe([0, 15, 0, 15]));
+    }
+
+    #[test]
+    fn a_request_of_u64_max_tokens_does_not_fit_a_block_in_use() {
+        let mut l = Leases::default();
+        l.open(D, grant(3, Some(100), 7), 5_000);
+        assert!(l.take(D, &need(40), 0, 1).is_some());
+        assert!(l.take(D, &need(u64::MAX), 0, 1).is_none());
+        assert!(
+            l.take(D, &need(60), 0, 1).is_some(),
+            "the block's room is intact"
+        );
     }
 
     #[test]

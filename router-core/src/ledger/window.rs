@@ -169,8 +169,8 @@ impl Window {
     pub(crate) fn add(&mut self, k: u64, counts: Counts) {
         let i = Self::slot(k);
         for (d, n) in counts.into_iter().enumerate() {
-            self.cells[d][i] += n;
-            self.totals[d] += n;
+            self.cells[d][i] = self.cells[d][i].saturating_add(n);
+            self.totals[d] = self.totals[d].saturating_add(n);
         }
     }
 
