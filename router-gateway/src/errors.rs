@@ -245,10 +245,42 @@ impl From<Error> for ApiError {
                 "internal",
             ),
         };
+        // A store's error names its address (a Redis host, an SQLite path, a PostgreSQL host):
+        // the log has it, the caller gets what happened.
+        let message = match &e {
+            Error::Ledger(_) => {
+                tracing::warn!(error = %message, "the state store failed a request");
+                "the gateway's state store is unavailable; try again shortly".to_owned()
+            }
+            Error::Usage(_) => {
+                tracing::warn!(error = %message, "the usage sink failed a request");
+                "the gateway's usage records are unavailable; try again shortly".to_owned()
+            }
+            _ => message,
+        };
         let mut error = Self::new(status, kind, code, message);
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             error.retry_after = retry_after;
         }
         error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use router_core::ledger::LedgerError;
+
+    #[test]
+    fn a_store_failure_names_no_address_to_the_caller() {
+        let e = Error::Ledger(LedgerError::Timeout {
+            url: "redis://user:***@10.0.3.7:6379/0".to_owned(),
+            after: std::time::Duration::from_millis(50),
+        });
+        let api = ApiError::from(e);
+        assert_eq!(api.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(api.code, "ledger_unavailable");
+        assert!(!api.message.contains("10.0.3.7"), "{}", api.message);
+        assert!(api.message.contains("state store is unavailable"));
     }
 }

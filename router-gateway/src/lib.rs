@@ -249,10 +249,11 @@ fn refused(error: ApiError, method: &Method, path: &str, headers: &HeaderMap) ->
     response
 }
 
-/// The request's id: the caller's `x-request-id` (1 to 128 bytes), else a new one.
-fn request_id_of(headers: &HeaderMap) -> String {
+/// The request's id: the caller's `x-request-id` (1 to 128 bytes, no control character such
+/// as a tab, which a header may hold and a request id may not), else a new one.
+pub(crate) fn request_id_of(headers: &HeaderMap) -> String {
     header(headers, "x-request-id")
-        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .filter(|id| !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control))
         .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned)
 }
 

@@ -4,9 +4,14 @@
 use router_sdk::{ChatResponse, FinishReason, Receipt, ToolCall, ToolCallDelta, Usage};
 use serde_json::{Value, json};
 
-/// OpenAI's name of a finish reason.
+/// OpenAI's name of a finish reason. A reason OpenAI has no name for (Anthropic's
+/// `pause_turn`, Gemini's `MALFORMED_FUNCTION_CALL` or `OTHER`) is `stop`: clients that read
+/// the field as OpenAI's closed set (the .NET SDK among them) fail on any other value.
 fn finish_reason(reason: Option<&FinishReason>) -> Value {
-    reason.map_or(Value::Null, |r| r.as_str().into())
+    reason.map_or(Value::Null, |r| match r {
+        FinishReason::Other(name) if name != "function_call" => "stop".into(),
+        r => r.as_str().into(),
+    })
 }
 
 fn tool_call(c: &ToolCall) -> Value {
@@ -135,4 +140,27 @@ impl Chunks {
 /// An error body in OpenAI's shape.
 pub(crate) fn error(kind: &str, code: &str, message: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "code": code, "param": null}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reasons_are_openais_names_only() {
+        let name = |r: FinishReason| finish_reason(Some(&r));
+        assert_eq!(name(FinishReason::Length), "length");
+        assert_eq!(name(FinishReason::ToolCalls), "tool_calls");
+        assert_eq!(name(FinishReason::ContentFilter), "content_filter");
+        assert_eq!(
+            name(FinishReason::Other("function_call".into())),
+            "function_call"
+        );
+        assert_eq!(name(FinishReason::Other("pause_turn".into())), "stop");
+        assert_eq!(
+            name(FinishReason::Other("MALFORMED_FUNCTION_CALL".into())),
+            "stop"
+        );
+        assert_eq!(finish_reason(None), Value::Null);
+    }
 }

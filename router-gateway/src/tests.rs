@@ -1017,3 +1017,14 @@ fn rusqlite_free_read(path: &std::path::Path) -> String {
     }
     text
 }
+
+#[test]
+fn a_request_id_with_a_control_character_is_replaced_by_a_new_one() {
+    let mut h = HeaderMap::new();
+    h.insert("x-request-id", HeaderValue::from_static("abc\tdef"));
+    let id = request_id_of(&h);
+    assert_ne!(id, "abc\tdef");
+    assert_eq!(id.len(), 16, "a new id: {id}");
+    h.insert("x-request-id", HeaderValue::from_static("abc-def"));
+    assert_eq!(request_id_of(&h), "abc-def");
+}
