@@ -56,8 +56,9 @@ fn an_openai_body_becomes_a_chat_request() {
         Some(ResponseFormat::JsonSchema { strict: true, .. })
     ));
     assert_eq!(r.reasoning.and_then(|x| x.effort), Some(Effort::High));
-    // Every effort OpenAI's SDK sends, from `minimal` to `xhigh`.
+    // Every effort OpenAI's SDK sends, from `none` to `xhigh`.
     for (text, effort) in [
+        ("none", Effort::None),
         ("minimal", Effort::Minimal),
         ("low", Effort::Low),
         ("medium", Effort::Medium),

@@ -150,6 +150,9 @@ pub enum ResponseFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effort {
+    /// No thinking (OpenAI's `none`, which its newer reasoning models take; Anthropic: no
+    /// `thinking`; Gemini: a budget of 0, which turns thinking off where a model allows it).
+    None,
     /// The least thinking a model allows (OpenAI's `minimal`; Anthropic and Gemini: a 512-token
     /// budget, which Anthropic raises to its least, 1,024).
     Minimal,
@@ -167,6 +170,7 @@ impl Effort {
     /// The thinking budget that stands for this effort on providers that take a budget.
     pub fn budget_tokens(self) -> u64 {
         match self {
+            Effort::None => 0,
             Effort::Minimal => 512,
             Effort::Low => 1024,
             Effort::Medium => 4096,
@@ -175,9 +179,11 @@ impl Effort {
         }
     }
 
-    /// `minimal`, `low`, `medium`, `high` or `xhigh`, as OpenAI's `reasoning_effort` takes it.
+    /// `none`, `minimal`, `low`, `medium`, `high` or `xhigh`, as OpenAI's `reasoning_effort`
+    /// takes it.
     pub fn as_str(self) -> &'static str {
         match self {
+            Effort::None => "none",
             Effort::Minimal => "minimal",
             Effort::Low => "low",
             Effort::Medium => "medium",
@@ -216,6 +222,11 @@ impl Reasoning {
     pub fn effort(&self) -> Effort {
         self.effort
             .unwrap_or_else(|| Effort::of_budget(self.budget_tokens.unwrap_or(0)))
+    }
+
+    /// Whether it asks for no thinking at all (effort `none`).
+    pub fn is_off(&self) -> bool {
+        self.effort == Some(Effort::None)
     }
 
     /// The budget to send to providers that take one.

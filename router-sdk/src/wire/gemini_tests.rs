@@ -331,6 +331,18 @@ fn a_json_schema_answer_sends_the_schema_as_response_json_schema() {
         body(&text)["generationConfig"],
         json!({"thinkingConfig": {"thinkingBudget": 1024}})
     );
+    let none = ChatRequest {
+        reasoning: Some(Reasoning {
+            effort: Some(Effort::None),
+            budget_tokens: None,
+        }),
+        ..ChatRequest::new("Hi")
+    };
+    assert_eq!(
+        body(&none)["generationConfig"],
+        json!({"thinkingConfig": {"thinkingBudget": 0}}),
+        "effort none turns thinking off"
+    );
 }
 
 #[test]

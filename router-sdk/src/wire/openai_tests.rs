@@ -169,6 +169,7 @@ fn a_tool_round_trip_is_sent_in_the_documented_shape() {
 fn every_effort_goes_upstream_as_openai_names_it() {
     use crate::types::{Effort, Reasoning};
     for (effort, text) in [
+        (Effort::None, "none"),
         (Effort::Minimal, "minimal"),
         (Effort::Low, "low"),
         (Effort::Medium, "medium"),

@@ -75,6 +75,7 @@ fn thinking(req: &ChatRequest, cap: u64) -> Option<u64> {
         .checked_sub(1)
         .filter(|&room| room >= MIN_THINKING_BUDGET)?;
     req.reasoning
+        .filter(|r| !r.is_off())
         .map(|r| r.budget().clamp(MIN_THINKING_BUDGET, room))
 }
 

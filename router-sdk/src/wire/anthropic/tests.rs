@@ -476,6 +476,14 @@ fn thinking_fits_its_budget_under_what_was_reserved() {
     };
     let got = body("m", &req(small, Some(2_000)), DEFAULT_MAX_TOKENS, false);
     assert_eq!(got["thinking"]["budget_tokens"], 1024, "Anthropic's least");
+    // Effort `none`: no thinking, and the sampling settings go as asked.
+    let none = Reasoning {
+        effort: Some(Effort::None),
+        budget_tokens: None,
+    };
+    let got = body("m", &req(none, Some(2_000)), DEFAULT_MAX_TOKENS, false);
+    assert_eq!(got.get("thinking"), None);
+    assert_eq!((&got["temperature"], got.get("top_p")), (&json!(0.2), None));
     // No room for the least budget under max_tokens: no thinking.
     let got = body("m", &req(small, Some(1_024)), DEFAULT_MAX_TOKENS, false);
     assert_eq!(
