@@ -55,7 +55,7 @@ pub(crate) struct Inner {
 pub struct RouterBuilder {
     registry: Registry,
     ledger: Option<Arc<dyn Ledger>>,
-    http: Option<reqwest::Client>,
+    http: Option<reqwest::ClientBuilder>,
     policy: Option<RetryPolicy>,
     keys: Arc<dyn KeySource>,
     clock: Arc<dyn Clock>,
@@ -72,11 +72,15 @@ impl RouterBuilder {
         self
     }
 
-    /// The HTTP client. Default: rustls, 10 s connect timeout. A client-level `timeout` also
-    /// bounds each whole-answer call (a stream's calls are bounded by the router's limits
-    /// alone); the router's attempt timeout and the request's deadline apply on top of it.
-    pub fn http_client(mut self, client: reqwest::Client) -> Self {
-        self.http = Some(client);
+    /// The HTTP client, built from `builder` with redirects turned off whatever it says: a
+    /// provider key must not travel to another origin, and reqwest strips only `authorization`
+    /// on a redirect, not Anthropic's `x-api-key` or Gemini's `x-goog-api-key` (a 3xx fails
+    /// the attempt as a server error). Default: rustls, 10 s connect timeout. A client-level
+    /// `timeout` also bounds each whole-answer call (a stream's calls are bounded by the
+    /// router's limits alone); the router's attempt timeout and the request's deadline apply
+    /// on top of it.
+    pub fn http_client(mut self, builder: reqwest::ClientBuilder) -> Self {
+        self.http = Some(builder);
         self
     }
 
@@ -132,14 +136,12 @@ impl RouterBuilder {
                 store::open_with_clock(&choice, &registry, self.clock.clone()).await?
             }
         };
-        let http = match self.http {
-            Some(http) => http,
-            None => reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?,
-        };
+        let http = self
+            .http
+            .unwrap_or_else(|| reqwest::Client::builder().connect_timeout(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?;
         let estimator = Estimator::new(&registry);
         let policy = self
             .policy

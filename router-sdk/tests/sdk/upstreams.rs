@@ -272,3 +272,37 @@ async fn an_unreadable_200_is_a_malformed_answer_that_cools_the_deployment_down(
         );
     }
 }
+
+#[tokio::test]
+async fn a_client_built_to_follow_redirects_follows_none_either() {
+    let upstream = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(FORMATS[1].ok(false))
+        .expect(0)
+        .mount(&elsewhere)
+        .await;
+    let location = format!("{}{ANTHROPIC_PATH}", elsewhere.uri());
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(ResponseTemplate::new(307).insert_header("location", location))
+        .expect(1..)
+        .mount(&upstream)
+        .await;
+    let cheap = Upstream::anthropic("cheap", (0.1, 0.2));
+    let yaml = config(&[(&cheap, upstream.uri())]);
+    let registry = router_core::config::Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let keys = router_sdk::StaticKeys::new().with(key_var("cheap"), planted_key("cheap"));
+    let router = router_sdk::Router::builder(registry)
+        .keys(std::sync::Arc::new(keys))
+        .http_client(reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(5)))
+        .build()
+        .await
+        .unwrap();
+    let e = router.chat(ChatRequest::new("Hello")).await.unwrap_err();
+    assert!(e.to_string().contains("307"), "{e}");
+    assert!(
+        elsewhere.received_requests().await.unwrap().is_empty(),
+        "the key (x-api-key) and the prompt went to another origin"
+    );
+}
