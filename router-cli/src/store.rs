@@ -56,7 +56,18 @@ fn embedded_fix(path: &Path, from: &ChoiceOrigin) -> String {
 
 /// A usage sink that cannot be opened (exit status 5). When it is the default file in the state
 /// directory and $LLMROUTE_STATE_DIR chose that directory, the message says so and what to do.
+/// PostgreSQL is reached only at the first write or query: opening it fails only on its URL
+/// (say, a port out of range or an unknown `sslmode`), a configuration error (exit status 2)
+/// whose message names where the URL came from.
 pub(crate) fn usage_failed(settings: &UsageSettings, e: router_sdk::Error) -> Failure {
+    if let UsageSink::Postgres(_) = settings.sink {
+        let from = if std::env::var_os(USAGE_ENV).is_some_and(|v| !v.is_empty()) {
+            format!("${USAGE_ENV}")
+        } else {
+            "`usage` in the configuration".to_owned()
+        };
+        return Failure::usage(anyhow!("{e} (the URL is {from})"));
+    }
     let dir = std::env::var_os(STATE_DIR_ENV).filter(|d| !d.is_empty());
     match dir {
         Some(dir) if settings.sink == UsageSink::Sqlite(None) => Failure::state(anyhow!(

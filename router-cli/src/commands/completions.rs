@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::{Args, CommandFactory};
-use clap_complete::Shell;
+use clap_complete::{Generator, Shell};
 
 use crate::cli::Cli;
 use crate::context::Context;
@@ -22,6 +22,9 @@ pub(crate) async fn run(
     args: &CompletionsArgs,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
-    clap_complete::generate(args.shell, &mut Cli::command(), "llmroute", out);
-    Ok(())
+    let mut cli = Cli::command().bin_name("llmroute");
+    cli.build();
+    // Not `clap_complete::generate`, which panics when the output cannot be written (a closed
+    // pipe, a full disk).
+    args.shell.try_generate(&cli, out).map_err(Failure::output)
 }

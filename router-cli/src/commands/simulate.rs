@@ -143,7 +143,10 @@ impl SimulateArgs {
     }
 }
 
-/// `600`, `90s`, `10m`, `1h` as whole seconds.
+/// The longest simulated run: a year, in seconds.
+const MAX_DURATION_SECS: u64 = 366 * 24 * 3600;
+
+/// `600`, `90s`, `10m`, `1h` as whole seconds, at most a year.
 fn parse_duration(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
@@ -160,8 +163,11 @@ fn parse_duration(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a duration: use e.g. 600, 90s, 10m, 1h"))?;
     match n.checked_mul(scale) {
-        Some(secs) if secs > 0 => Ok(secs),
-        _ => Err(format!("`{s}`: the duration must be above zero")),
+        Some(0) => Err(format!("`{s}`: the duration must be above zero")),
+        Some(secs) if secs <= MAX_DURATION_SECS => Ok(secs),
+        _ => Err(format!(
+            "`{s}`: the duration must be at most a year ({MAX_DURATION_SECS} seconds, 8784h)"
+        )),
     }
 }
 
@@ -499,6 +505,13 @@ providers:
         assert_eq!(parse_duration("10m"), Ok(600));
         assert_eq!(parse_duration("1h"), Ok(3600));
         assert!(parse_duration("0").is_err());
+        assert_eq!(parse_duration("8784h"), Ok(MAX_DURATION_SECS));
+        let long = parse_duration("99999999999999999");
+        assert!(
+            long.as_ref().is_err_and(|e| e.contains("at most a year")),
+            "{long:?}"
+        );
+        assert!(parse_duration("8785h").is_err());
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("m").is_err());
     }

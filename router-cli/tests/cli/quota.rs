@@ -82,6 +82,23 @@ fn completions_print_a_script() {
     );
 }
 
+#[test]
+fn completions_that_cannot_be_written_fail_with_a_message() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmroute"))
+        .args(["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot write output"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 const TENANTS: &str = "tenants:
   tiers:
     free: { rpm: 10, budget: { daily_usd: 0.003 } }

@@ -212,6 +212,16 @@ fn bad_periods_and_groupings_name_the_flag() {
     let (_, err) = run(&mut cmd, 2);
     assert!(err.contains("LLMROUTE_USAGE: unknown sink"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
+    // A PostgreSQL URL that is no URL is a configuration error too, never showing a password.
+    let mut cmd = s.llmroute(&[]);
+    cmd.env("LLMROUTE_USAGE", "postgres://u:s3cret-planted@db:99999/x")
+        .args(["usage"]);
+    let (_, err) = run(&mut cmd, 2);
+    assert!(
+        err.contains("not a PostgreSQL URL") && err.contains("$LLMROUTE_USAGE"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
     // `--check` compares the day and the month: a period or a model it would not honour is
     // refused, not ignored.
     for flag in [
