@@ -258,6 +258,47 @@ async fn namespaces_in_one_file_do_not_share_limits() {
     assert!(matches!(admission, Admission::Denied(_)));
 }
 
+/// An admission whose caller goes away while its transaction waits for the file (another
+/// process holds it) still runs: what it granted is voided, not held for the slot's TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_dropped_while_it_waits_for_the_file_is_voided() {
+    use futures_util::FutureExt;
+    let dir = temp_dir();
+    let db = dir.path().join("ledger.db");
+    let clock = ManualClock::new(T0);
+    let registry =
+        Registry::from_yaml_str(&one_model("rpm: 10, concurrency: 5"), "test.yaml").expect("valid");
+    let m = registry.resolve("m")[0];
+    let store = open_sqlite(&db, &registry, &clock);
+    let kept = store.admit(&one_need(), &[m]).await.expect("admit");
+    assert!(matches!(kept, Admission::Granted(_)), "{kept:?}");
+
+    let other = rusqlite::Connection::open(&db).expect("the file opens");
+    other.execute_batch("BEGIN IMMEDIATE").expect("the lock");
+    let (need, candidates) = (one_need(), [m]);
+    let mut admission = store.admit(&need, &candidates);
+    assert!(
+        (&mut admission).now_or_never().is_none(),
+        "answered while another connection holds the lock"
+    );
+    drop(admission);
+    other.execute_batch("ROLLBACK").expect("the lock is let go");
+
+    let usage = || async { store.snapshot(&[m]).await.expect("snapshot")[0].usage };
+    let mut u = usage().await;
+    for _ in 0..200 {
+        if u.in_flight == 1 {
+            break;
+        }
+        u = usage().await;
+    }
+    assert_eq!(
+        (u.requests, u.tokens, u.in_flight),
+        (1, 1, 1),
+        "the abandoned admission still counts"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_ledger_is_named_with_what_to_do() {
     let dir = temp_dir();

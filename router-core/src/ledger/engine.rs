@@ -170,6 +170,23 @@ impl<'a> Engine<'a> {
         Ok(Admission::Denied(Denial { refusals }))
     }
 
+    /// Hands back what an admission of `need` counted, if it holds a slot on one of
+    /// `candidates` (its caller went away before reading the answer), as a release does.
+    /// Returns whether one did.
+    ///
+    /// Twin: `RedisStore::void` (`lua/peek.lua`, then the release script).
+    pub(crate) fn void(
+        &self,
+        cells: &mut impl Cells,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Result<bool, LedgerError> {
+        match self.admitted_before(cells, need, candidates)? {
+            Some(r) => self.finish(cells, &r, ActualUsage::default(), true),
+            None => Ok(false),
+        }
+    }
+
     /// The reservation `need`'s id holds a live slot for on one of `candidates`, if any. Its
     /// tenant hold's periods are those of its bucket (the admission's, unless the clock went
     /// back; the Lua twin in `admit.lua` does the same).

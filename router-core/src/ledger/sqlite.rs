@@ -26,6 +26,10 @@
 //!   leaves the window. Nothing else is held on behalf of a process: a process killed in the
 //!   middle of an operation leaves nothing half-written (SQLite discards the unfinished
 //!   transaction) and the operating system drops its lock on the file.
+//! - **Dropped admissions.** A transaction on the blocking pool runs to its end even when its
+//!   caller goes away (a dropped request waiting for another process's lock): what it granted
+//!   is then voided by a transaction of its own, as the Redis store voids an admission whose
+//!   answer no one read.
 //! - **Bounded state.** Per scope (a tenant's limits are one more scope), one row, at most 61
 //!   bucket rows and one row per request in flight or expired within the settle grace; per
 //!   tenant, one spend row; never one per request (DESIGN.md I5). See the layout in `sqlite/rows.rs`.
@@ -207,6 +211,48 @@ impl Inner {
     }
 }
 
+/// An admission whose caller may stop waiting for it (a dropped request, a timeout around it):
+/// its transaction runs on the blocking pool, which cannot be cancelled, and a slot it grants
+/// would stay held, unrenewed, for its whole TTL, its tokens and spend counted. Dropped before
+/// the answer came, it has the admission voided on a task, whose transaction runs after the
+/// admission's (they queue for the one connection): it finds what the admission granted, or
+/// nothing if it never ran. The twin of the Redis store's `Abandoned`.
+struct Abandoned {
+    store: SqliteStore,
+    need: Need,
+    candidates: Vec<DeploymentId>,
+    armed: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                reservation = self.need.id,
+                "an admission its caller stopped waiting for cannot be voided outside a Tokio \
+                 runtime; its slot expires with its TTL"
+            );
+            return;
+        };
+        let (need, candidates) = (self.need.clone(), std::mem::take(&mut self.candidates));
+        let void = self.store.run(move |e, c| e.void(c, &need, &candidates));
+        let id = self.need.id;
+        runtime.spawn(async move {
+            if let Err(e) = void.await {
+                tracing::warn!(
+                    reservation = id,
+                    error = %e,
+                    "could not void an admission its caller stopped waiting for; \
+                     its slot expires with its TTL"
+                );
+            }
+        });
+    }
+}
+
 /// What to do about an SQLite error, for [`LedgerError::Sqlite`]'s message.
 pub(crate) fn hint(e: &rusqlite::Error) -> &'static str {
     match e.sqlite_error_code() {
@@ -233,7 +279,20 @@ impl Ledger for SqliteStore {
         candidates: &'a [DeploymentId],
     ) -> LedgerFuture<'a, Admission> {
         let (need, candidates) = (need.clone(), candidates.to_vec());
-        self.run(move |e, c| e.admit(c, &need, &candidates))
+        let guard = Abandoned {
+            store: self.clone(),
+            need: need.clone(),
+            candidates: candidates.clone(),
+            armed: true,
+        };
+        let admission = self.run(move |e, c| e.admit(c, &need, &candidates));
+        async move {
+            let mut guard = guard;
+            let answer = admission.await;
+            guard.armed = false;
+            answer
+        }
+        .boxed()
     }
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
