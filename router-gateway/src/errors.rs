@@ -115,6 +115,18 @@ impl ApiError {
         )
     }
 
+    /// A stream its client did not read was dropped past the request's deadline.
+    pub(crate) fn unread_past_deadline() -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "server_error",
+            "deadline_exceeded",
+            "the request's deadline passed while its stream was not being read: it was ended \
+             and its reservation settled"
+                .to_owned(),
+        )
+    }
+
     /// The gateway is stopping and its grace period (`gateway.grace_secs`) is over.
     pub(crate) fn stopping() -> Self {
         Self::new(

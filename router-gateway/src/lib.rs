@@ -61,8 +61,22 @@ struct Shared {
     streams: Arc<Streams>,
 }
 
-/// A stream being relayed: `None` once [`Cut::now`] has taken (and dropped) it.
+/// A stream being relayed: `None` once [`Cut::now`], or its deadline unread
+/// ([`Streams::expire_unread`]), has taken (and dropped) it.
 type Slot = std::sync::Mutex<Option<ChatStream>>;
+
+/// How long past its deadline a stream no one polls is dropped.
+const UNREAD_GRACE: Duration = Duration::from_secs(1);
+
+/// A stream's deadline timer ([`Streams::expire_unread`]), stopped when the relay ends.
+#[derive(Debug)]
+struct Expiry(tokio::task::AbortHandle);
+
+impl Drop for Expiry {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// The streams the gateway relays, each held weakly, so that [`Cut::now`] can drop them when
 /// no one polls them: a client that stopped reading leaves its stream's relay unpolled once
@@ -85,6 +99,29 @@ impl Streams {
         }
         slots.push(Arc::downgrade(&slot));
         slot
+    }
+
+    /// Drops the stream in `slot` a little after its request's deadline, should no one have
+    /// polled it to its end by then: a polled stream ends at its deadline on its own, but one
+    /// whose client stopped reading is not polled once the connection's buffers are full, and
+    /// would hold its reservation (renewed) and its concurrency slots for as long as the
+    /// client keeps the connection open. The timer goes with the returned handle.
+    fn expire_unread(slot: &Arc<Slot>) -> Option<Expiry> {
+        let deadline = slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(ChatStream::deadline)?
+            .checked_add(UNREAD_GRACE)?;
+        let weak = Arc::downgrade(slot);
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep_until(deadline).await;
+            if let Some(slot) = weak.upgrade() {
+                let stream = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                drop(stream);
+            }
+        });
+        Some(Expiry(timer.abort_handle()))
     }
 
     /// Drops every stream still held (each settles as a dropped request).
@@ -571,9 +608,11 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Cou
         },
         now_secs(),
     );
+    let slot = counted.shared.streams.hold(stream);
     let state = Relay {
         cut: Box::pin(cut_off(counted.shared.cut.clone())),
-        stream: counted.shared.streams.hold(stream),
+        _expiry: Streams::expire_unread(&slot),
+        stream: slot,
         counted,
         chunks,
         include_usage,
@@ -604,8 +643,10 @@ struct Counted {
 struct Relay {
     /// Resolves when the gateway's grace period is over ([`Cut`]).
     cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-    /// The router's stream, until a cut takes it.
+    /// The router's stream, until a cut or its deadline unread takes it.
     stream: Arc<Slot>,
+    /// Its deadline timer, held to be stopped with the relay.
+    _expiry: Option<Expiry>,
     counted: Counted,
     chunks: outbound::Chunks,
     include_usage: bool,
@@ -638,12 +679,18 @@ impl Relay {
                 next = polled => next,
             };
             let Some(next) = next else {
-                // Cut off: the stream is dropped (by the cut, or here), which settles it.
+                // Cut off, or dropped past its deadline unread: the stream is dropped (by the
+                // cut, the timer, or here), which settles it.
                 self.stream
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
-                self.pending.push_back(data(ApiError::stopping().body()));
+                let error = if *self.counted.shared.cut.borrow() {
+                    ApiError::stopping()
+                } else {
+                    ApiError::unread_past_deadline()
+                };
+                self.pending.push_back(data(error.body()));
                 self.ended = true;
                 continue;
             };

@@ -812,6 +812,25 @@ async fn a_cut_drops_a_stream_no_one_polls_and_settles_it() {
 }
 
 #[tokio::test]
+async fn a_stream_no_one_reads_is_dropped_past_its_deadline_and_settled() {
+    // A client that stopped reading leaves its relay unpolled: past the request's deadline the
+    // stream is dropped all the same, which hangs up on the provider and settles it.
+    let mut held = held_upstream().await;
+    let r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let mut req = router_sdk::ChatRequest::new("Hi");
+    req.model = Some("chat".into());
+    req.deadline = Some(std::time::Duration::from_secs(1));
+    let stream = r.router.chat_stream(req).await.unwrap();
+    held.arrived.recv().await.unwrap();
+    let slot = r.cut.streams.hold(stream);
+    let _expiry = Streams::expire_unread(&slot);
+    assert_eq!(in_flight(&r.router).await, 1);
+    held.hung_up.recv().await.unwrap();
+    assert!(slot.lock().unwrap().is_none());
+    assert_eq!(in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
 async fn a_cut_refuses_a_whole_answer_in_flight_and_settles_it() {
     let r = start("", "").await;
     // The upstream answers after a minute: the request is in flight when the cut comes.

@@ -33,9 +33,17 @@ pub struct ChatStream {
     model: String,
     request_id: String,
     upstream: std::time::Duration,
+    deadline: Option<tokio::time::Instant>,
 }
 
 impl ChatStream {
+    /// The request's deadline (`None`: too far to name): polled past it, the stream ends with
+    /// a timeout error. A caller that may stop polling (a client that stopped reading) can
+    /// drop the stream then, which settles it; until dropped, its slot is held and renewed.
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.deadline
+    }
+
     /// Time spent in provider calls until the stream opened, failed attempts included.
     pub fn upstream(&self) -> std::time::Duration {
         self.upstream
@@ -106,6 +114,9 @@ impl Router {
         let model = registry.deployment(d).model.clone();
         let request_id = request.id.clone();
         let upstream = request.upstream;
+        let left = (request.planned.plan.deadline_ms).saturating_sub(self.now_ms());
+        let deadline =
+            tokio::time::Instant::now().checked_add(std::time::Duration::from_millis(left));
         let mut live = Live {
             router: self.clone(),
             request,
@@ -133,6 +144,7 @@ impl Router {
             model,
             request_id,
             upstream,
+            deadline,
         })
     }
 
