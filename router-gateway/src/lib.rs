@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -304,16 +304,79 @@ async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
     response
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then stops accepting and lets the
-/// requests and streams in flight finish.
+/// How long a client may take to send a request's headers: a connection that trickles them (or
+/// sends none) is closed then, so that idle or slow clients cannot pile up connections.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves `app` on `listener` (HTTP/1.1, headers read within [`HEADER_READ_TIMEOUT`]) until
+/// `shutdown` completes, then stops accepting, lets the requests and streams in flight finish,
+/// and closes idle connections.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    // Dropped when `shutdown` completes: every connection then finishes what it serves.
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(());
+    tokio::spawn(async move {
+        shutdown.await;
+        drop(stopping_rx);
+    });
+    // Each connection holds a receiver; all dropped, every connection is over.
+    let (closed_tx, closed_rx) = tokio::sync::watch::channel(());
+    loop {
+        let socket = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, _)) => socket,
+                Err(e) => {
+                    // Out of file descriptors, say: wait rather than spin; a connection that
+                    // failed as it was accepted is nothing to wait for.
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tracing::error!(error = %e, "gateway: cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            () = stopping_tx.closed() => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let stopping = stopping_tx.clone();
+        let closed = closed_rx.clone();
+        tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let conn = http.serve_connection(TokioIo::new(socket), service);
+            let mut conn = std::pin::pin!(conn);
+            let mut stop = std::pin::pin!(stopping.closed());
+            let mut stopped = false;
+            loop {
+                tokio::select! {
+                    result = conn.as_mut() => {
+                        if let Err(e) = result {
+                            tracing::debug!(error = %e, "gateway: a connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = &mut stop, if !stopped => {
+                        stopped = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(closed);
+        });
+    }
+    drop(closed_rx);
+    drop(listener);
+    closed_tx.closed().await;
+    Ok(())
 }
 
 /// Seconds since the Unix epoch, for `created`.
@@ -328,11 +391,9 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn chat(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
     let request_id = request_id_of(&headers);
     let started = std::time::Instant::now();
     let caller = shared.access.caller(shared.router.registry(), &headers);
@@ -340,7 +401,14 @@ async fn chat(
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
     let outcome = match caller {
-        Ok(caller) => answer(&shared, &caller, &headers, body, &request_id).await,
+        Ok(caller) => {
+            // The body is read once the key is known, within `gateway.body_limit_bytes` (the
+            // limit rides in the request's extensions): a caller without a key cannot make the
+            // gateway wait for, and hold, a body.
+            let request = axum::extract::Request::from_parts(parts, body);
+            let body = Bytes::from_request(request, &()).await;
+            answer(&shared, &caller, &headers, body, &request_id).await
+        }
         Err(e) => Err(Failed::from(e)),
     };
     let response = match outcome {

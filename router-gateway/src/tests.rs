@@ -424,6 +424,54 @@ async fn bad_bodies_are_400_naming_the_field_and_large_ones_413() {
 }
 
 #[tokio::test]
+async fn a_caller_without_a_key_is_refused_before_its_body_is_read() {
+    let r = start("", "").await;
+    // A body that starts and never ends: read first, it would hold the request forever.
+    let first = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(
+        b"{\"model\": \"chat\", ",
+    ))]);
+    let endless = first.chain(futures_util::stream::pending());
+    let request = r
+        .http
+        .post(format!("{}/v1/chat/completions", r.base))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(endless))
+        .send();
+    let response = tokio::time::timeout(std::time::Duration::from_secs(30), request)
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    assert_eq!(response.status(), 401);
+}
+
+#[tokio::test]
+async fn a_connection_that_never_sends_its_whole_headers_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let r = start("", "").await;
+    let addr = r.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // Virtual time from here: the gateway's header timer, not the test, decides.
+    tokio::time::pause();
+    let mut answer = Vec::new();
+    let read = socket.read_to_end(&mut answer);
+    let closed = tokio::time::timeout(HEADER_READ_TIMEOUT * 4, read).await;
+    assert!(
+        closed.is_ok(),
+        "still open after {:?}",
+        HEADER_READ_TIMEOUT * 4
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn unknown_paths_and_wrong_methods_are_openai_errors() {
     let r = start("", "").await;
     let send = |method: reqwest::Method, path: &str| {
