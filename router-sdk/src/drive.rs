@@ -64,7 +64,13 @@ impl Router {
             // The tenant named, whether or not a tier tracks it.
             tenant: req.tenant.clone(),
             key_id: req.key_id.clone(),
-            model_asked: req.model.clone().unwrap_or_else(|| planned.model.clone()),
+            // What was asked for: a routed alias (the default one too), not its choice.
+            model_asked: req.model.clone().unwrap_or_else(|| {
+                planned
+                    .route
+                    .as_ref()
+                    .map_or_else(|| planned.model.clone(), |m| m.alias.clone())
+            }),
             route: planned
                 .route
                 .as_ref()

@@ -211,7 +211,7 @@ impl World {
         Self::started_recorded(upstreams, extra, |l| l, Some(recorder)).await
     }
 
-    async fn from_yaml_recorded(
+    pub async fn from_yaml_recorded(
         yaml: &str,
         names: &[&str],
         servers: Vec<MockServer>,

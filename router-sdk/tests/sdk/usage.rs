@@ -149,6 +149,26 @@ const TENANTS: &str = "tenants:
 ";
 
 #[tokio::test]
+async fn a_request_to_the_default_routed_alias_records_the_alias() {
+    let store = Store::sqlite();
+    let rec = store.recorder();
+    let server = wiremock::MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(OPENAI_PATH))
+        .respond_with(ok_json("openai/ok.json"))
+        .mount(&server)
+        .await;
+    let oa = Upstream::openai("oa", (1.0, 1.0));
+    let yaml = config(&[(&oa, server.uri())]).replacen("model: chat\n", "model: auto\n", 1)
+        + "routes:\n  auto:\n    - model: chat\n";
+    let w = World::from_yaml_recorded(&yaml, &["oa"], vec![server], |l| l, Some(rec.clone())).await;
+    w.router.chat(named("routed")).await.unwrap();
+    rec.flush().await;
+    let rows = store.rows().await;
+    assert_eq!(rows[0].model_asked, "auto", "{rows:?}");
+}
+
+#[tokio::test]
 async fn every_finished_request_leaves_one_record_on_sqlite() {
     every_finished_request_leaves_one_record_with_its_cost_and_no_key(Store::sqlite()).await;
 }
