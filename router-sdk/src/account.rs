@@ -14,8 +14,10 @@ pub(crate) struct Account {
     record: Record,
     started: Instant,
     start_ms: u64,
-    /// The estimate of a reservation held now: charged should the request be dropped.
+    /// The estimate of a reservation held now, and its tokens: charged should the request be
+    /// dropped.
     held_micros: u64,
+    held_usage: Usage,
     written: bool,
 }
 
@@ -71,6 +73,7 @@ impl Account {
             started: Instant::now(),
             start_ms: o.start_ms,
             held_micros: 0,
+            held_usage: Usage::default(),
             written: false,
         }
     }
@@ -81,34 +84,58 @@ impl Account {
     }
 
     /// A call to `provider`/`model` starts, holding a reservation whose estimate costs
-    /// `estimate_micros`.
-    pub(crate) fn calling(&mut self, provider: &str, model: &str, estimate_micros: u64) {
+    /// `estimate_micros` for the tokens of `estimate`.
+    pub(crate) fn calling(
+        &mut self,
+        provider: &str,
+        model: &str,
+        estimate_micros: u64,
+        estimate: Usage,
+    ) {
         self.record.attempts += 1;
         self.held_micros = estimate_micros;
+        self.held_usage = estimate;
         if self.on() {
             self.record.provider = Some(provider.to_owned());
             self.record.model = Some(model.to_owned());
         }
     }
 
-    /// The call failed with `class`; its reservation was settled at `charged_micros`.
-    pub(crate) fn call_failed(&mut self, class: &str, charged_micros: u64) {
-        self.held_micros = 0;
-        self.record.cost_micros += charged_micros;
+    /// The call failed with `class`; its reservation is settled at `charged_micros` for the
+    /// tokens of `charged` (`None`: handed back, nothing charged). Called before the settlement
+    /// is awaited, so that a caller dropping the request meanwhile leaves a record of what the
+    /// guard's drop then settles.
+    pub(crate) fn call_failed(
+        &mut self,
+        class: &str,
+        charged: Option<&Usage>,
+        charged_micros: u64,
+    ) {
+        self.charge(charged, charged_micros);
         if self.on() {
             self.record.failed_attempts.push(class.to_owned());
         }
     }
 
-    /// The call answered with `usage`, settled at `charged_micros`.
+    /// The call answered with `usage`, settled at `charged_micros` (called before the
+    /// settlement is awaited, as [`Account::call_failed`]).
     pub(crate) fn answered(&mut self, usage: &Usage, charged_micros: u64) {
+        self.charge(Some(usage), charged_micros);
+    }
+
+    /// A call's charge: tokens and cost add up over the calls a request made, as the ledger
+    /// charged them.
+    fn charge(&mut self, usage: Option<&Usage>, charged_micros: u64) {
         self.held_micros = 0;
-        self.record.cost_micros += charged_micros;
+        self.held_usage = Usage::default();
         let r = &mut self.record;
-        r.prompt_tokens = usage.prompt_tokens;
-        r.cached_tokens = usage.cached_prompt_tokens;
-        r.completion_tokens = usage.completion_tokens;
-        r.reasoning_tokens = usage.reasoning_tokens;
+        r.cost_micros = r.cost_micros.saturating_add(charged_micros);
+        if let Some(u) = usage {
+            r.prompt_tokens = r.prompt_tokens.saturating_add(u.prompt_tokens);
+            r.cached_tokens = r.cached_tokens.saturating_add(u.cached_prompt_tokens);
+            r.completion_tokens = r.completion_tokens.saturating_add(u.completion_tokens);
+            r.reasoning_tokens = r.reasoning_tokens.saturating_add(u.reasoning_tokens);
+        }
     }
 
     /// The first token of a stream arrived.
@@ -138,13 +165,17 @@ impl Account {
             return;
         }
         self.written = true;
+        // A reservation still held is charged its estimate (its guard settles that).
+        let held = (self.held_micros, self.held_usage);
+        if held.0 > 0 || held.1 != Usage::default() {
+            self.charge(Some(&held.1), held.0);
+        }
         let Some(recorder) = &self.recorder else {
             return;
         };
         let elapsed = self.started.elapsed();
         let mut record = self.record.clone();
         record.outcome = outcome;
-        record.cost_micros += self.held_micros;
         record.latency_ms = ms(elapsed);
         record.at_ms = self.start_ms + ms(elapsed);
         recorder.record(record);

@@ -123,6 +123,7 @@ impl Router {
                             &registry.provider_of(d).name,
                             &registry.deployment(d).model,
                             held.estimate_micros(),
+                            held.estimate_usage(),
                         );
                         let span = self.attempt_span(request, d);
                         let called = std::time::Instant::now();
@@ -225,22 +226,29 @@ impl Router {
             CallFailure::Timeout(_) | CallFailure::Connect(_) => None,
         };
         let guard = guard.reporting(observed);
-        let charged = match after.settle {
-            Settle::Release => {
-                guard.release().await;
-                0
+        // The record first: a caller dropping the request while the settlement is awaited
+        // leaves it agreeing with what the guard's drop settles.
+        let reported = reported.flatten();
+        let (charged, usage) = match (after.settle, reported) {
+            (Settle::Release | Settle::Refused, _) => (0, None),
+            (Settle::Reported, Some(usage)) => (guard.cost_of(&usage), Some(usage)),
+            (Settle::Estimate, _) | (Settle::Reported, None) => {
+                (guard.estimate_micros(), Some(guard.estimate_usage()))
             }
-            Settle::Refused => {
-                guard.refused().await;
-                0
-            }
-            Settle::Estimate => guard.settle_estimate().await,
-            Settle::Reported => match reported.flatten() {
-                Some(usage) => guard.settle(usage).await,
-                None => guard.settle_estimate().await,
-            },
         };
-        request.account.call_failed(failure.kind_name(), charged);
+        request
+            .account
+            .call_failed(failure.kind_name(), usage.as_ref(), charged);
+        match (after.settle, reported) {
+            (Settle::Release, _) => guard.release().await,
+            (Settle::Refused, _) => guard.refused().await,
+            (Settle::Reported, Some(usage)) => {
+                guard.settle(usage).await;
+            }
+            (Settle::Estimate, _) | (Settle::Reported, None) => {
+                guard.settle_estimate().await;
+            }
+        }
         if let Some(c) = after.cooldown {
             if let Err(e) = self.inner.ledger.cooldown(c.deployment, c.duration).await {
                 tracing::warn!(error = %e, "could not put the cooldown; failing over anyway");
@@ -303,8 +311,10 @@ impl Router {
             None => Usage::new(estimate.prompt_tokens, estimate.completion_tokens),
         };
         let observed = headers.and_then(|h| self.report(d, h));
-        let charged = guard.reporting(observed).settle(usage).await;
-        request.account.answered(&usage, charged);
+        let guard = guard.reporting(observed);
+        // The record first, as for a failed call.
+        request.account.answered(&usage, guard.cost_of(&usage));
+        guard.settle(usage).await;
         request.account.waited(request.flow.waited());
         request.account.close(None);
         tracing::info!(

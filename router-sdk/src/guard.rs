@@ -75,11 +75,27 @@ impl Guard {
         self.deployment
     }
 
+    /// What `usage` costs at the deployment's price, micro-USD: what [`Guard::settle`] charges.
+    pub(crate) fn cost_of(&self, usage: &Usage) -> u64 {
+        micros(usage.cost(&self.price))
+    }
+
+    /// The tokens the estimate stands for (what was reserved: the counted prompt, and the rest
+    /// as output): what [`Guard::settle_estimate`] keeps counted.
+    pub(crate) fn estimate_usage(&self) -> Usage {
+        Usage::new(
+            self.estimate.input_tokens,
+            self.estimate
+                .tokens
+                .saturating_sub(self.estimate.input_tokens),
+        )
+    }
+
     /// Settles with what the provider reported it used: the window keeps what its limiter
     /// counted, the tenant's budget gets the real cost. Returns that cost, micro-USD.
     pub(crate) async fn settle(self, usage: Usage) -> u64 {
         let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
-        let cost = micros(usage.cost(&self.price));
+        let cost = self.cost_of(&usage);
         let actual = match &self.reservation {
             Some(r) => self.accounting.settlement(r, prompt, completion, cost),
             None => return 0,

@@ -344,7 +344,12 @@ async fn a_dropped_chat_future_is_recorded_cancelled_and_a_failure_with_its_clas
         ]
     );
     assert!(
-        rows[1].cost_micros > 0,
-        "an aborted call is charged its estimate"
+        rows[1].cost_micros > 0 && rows[1].prompt_tokens > 0,
+        "an aborted call is charged its estimate, tokens and cost: {:?}",
+        rows[1]
+    );
+    assert_eq!(
+        rows[0].prompt_tokens, 0,
+        "a refused call is charged nothing"
     );
 }
