@@ -49,8 +49,9 @@
 --   live instances are in the rejoin set, this reading's number (0: not recorded), the oldest
 --   number among the live instances' last recorded readings, this one's included (0: none),
 --   then per
---   scope R, T, I, X (its window totals, the corrections in), then per tenant R, T, I, X, spent
---   today, spent this month (micro-USD)}.
+--   scope R, T, I, X (its window totals, the corrections in) and the ms left of its cooldown (0:
+--   none; a cooldown put by another instance ends this one's block there), then per tenant R,
+--   T, I, X, spent today, spent this month (micro-USD)}.
 
 local now = now_ms()
 local ttl, n, tenants = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -131,6 +132,7 @@ for s = 1, n do
   out[#out + 1] = w.T
   out[#out + 1] = w.I
   out[#out + 1] = w.X
+  out[#out + 1] = math.max(w.cd - now, 0)
 end
 for t = 1, tenants do
   local k = 4 + n + 2 * (t - 1)

@@ -798,6 +798,21 @@ async fn a_reservation_from_a_block_settles_in_place_and_a_shared_one_does_not()
 }
 
 #[tokio::test]
+async fn a_cooldown_another_instance_put_ends_this_ones_block_at_its_next_heartbeat() {
+    let redis = redis_server();
+    let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;
+    let b = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;
+    assert!(admit(&a).await.unwrap().is_some());
+    assert!(admit(&b).await.unwrap().is_some(), "b's block is open");
+    a.cooldown(M, Duration::from_secs(60)).await.unwrap();
+    b.heartbeat_now().await;
+    assert!(
+        admit(&b).await.unwrap().is_none(),
+        "b admitted from its block during a's cooldown"
+    );
+}
+
+#[tokio::test]
 async fn a_batch_request_keeps_to_its_share_on_a_leased_deployment() {
     let redis = redis_server();
     let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;

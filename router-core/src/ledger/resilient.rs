@@ -1057,7 +1057,9 @@ impl Inner {
 
     /// What a heartbeat sent at `sent` read of every leased deployment's room: a request that
     /// does not fit a full deployment skips it without a call, and one that fits asks as soon
-    /// as room comes back, without waiting for an earlier refusal's reading to expire.
+    /// as room comes back, without waiting for an earlier refusal's reading to expire. A
+    /// deployment another instance put a cooldown on ends this instance's block there: its
+    /// requests go to the store, which refuses them until the cooldown is over.
     fn beat_saw_rooms(&self, st: &mut State, beat: &Beat, sent: u64) {
         let table = self.shared.table();
         for (i, _) in self.lease.iter().enumerate().filter(|(_, l)| l.is_some()) {
@@ -1065,6 +1067,12 @@ impl Inner {
             let Some(scopes) = table.of(d) else {
                 continue;
             };
+            let cooling = beat.cooling.get(scopes[0]).copied().unwrap_or(0);
+            if cooling > 0 {
+                st.leases.end(d);
+                st.leases.saw_cooldown(d, cooling, sent);
+                continue;
+            }
             let totals = |s: usize| beat.scopes.get(s).copied().unwrap_or_default();
             let room = Room::left(scopes.iter().map(|&s| (table.limits(s), totals(s))));
             st.leases.beat_saw_room(d, room, sent);

@@ -45,6 +45,8 @@ pub(crate) struct Beat {
     pub(crate) month: u64,
     /// Window totals of every scope, by scope index.
     pub(crate) scopes: Vec<Counts>,
+    /// The ms left of every scope's cooldown (0: none), by scope index.
+    pub(crate) cooling: Vec<u64>,
     /// Per tenant asked about: window totals, spent today and this month (micro-USD).
     pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
 }
@@ -246,12 +248,12 @@ impl RedisStore {
         else {
             return Err(bad());
         };
-        if rest.len() != 4 * n + 6 * tenants.len() {
+        if rest.len() != 5 * n + 6 * tenants.len() {
             return Err(bad());
         }
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         let counts = |c: &[i64]| [count(c[0]), count(c[1]), count(c[2]), count(c[3])];
-        let (scopes, tenant_rows) = rest.split_at(4 * n);
+        let (scopes, tenant_rows) = rest.split_at(5 * n);
         let beat = Beat {
             instances: count(*instances).max(1),
             epoch: count(*epoch),
@@ -260,7 +262,8 @@ impl RedisStore {
             oldest: count(*oldest),
             day: count(*day),
             month: count(*month),
-            scopes: scopes.chunks_exact(4).map(counts).collect(),
+            scopes: scopes.chunks_exact(5).map(counts).collect(),
+            cooling: scopes.chunks_exact(5).map(|c| count(c[4])).collect(),
             tenants: tenants
                 .iter()
                 .zip(tenant_rows.chunks_exact(6))
