@@ -28,7 +28,8 @@
 --   last reading's number, and per instance id the number of its last recorded reading), then
 --   the window
 --   hash of each of the n scopes, then per tenant its window hash and spend hash, then the
---   window hashes the corrections name, then (with corrections) the instance's last applied
+--   slots zset of each scope, then that of each tenant, then the window hashes the corrections
+--   name, then (with corrections) the instance's last applied
 --   sequence number (llmroute:{ns}:v3:cs:{instance}).
 -- ARGV: [1] now ms or '', [2] this instance's id, [3] how long its registration lasts (ms),
 --   [4] n, the number of scopes, [5] the number of tenants, [6] the epoch this instance knows
@@ -49,9 +50,10 @@
 --   live instances are in the rejoin set, this reading's number (0: not recorded), the oldest
 --   number among the live instances' last recorded readings, this one's included (0: none),
 --   then per
---   scope R, T, I, X (its window totals, the corrections in) and the ms left of its cooldown (0:
---   none; a cooldown put by another instance ends this one's block there), then per tenant R,
---   T, I, X, spent today, spent this month (micro-USD)}.
+--   scope R, T, I, X (its window totals, the corrections in), the ms left of its cooldown (0:
+--   none; a cooldown put by another instance ends this one's block there) and its live slots
+--   (requests in flight, every instance's), then per tenant R, T, I, X, spent today, spent
+--   this month (micro-USD) and its live slots}.
 
 local now = now_ms()
 local ttl, n, tenants = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -126,6 +128,7 @@ for i = 1, #recorded, 2 do
 end
 local p = periods(now)
 local out = {live, epoch, p.day, p.month, applied, waiting, read, oldest}
+local slots, after_now = 4 + n + 2 * tenants, fmt('(%d', now)
 for s = 1, n do
   local w = expire(KEYS[4 + s], now)
   out[#out + 1] = w.R
@@ -133,6 +136,7 @@ for s = 1, n do
   out[#out + 1] = w.I
   out[#out + 1] = w.X
   out[#out + 1] = math.max(w.cd - now, 0)
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[slots + s], after_now, '+inf')
 end
 for t = 1, tenants do
   local k = 4 + n + 2 * (t - 1)
@@ -144,5 +148,6 @@ for t = 1, tenants do
   out[#out + 1] = w.X
   out[#out + 1] = day
   out[#out + 1] = month
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[slots + n + t], after_now, '+inf')
 end
 return out

@@ -550,6 +550,36 @@ async fn what_one_admitted_between_two_instances_readings_counts_whole_in_local_
     redis.resume();
 }
 
+/// A concurrency limit holds across instances in local mode: each holds at least its share of
+/// every instance's requests in flight at the last heartbeat, so one holding few does not admit
+/// up to its share while another holds more than its own.
+#[tokio::test]
+async fn in_local_mode_the_instances_together_stay_within_a_concurrency_limit() {
+    let redis = redis_server();
+    let registry = || Registry::from_yaml_str(&one_model("concurrency: 10"), "test.yaml").unwrap();
+    let (a, b) = (
+        by_hand(&redis, registry(), OnError::Local).await,
+        by_hand(&redis, registry(), OnError::Local).await,
+    );
+    a.heartbeat_now().await;
+    b.heartbeat_now().await;
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(admit(&a).await.unwrap().expect("a admits"));
+    }
+    for _ in 0..2 {
+        held.push(admit(&b).await.unwrap().expect("b admits"));
+    }
+    a.heartbeat_now().await;
+    b.heartbeat_now().await;
+    redis.pause();
+    // Each holds 5: a holds 8 of its own, b its 2 and 3 standing in for a's. Were b to count
+    // only its own, it would admit 3: 13 in flight.
+    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    assert_eq!((ra.len(), rb.len()), (0, 0));
+    redis.resume();
+}
+
 /// After Redis froze, each instance back writes what it admitted on its own into the shared
 /// windows, but admits nothing through them until every other live instance has done the same or
 /// said it holds nothing unwritten: until then the windows miss what the others admitted. An

@@ -14,8 +14,8 @@
 //!   held at the last heartbeat (and of each recently served tenant's window and spend), with
 //!   all this instance put into them since (its admissions, and what it wrote back after an
 //!   earlier outage), with its admissions still awaiting an answer as if granted, and with its
-//!   requests in flight, so the instances together stay within each limit while Redis is
-//!   away. The heartbeat keeps checking; when Redis answers, what was admitted locally is
+//!   requests in flight, at least its share of every instance's requests in flight at the last
+//!   heartbeat, so the instances together stay within each limit while Redis is away. The heartbeat keeps checking; when Redis answers, what was admitted locally is
 //!   written into the shared windows (lua/restore.lua) before shared admission resumes, so the
 //!   minute after the outage stays within the limits too. Until every other live instance has
 //!   done the same (or said with a heartbeat that it admitted nothing on its own), an instance
@@ -403,6 +403,36 @@ fn hold(
     }
     if let Some(name) = tenant {
         cells.tenant(name).scope.slots.take(slot);
+    }
+}
+
+/// Holds, in a local ledger about to start, slots that stand in for the other instances'
+/// requests in flight at the last heartbeat (`beat`): in each scope, and each tenant, this
+/// instance holds at least its share (of `n` instances, rounded up) of every instance's live
+/// slots. Without them an instance holding few requests would admit up to its share of a
+/// concurrency limit while one holding many went on holding them: together over the limit.
+/// They are held for a slot's whole lifetime, so through the outage, as nothing says when the
+/// requests they stand for end.
+fn stand_in_for_others(beat: &Beat, n: u64, cells: &mut LocalCells, now: u64) {
+    let nb = bucket_of(now);
+    let expiry = now.saturating_add(SLOTS_TTL_MS);
+    let mut next_id = u64::MAX;
+    let mut stand_in = |slots: &mut super::window::Slots, total: u64| {
+        let mine = slots.len(now);
+        for _ in 0..share_up(total, n).saturating_sub(mine) {
+            slots.take(Slot {
+                id: next_id,
+                expiry,
+                bucket: nb,
+            });
+            next_id -= 1;
+        }
+    };
+    for (s, &total) in beat.in_flight.iter().enumerate() {
+        stand_in(&mut cells.scope(s).slots, total);
+    }
+    for ((name, ..), &total) in beat.tenants.iter().zip(&beat.tenant_in_flight) {
+        stand_in(&mut cells.tenant(name).scope.slots, total);
     }
 }
 
@@ -2153,6 +2183,9 @@ impl State {
         }
         for c in self.calling.values() {
             c.charge(&table, &mut cells, now);
+        }
+        if let Some(beat) = &self.seen {
+            stand_in_for_others(beat, n, &mut cells, now);
         }
         // A scope where this instance's share of some limit is zero admits nothing: its
         // deployments are put in cooldown for the whole outage.

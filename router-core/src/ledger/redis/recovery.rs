@@ -47,8 +47,12 @@ pub(crate) struct Beat {
     pub(crate) scopes: Vec<Counts>,
     /// The ms left of every scope's cooldown (0: none), by scope index.
     pub(crate) cooling: Vec<u64>,
+    /// Every scope's live slots (requests in flight, every instance's), by scope index.
+    pub(crate) in_flight: Vec<u64>,
     /// Per tenant asked about: window totals, spent today and this month (micro-USD).
     pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
+    /// Per tenant asked about, in the order of `tenants`: its live slots.
+    pub(crate) tenant_in_flight: Vec<u64>,
 }
 
 /// What an instance says of itself with a heartbeat.
@@ -202,6 +206,12 @@ impl RedisStore {
             inv.key(self.tenant_key("w", name))
                 .key(self.tenant_key("b", name));
         }
+        for keys in self.scope_keys.iter() {
+            inv.key(&keys.slots);
+        }
+        for name in tenants {
+            inv.key(self.tenant_key("s", name));
+        }
         inv.arg(self.now_arg())
             .arg(instance)
             .arg(ttl_ms)
@@ -215,7 +225,7 @@ impl RedisStore {
             .arg(u8::from(me.away))
             .arg(u8::from(me.reading))
             .arg(corrections.len());
-        let mut next_key = 4 + self.scope_keys.len() + 2 * tenants.len() + 1;
+        let mut next_key = 4 + 2 * self.scope_keys.len() + 3 * tenants.len() + 1;
         for o in corrections {
             let scopes = self.scopes(o.deployment)?;
             for &s in scopes {
@@ -248,12 +258,12 @@ impl RedisStore {
         else {
             return Err(bad());
         };
-        if rest.len() != 5 * n + 6 * tenants.len() {
+        if rest.len() != 6 * n + 7 * tenants.len() {
             return Err(bad());
         }
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         let counts = |c: &[i64]| [count(c[0]), count(c[1]), count(c[2]), count(c[3])];
-        let (scopes, tenant_rows) = rest.split_at(5 * n);
+        let (scopes, tenant_rows) = rest.split_at(6 * n);
         let beat = Beat {
             instances: count(*instances).max(1),
             epoch: count(*epoch),
@@ -262,13 +272,15 @@ impl RedisStore {
             oldest: count(*oldest),
             day: count(*day),
             month: count(*month),
-            scopes: scopes.chunks_exact(5).map(counts).collect(),
-            cooling: scopes.chunks_exact(5).map(|c| count(c[4])).collect(),
+            scopes: scopes.chunks_exact(6).map(counts).collect(),
+            cooling: scopes.chunks_exact(6).map(|c| count(c[4])).collect(),
+            in_flight: scopes.chunks_exact(6).map(|c| count(c[5])).collect(),
             tenants: tenants
                 .iter()
-                .zip(tenant_rows.chunks_exact(6))
+                .zip(tenant_rows.chunks_exact(7))
                 .map(|(name, c)| (name.clone(), counts(c), count(c[4]), count(c[5])))
                 .collect(),
+            tenant_in_flight: tenant_rows.chunks_exact(7).map(|c| count(c[6])).collect(),
         };
         Ok((beat, *applied == 1))
     }
