@@ -26,9 +26,11 @@
 //! - **open**: admit without counting anything until Redis answers again.
 //!
 //! A Redis that restarted empty has no epoch key (see lua/heartbeat.lua): the first instance to
-//! notice writes back the windows and spends as it last saw them, every instance writes back the
-//! slots of its requests in flight, and admissions carry the epoch they expect so that none is
-//! made against the emptied windows before that.
+//! notice writes back the tenants' spends as it last saw them, every live instance writes back
+//! what it admitted through the store in the last minute and the slots of its requests in
+//! flight, and admissions carry the epoch they expect so that none is made against the emptied
+//! windows before that. What an instance that has exited since admitted in that minute is not
+//! written back: the windows miss it until it leaves them.
 //!
 //! An admission whose reply timed out may still have been counted by Redis later: it is remembered
 //! and handed back (`RedisStore::void`) before the restore.
