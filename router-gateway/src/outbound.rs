@@ -38,6 +38,12 @@ pub(crate) fn id(receipt_response_id: Option<&str>, request_id: &str) -> String 
 pub(crate) fn completion(answer: &ChatResponse, created: u64) -> Value {
     let r = &answer.receipt;
     let mut message = json!({"role": "assistant", "content": answer.content});
+    if let Some(refusal) = &r.refusal {
+        if answer.content.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["refusal"] = refusal.as_str().into();
+    }
     if !answer.tool_calls.is_empty() {
         if answer.content.is_empty() {
             message["content"] = Value::Null;
@@ -120,8 +126,12 @@ impl Chunks {
     }
 
     /// The finish reason, and when asked for, a last chunk with usage and no choices.
+    /// A refusal, which the router hands over whole at the end, goes in the last delta.
     pub(crate) fn end(&mut self, receipt: &Receipt, include_usage: bool) -> Vec<Value> {
-        let delta = self.opening(json!({}));
+        let delta = match &receipt.refusal {
+            Some(refusal) => self.opening(json!({"refusal": refusal})),
+            None => self.opening(json!({})),
+        };
         let mut out = vec![self.chunk(delta, finish_reason(receipt.finish_reason.as_ref()))];
         if include_usage {
             out.push(json!({
@@ -145,6 +155,35 @@ pub(crate) fn error(kind: &str, code: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_goes_out_as_openai_sends_it() {
+        let receipt = Receipt {
+            request_id: "r1".into(),
+            response_id: None,
+            finish_reason: Some(FinishReason::Stop),
+            refusal: Some("I can't help with that.".into()),
+            provider: "oa".into(),
+            model: "m".into(),
+            usage: Usage::new(9, 6),
+            cost_usd: 0.0,
+            attempts: Vec::new(),
+            waited: std::time::Duration::ZERO,
+            upstream: std::time::Duration::ZERO,
+        };
+        let answer = ChatResponse {
+            content: String::new(),
+            tool_calls: Vec::new(),
+            receipt: receipt.clone(),
+        };
+        let message = &completion(&answer, 0)["choices"][0]["message"];
+        assert_eq!(message["content"], Value::Null);
+        assert_eq!(message["refusal"], "I can't help with that.");
+        let mut chunks = Chunks::new("c".into(), "m".into(), 0);
+        let last = &chunks.end(&receipt, false)[0]["choices"][0];
+        assert_eq!(last["delta"]["refusal"], "I can't help with that.");
+        assert_eq!(last["finish_reason"], "stop");
+    }
 
     #[test]
     fn finish_reasons_are_openais_names_only() {

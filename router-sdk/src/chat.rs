@@ -53,7 +53,7 @@ impl Router {
             let (guard, (completion, headers)) = self
                 .until_answer(&mut request, |d| self.call_whole(&input, d))
                 .await?;
-            let receipt = self
+            let mut receipt = self
                 .finish(
                     &mut request,
                     guard,
@@ -63,6 +63,7 @@ impl Router {
                     Some(&headers),
                 )
                 .await;
+            receipt.refusal = completion.refusal;
             Ok(ChatResponse {
                 content: completion.content,
                 tool_calls: completion.tool_calls,

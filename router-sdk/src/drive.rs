@@ -329,6 +329,7 @@ impl Router {
             request_id: request.id.clone(),
             response_id,
             finish_reason,
+            refusal: None,
             provider: registry.provider_of(d).name.clone(),
             model: registry.deployment(d).model.clone(),
             usage,

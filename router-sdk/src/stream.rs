@@ -92,6 +92,8 @@ struct Live {
     finish: Option<FinishReason>,
     response_id: Option<String>,
     tool_calls: ToolCallAssembly,
+    /// The model's refusal, as its pieces came.
+    refusal: String,
     pending: VecDeque<Result<ChatChunk, Error>>,
     ended: bool,
 }
@@ -127,6 +129,7 @@ impl Router {
             finish: None,
             response_id: None,
             tool_calls: ToolCallAssembly::default(),
+            refusal: String::new(),
             pending: VecDeque::new(),
             ended: false,
         };
@@ -269,6 +272,10 @@ impl Live {
                     self.tool_calls.push(&delta);
                     self.pending.push_back(Ok(ChatChunk::ToolCallDelta(delta)));
                 }
+                StreamEvent::Refusal(t) => {
+                    self.request.account.first_token();
+                    self.refusal.push_str(&t);
+                }
                 StreamEvent::Id(id) => self.response_id = Some(id),
                 StreamEvent::Finish(f) => self.finish = Some(f),
                 StreamEvent::Usage(u) => self.usage = Some(u),
@@ -298,7 +305,7 @@ impl Live {
             self.pending.push_back(Ok(ChatChunk::ToolCalls(calls)));
         }
         if let Some(guard) = self.guard.take() {
-            let receipt = self
+            let mut receipt = self
                 .router
                 .finish(
                     &mut self.request,
@@ -309,6 +316,7 @@ impl Live {
                     None,
                 )
                 .await;
+            receipt.refusal = Some(std::mem::take(&mut self.refusal)).filter(|r| !r.is_empty());
             self.pending.push_back(Ok(ChatChunk::Done(receipt)));
         }
     }

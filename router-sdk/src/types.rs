@@ -576,6 +576,8 @@ pub struct Completion {
     pub finish_reason: Option<FinishReason>,
     /// Usage, if the provider reported it.
     pub usage: Option<Usage>,
+    /// The model's refusal to answer (OpenAI's `message.refusal`), if it gave one.
+    pub refusal: Option<String>,
 }
 
 /// What an adapter makes of one streamed event.
@@ -585,6 +587,8 @@ pub enum StreamEvent {
     Delta(String),
     /// A piece of a tool call.
     ToolCall(ToolCallDelta),
+    /// A piece of the model's refusal to answer (OpenAI's `delta.refusal`).
+    Refusal(String),
     /// The provider's id of the response.
     Id(String),
     /// The finish reason arrived.
@@ -603,7 +607,10 @@ impl StreamEvent {
     pub(crate) fn says_something(&self) -> bool {
         matches!(
             self,
-            StreamEvent::Delta(_) | StreamEvent::ToolCall(_) | StreamEvent::Finish(_)
+            StreamEvent::Delta(_)
+                | StreamEvent::ToolCall(_)
+                | StreamEvent::Refusal(_)
+                | StreamEvent::Finish(_)
         )
     }
 }
@@ -668,6 +675,10 @@ pub struct Receipt {
     pub response_id: Option<String>,
     /// Why the model stopped.
     pub finish_reason: Option<FinishReason>,
+    /// The model's refusal to answer, when it declined (OpenAI's `refusal`, say for a
+    /// structured answer it will not give): the text is then empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// Provider that answered.
     pub provider: String,
     /// Model that answered.

@@ -260,6 +260,7 @@ struct Choice {
 #[derive(Deserialize, Default)]
 struct MessageJson {
     content: Option<String>,
+    refusal: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     tool_calls: Vec<ToolCallJson>,
 }
@@ -337,6 +338,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         tool_calls: tool_calls.collect(),
         finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
+        refusal: choice.message.refusal.filter(|r| !r.is_empty()),
     })
 }
 
@@ -389,6 +391,9 @@ impl EventDecoder for Stream {
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
                 events.push(StreamEvent::Delta(text));
+            }
+            if let Some(text) = choice.delta.refusal.filter(|t| !t.is_empty()) {
+                events.push(StreamEvent::Refusal(text));
             }
             for call in choice.delta.tool_calls {
                 events.push(StreamEvent::ToolCall(ToolCallDelta {

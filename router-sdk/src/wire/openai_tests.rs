@@ -81,6 +81,33 @@ fn stream_fixture_to_exact_events() {
 }
 
 #[test]
+fn a_refusal_is_read_whole_and_streamed() {
+    let body = br#"{"id": "chatcmpl-9", "choices": [{"index": 0, "message":
+        {"role": "assistant", "content": null, "refusal": "I can't help with that."},
+        "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 6}}"#;
+    let got = parse_response(body).unwrap();
+    assert_eq!(
+        (got.content.as_str(), got.refusal.as_deref()),
+        ("", Some("I can't help with that."))
+    );
+    let sse = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"refusal\":\"I can't\"},\"finish_reason\":null}]}\n\n\
+               data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\" help.\"},\"finish_reason\":\"stop\"}]}\n\n\
+               data: [DONE]\n\n";
+    let (events, failure) = decode_all(Api::OpenAi, sse);
+    assert_eq!(failure, None);
+    assert_eq!(
+        events,
+        [
+            StreamEvent::Id("c".into()),
+            StreamEvent::Refusal("I can't".into()),
+            StreamEvent::Refusal(" help.".into()),
+            StreamEvent::Finish(FinishReason::Stop),
+            StreamEvent::Done,
+        ]
+    );
+}
+
+#[test]
 fn error_inside_a_stream_is_a_failure() {
     let (events, failure) = decode_all(
         Api::OpenAi,

@@ -39,6 +39,7 @@ pub(super) async fn answer(
             writeln!(out).map_err(Failure::output)?;
         } else {
             write_text(out, &answer.content)?;
+            declined(&answer.receipt);
         }
         return Ok(());
     }
@@ -74,6 +75,7 @@ async fn stream(
                 if !ends_with_newline {
                     writeln!(out).map_err(Failure::output)?;
                 }
+                declined(&summary);
                 return Ok(summary);
             }
             Err(e) => {
@@ -87,6 +89,13 @@ async fn stream(
     Err(Failure::router(router_sdk::Error::InvalidRequest(
         "the stream ended without an answer".into(),
     )))
+}
+
+/// A refusal goes to standard error: standard output has the answer's text only.
+fn declined(receipt: &Receipt) {
+    if let Some(refusal) = &receipt.refusal {
+        eprintln!("llmroute: the model declined to answer: {refusal}");
+    }
 }
 
 fn write_text(out: &mut dyn Write, content: &str) -> Result<(), Failure> {
@@ -106,6 +115,8 @@ struct JsonAnswer<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tool_calls: &'a [router_sdk::ToolCall],
     finish_reason: &'a Option<router_sdk::FinishReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<&'a str>,
     usage: JsonUsage,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_id: Option<&'a str>,
@@ -131,6 +142,7 @@ impl<'a> From<&'a ChatResponse> for JsonAnswer<'a> {
             content: &a.content,
             tool_calls: &a.tool_calls,
             finish_reason: &a.receipt.finish_reason,
+            refusal: a.receipt.refusal.as_deref(),
             usage: JsonUsage {
                 prompt_tokens: a.receipt.usage.prompt_tokens,
                 completion_tokens: a.receipt.usage.completion_tokens,

@@ -87,6 +87,14 @@ pub(super) fn json_schema(path: &Path) -> Result<ResponseFormat, Failure> {
 
 /// A structured answer must be JSON: anything else is the provider's failure (exit 4).
 pub(super) fn check_json(answer: &ChatResponse) -> Result<(), Failure> {
+    if let Some(refusal) = &answer.receipt.refusal {
+        return Err(Failure::provider(anyhow!(
+            "{}/{} declined to answer: {:?}",
+            answer.receipt.provider,
+            answer.receipt.model,
+            refusal.chars().take(500).collect::<String>()
+        )));
+    }
     match serde_json::from_str::<serde_json::Value>(&answer.content) {
         Ok(_) => Ok(()),
         Err(e) => Err(Failure::provider(anyhow!(

@@ -234,6 +234,7 @@ fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, 
         tool_calls,
         finish_reason,
         usage: response.usage.map(|u| u.usage()),
+        refusal: None,
     })
 }
 
