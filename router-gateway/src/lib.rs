@@ -68,13 +68,18 @@ type Slot = std::sync::Mutex<Option<ChatStream>>;
 /// How long past its deadline a stream no one polls is dropped.
 const UNREAD_GRACE: Duration = Duration::from_secs(1);
 
-/// A stream's deadline timer ([`Streams::expire_unread`]), stopped when the relay ends.
+/// A stream's deadline timer ([`Streams::expire_unread`]), stopped when the relay ends, and
+/// how it tells a relay that is polled after all (a stream still busy past its deadline) that
+/// it took the stream.
 #[derive(Debug)]
-struct Expiry(tokio::task::AbortHandle);
+struct Expiry {
+    timer: tokio::task::AbortHandle,
+    taken: Arc<tokio::sync::Notify>,
+}
 
 impl Drop for Expiry {
     fn drop(&mut self) {
-        self.0.abort();
+        self.timer.abort();
     }
 }
 
@@ -114,14 +119,21 @@ impl Streams {
             .and_then(ChatStream::deadline)?
             .checked_add(UNREAD_GRACE)?;
         let weak = Arc::downgrade(slot);
+        let taken = Arc::new(tokio::sync::Notify::new());
+        let tell = taken.clone();
         let timer = tokio::spawn(async move {
             tokio::time::sleep_until(deadline).await;
             if let Some(slot) = weak.upgrade() {
                 let stream = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
                 drop(stream);
+                // A relay parked inside the stream lost its waker with it.
+                tell.notify_one();
             }
         });
-        Some(Expiry(timer.abort_handle()))
+        Some(Expiry {
+            timer: timer.abort_handle(),
+            taken,
+        })
     }
 
     /// Drops every stream still held (each settles as a dropped request).
@@ -345,6 +357,11 @@ pub async fn serve(
             },
             () = stopping_tx.closed() => break,
         };
+        // Each SSE event is a small write of its own: without this, one would wait for the
+        // client's acknowledgement of the one before (Nagle's algorithm).
+        if let Err(e) = socket.set_nodelay(true) {
+            tracing::debug!(error = %e, "gateway: cannot set TCP_NODELAY");
+        }
         let service = TowerToHyperService::new(app.clone());
         let stopping = stopping_tx.clone();
         let closed = closed_rx.clone();
@@ -400,6 +417,13 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
     // Known once the key is: every answer after that, refusals included, is the tenant's.
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
+    let mut gone = ClientGone {
+        shared: &shared,
+        request_id: &request_id,
+        tenant,
+        started,
+        armed: true,
+    };
     let outcome = match caller {
         Ok(caller) => {
             // The body is read once the key is known, within `gateway.body_limit_bytes` (the
@@ -424,6 +448,7 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
             failed.error.into_response_with(&request_id)
         }
     };
+    gone.armed = false;
     // The access log: one line per request, never a prompt or a key.
     let h = response.headers();
     let shown = |name: &str| header(h, name).unwrap_or("-").to_owned();
@@ -438,6 +463,43 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
         "POST /v1/chat/completions"
     );
     response
+}
+
+/// A chat request whose client went away before its answer (hyper drops the handler then): it
+/// still logs its access line and is counted, as status 499 and outcome `client_closed` (the
+/// request's own drop settles its reservation).
+struct ClientGone<'a> {
+    shared: &'a Shared,
+    request_id: &'a str,
+    tenant: &'a str,
+    started: std::time::Instant,
+    armed: bool,
+}
+
+impl Drop for ClientGone<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let who = metrics::Served {
+            tenant: self.tenant,
+            provider: "-",
+            model: "-",
+        };
+        self.shared
+            .metrics
+            .request(&who, "client_closed", self.started.elapsed());
+        tracing::info!(
+            target: "llmroute::access",
+            request_id = %self.request_id,
+            tenant = %self.tenant,
+            status = 499,
+            provider = "-",
+            model = "-",
+            duration_ms = self.started.elapsed().as_millis() as u64,
+            "POST /v1/chat/completions"
+        );
+    }
 }
 
 /// A request that failed, with the provider and model metrics label it by (its tenant is the
@@ -679,7 +741,7 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Cou
     let slot = counted.shared.streams.hold(stream);
     let state = Relay {
         cut: Box::pin(cut_off(counted.shared.cut.clone())),
-        _expiry: Streams::expire_unread(&slot),
+        expiry: Streams::expire_unread(&slot),
         stream: slot,
         counted,
         chunks,
@@ -713,8 +775,8 @@ struct Relay {
     cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     /// The router's stream, until a cut or its deadline unread takes it.
     stream: Arc<Slot>,
-    /// Its deadline timer, held to be stopped with the relay.
-    _expiry: Option<Expiry>,
+    /// Its deadline timer, stopped with the relay.
+    expiry: Option<Expiry>,
     counted: Counted,
     chunks: outbound::Chunks,
     include_usage: bool,
@@ -741,9 +803,17 @@ impl Relay {
                     None => std::task::Poll::Ready(None),
                 }
             });
+            let taken = self.expiry.as_ref().map(|e| e.taken.clone());
+            let taken = async move {
+                match taken {
+                    Some(taken) => taken.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             let next = tokio::select! {
                 biased;
                 () = &mut self.cut => None,
+                () = taken => None,
                 next = polled => next,
             };
             let Some(next) = next else {

@@ -860,6 +860,32 @@ async fn a_cut_drops_a_stream_no_one_polls_and_settles_it() {
 }
 
 #[tokio::test]
+async fn a_client_gone_before_its_answer_is_counted_and_settled() {
+    let mut held = held_upstream().await;
+    let r = start_over(MockServer::start().await, &held.base, "", "").await;
+    let url = format!("{}/v1/chat/completions", r.base);
+    let request = r.http.post(url).bearer_auth(ACME).json(&hello()).send();
+    let client = tokio::spawn(request);
+    held.arrived.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 1);
+    client.abort();
+    // The handler is dropped with the connection, and the provider call with it.
+    held.hung_up.recv().await.unwrap();
+    assert_eq!(in_flight(&r.router).await, 0);
+    let metrics = r
+        .http
+        .get(format!("{}/metrics", r.base))
+        .send()
+        .await
+        .unwrap();
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains("outcome=\"client_closed\"") && text.contains("tenant=\"acme\""),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_stream_no_one_reads_is_dropped_past_its_deadline_and_settled() {
     // A client that stopped reading leaves its relay unpolled: past the request's deadline the
     // stream is dropped all the same, which hangs up on the provider and settles it.
