@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use router_sdk::{
-    ChatRequest, Effort, Image, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice,
+    ChatRequest, Effort, Image, ImageDetail, Message, Part, ResponseFormat, Role, Tool, ToolCall,
+    ToolChoice,
 };
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -109,6 +110,8 @@ enum InPart {
 #[derive(Debug, Deserialize)]
 struct ImageUrl {
     url: String,
+    #[serde(default)]
+    detail: Option<ImageDetail>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -314,7 +317,10 @@ fn message(i: usize, m: InMessage) -> Result<Message, String> {
             .map(|p| match p {
                 InPart::Text { text } => Ok(Part::Text { text }),
                 InPart::ImageUrl { image_url } => image(&image_url.url)
-                    .map(|image| Part::Image { image })
+                    .map(|image| Part::Image {
+                        image,
+                        detail: image_url.detail,
+                    })
                     .map_err(|why| format!("`messages[{i}].content`: {why}")),
             })
             .collect::<Result<_, _>>()?,

@@ -45,6 +45,13 @@ fn an_openai_body_becomes_a_chat_request() {
             }
         ]
     );
+    assert!(matches!(
+        r.messages[1].content[2],
+        Part::Image {
+            detail: Some(ImageDetail::Low),
+            ..
+        }
+    ));
     assert_eq!(r.messages[2].tool_calls[0].name, "f");
     assert_eq!(r.messages[3].tool_call_id.as_deref(), Some("call_1"));
     assert_eq!(r.max_tokens, Some(100));

@@ -170,8 +170,8 @@ pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{
     Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Effort, Features, FinishReason,
-    Image, Message, Part, Priority, Reasoning, Receipt, ResponseFormat, Role, Tool, ToolCall,
-    ToolCallAssembly, ToolCallDelta, ToolChoice, Usage,
+    Image, ImageDetail, Message, Part, Priority, Reasoning, Receipt, ResponseFormat, Role, Tool,
+    ToolCall, ToolCallAssembly, ToolCallDelta, ToolChoice, Usage,
 };
 pub use wire::classify::FailureClass;
 pub use wire::is_header_name;

@@ -65,7 +65,36 @@ pub enum Part {
     Image {
         /// Where the image is.
         image: Image,
+        /// How closely the model looks at it, where the provider takes that (OpenAI's
+        /// `detail`); none: the provider's default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<ImageDetail>,
     },
+}
+
+/// How closely a model looks at an image (OpenAI's `detail`: `low` costs a fixed 85 tokens).
+/// Anthropic and Gemini take no such setting; admission reserves for the largest image either
+/// way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageDetail {
+    /// The provider decides.
+    Auto,
+    /// A low-resolution look.
+    Low,
+    /// A high-resolution look.
+    High,
+}
+
+impl ImageDetail {
+    /// `auto`, `low` or `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageDetail::Auto => "auto",
+            ImageDetail::Low => "low",
+            ImageDetail::High => "high",
+        }
+    }
 }
 
 /// A tool the model may call: a function with JSON Schema parameters.
@@ -229,8 +258,12 @@ impl Reasoning {
         self.effort == Some(Effort::None)
     }
 
-    /// The budget to send to providers that take one.
+    /// The budget to send to providers that take one: 0 for effort `none`, whatever budget
+    /// is set with it.
     pub fn budget(&self) -> u64 {
+        if self.is_off() {
+            return 0;
+        }
         self.budget_tokens
             .unwrap_or_else(|| self.effort.unwrap_or(Effort::Medium).budget_tokens())
     }
@@ -317,7 +350,10 @@ impl Message {
     /// Adds an image after the content so far.
     #[must_use]
     pub fn with_image(mut self, image: Image) -> Self {
-        self.content.push(Part::Image { image });
+        self.content.push(Part::Image {
+            image,
+            detail: None,
+        });
         self
     }
     /// The text parts, joined.
@@ -334,7 +370,7 @@ impl Message {
     /// The images, in order.
     pub fn images(&self) -> impl Iterator<Item = &Image> {
         self.content.iter().filter_map(|p| match p {
-            Part::Image { image } => Some(image),
+            Part::Image { image, .. } => Some(image),
             Part::Text { .. } => None,
         })
     }

@@ -138,9 +138,11 @@ fn part(p: &Part) -> Value {
         Part::Text { text } => json!({ "text": text }),
         Part::Image {
             image: Image::Base64 { media_type, data },
+            ..
         } => json!({ "inlineData": { "mimeType": media_type, "data": data } }),
         Part::Image {
             image: Image::Url { url },
+            ..
         } => {
             let mut file = Map::new();
             file.insert("fileUri".into(), url.as_str().into());

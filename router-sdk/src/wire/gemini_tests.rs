@@ -343,6 +343,17 @@ fn a_json_schema_answer_sends_the_schema_as_response_json_schema() {
         json!({"thinkingConfig": {"thinkingBudget": 0}}),
         "effort none turns thinking off"
     );
+    let none_with_a_budget = ChatRequest {
+        reasoning: Some(Reasoning {
+            effort: Some(Effort::None),
+            budget_tokens: Some(2000),
+        }),
+        ..ChatRequest::new("Hi")
+    };
+    assert_eq!(
+        body(&none_with_a_budget)["generationConfig"]["thinkingConfig"]["thinkingBudget"],
+        0
+    );
 }
 
 #[test]

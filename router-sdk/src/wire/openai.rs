@@ -101,8 +101,12 @@ fn content(m: &Message) -> Value {
             .iter()
             .map(|p| match p {
                 Part::Text { text } => json!({"type": "text", "text": text}),
-                Part::Image { image } => {
-                    json!({"type": "image_url", "image_url": {"url": image_url(image)}})
+                Part::Image { image, detail } => {
+                    let mut url = json!({"url": image_url(image)});
+                    if let Some(detail) = detail {
+                        url["detail"] = detail.as_str().into();
+                    }
+                    json!({"type": "image_url", "image_url": url})
                 }
             })
             .collect(),

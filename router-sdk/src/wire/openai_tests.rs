@@ -425,3 +425,31 @@ fn an_error_with_no_status_takes_the_one_its_type_stands_for() {
     let failure = crate::wire::error::stream_failure(error_body(data), data);
     assert_eq!(failure.class, crate::wire::classify::FailureClass::Invalid);
 }
+
+#[test]
+fn an_images_detail_goes_upstream() {
+    use crate::types::{Image, ImageDetail, Message, Part, Role};
+    let mut message = Message::text(Role::User, "What is it?");
+    message.content.push(Part::Image {
+        image: Image::Url {
+            url: "https://example.test/a.jpg".into(),
+        },
+        detail: Some(ImageDetail::Low),
+    });
+    let req = ChatRequest {
+        messages: vec![message.with_image(Image::Url {
+            url: "https://example.test/b.jpg".into(),
+        })],
+        ..ChatRequest::new("")
+    };
+    let got = body("gpt-test", &req, false, false);
+    let parts = &got["messages"][0]["content"];
+    assert_eq!(
+        parts[1]["image_url"],
+        json!({"url": "https://example.test/a.jpg", "detail": "low"})
+    );
+    assert_eq!(
+        parts[2]["image_url"],
+        json!({"url": "https://example.test/b.jpg"})
+    );
+}

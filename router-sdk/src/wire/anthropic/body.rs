@@ -219,7 +219,7 @@ fn parts(content: &[Part]) -> Vec<Value> {
         .filter_map(|p| match p {
             Part::Text { text } if text.is_empty() => None,
             Part::Text { text } => Some(json!({"type": "text", "text": text})),
-            Part::Image { image } => Some(image_block(image)),
+            Part::Image { image, .. } => Some(image_block(image)),
         })
         .collect()
 }
