@@ -580,6 +580,27 @@ async fn in_local_mode_the_instances_together_stay_within_a_concurrency_limit() 
     redis.resume();
 }
 
+/// An instance alone: its own requests that ended between its last heartbeat and the outage
+/// freed their room, and local mode does not hold them as stand-ins.
+#[tokio::test]
+async fn in_local_mode_an_instance_is_not_held_by_its_own_requests_that_ended() {
+    let redis = redis_server();
+    let registry = Registry::from_yaml_str(&one_model("concurrency: 4"), "test.yaml").unwrap();
+    let a = by_hand(&redis, registry, OnError::Local).await;
+    a.heartbeat_now().await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(admit(&a).await.unwrap().expect("a admits"));
+    }
+    a.heartbeat_now().await;
+    for r in &held {
+        assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    redis.pause();
+    assert_eq!(fill(&a).await.len(), 4);
+    redis.resume();
+}
+
 /// After Redis froze, each instance back writes what it admitted on its own into the shared
 /// windows, but admits nothing through them until every other live instance has done the same or
 /// said it holds nothing unwritten: until then the windows miss what the others admitted. An

@@ -50,7 +50,9 @@ use super::redis::lease::{Ask, Leased, Room};
 use super::redis::recovery::{Beat, BeatAs, Replayed, Restore, Restored, WindowOf};
 use super::scopes::{ScopeTable, share_of};
 use super::types::*;
-use super::window::{BUCKET_MS, Counts, Slot, WINDOW_BUCKETS, Window, bucket_of, expiry_of};
+use super::window::{
+    BUCKET_MS, Counts, Slot, WINDOW_BUCKETS, Window, bucket_of, expiry_of, millis,
+};
 use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::IdMap;
 use crate::clock::Clock;
@@ -410,18 +412,18 @@ fn hold(
 
 /// Holds, in a local ledger about to start, slots that stand in for the other instances'
 /// requests in flight at the last heartbeat (`beat`): in each scope, and each tenant, this
-/// instance holds at least its share (of `n` instances, rounded up) of every instance's live
-/// slots. Without them an instance holding few requests would admit up to its share of a
-/// concurrency limit while one holding many went on holding them: together over the limit.
-/// They are held for a slot's whole lifetime, so through the outage, as nothing says when the
-/// requests they stand for end.
+/// instance counts at least its share (of `n` instances, rounded up) of every instance's live
+/// slots then, its own then included (those of its own that ended since freed their room; those
+/// still in flight are held already). Without them an instance holding few requests would admit
+/// up to its share of a concurrency limit while one holding many went on holding them: together
+/// over the limit. They last as long as the longest slot, as nothing says when the requests they
+/// stand for end.
 fn stand_in_for_others(beat: &Beat, n: u64, cells: &mut LocalCells, now: u64) {
     let nb = bucket_of(now);
-    let expiry = now.saturating_add(SLOTS_TTL_MS);
+    let expiry = now.saturating_add(millis(MAX_SLOT_TTL));
     let mut next_id = u64::MAX;
-    let mut stand_in = |slots: &mut super::window::Slots, total: u64| {
-        let mine = slots.len(now);
-        for _ in 0..share_up(total, n).saturating_sub(mine) {
+    let mut stand_in = |slots: &mut super::window::Slots, total: u64, own: u64| {
+        for _ in 0..share_up(total, n).saturating_sub(own) {
             slots.take(Slot {
                 id: next_id,
                 expiry,
@@ -430,11 +432,17 @@ fn stand_in_for_others(beat: &Beat, n: u64, cells: &mut LocalCells, now: u64) {
             next_id -= 1;
         }
     };
+    let own = |list: &[u64], i: usize| list.get(i).copied().unwrap_or(0);
     for (s, &total) in beat.in_flight.iter().enumerate() {
-        stand_in(&mut cells.scope(s).slots, total);
+        stand_in(
+            &mut cells.scope(s).slots,
+            total,
+            own(&beat.own_in_flight, s),
+        );
     }
-    for ((name, ..), &total) in beat.tenants.iter().zip(&beat.tenant_in_flight) {
-        stand_in(&mut cells.tenant(name).scope.slots, total);
+    for (t, ((name, ..), &total)) in beat.tenants.iter().zip(&beat.tenant_in_flight).enumerate() {
+        let own = own(&beat.own_tenant_in_flight, t);
+        stand_in(&mut cells.tenant(name).scope.slots, total, own);
     }
 }
 
@@ -991,8 +999,10 @@ impl Inner {
                     // what is not written back yet.
                     reading: st.mode() != Mode::Local && st.awaiting.is_none(),
                 };
-                (tenants, st.own.clone(), me)
+                let mine = st.in_flight_by_scope(self.shared.table(), &tenants);
+                (tenants, (st.own.clone(), mine), me)
             };
+            let (base, (own_in_flight, own_tenant_in_flight)) = base;
             let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
             // What the leased blocks owe goes with the beat while the store is shared: no call
             // of its own. A beat that got no answer is sent again with the same corrections
@@ -1071,7 +1081,11 @@ impl Inner {
                 // Recorded as its last reading in the store: what local mode starts from.
                 if beat.read != 0 {
                     st.reads.record(beat.read, beat.oldest, base);
-                    st.seen = Some(beat);
+                    st.seen = Some(Beat {
+                        own_in_flight,
+                        own_tenant_in_flight,
+                        ..beat
+                    });
                 }
                 current
             };
@@ -2138,6 +2152,28 @@ impl State {
     /// share of what the shared windows and spends held at the last heartbeat and with its own
     /// requests in flight. `closing`: it admits nothing on its own either, until then (ms; see
     /// [`Local::closing`]). Returns the instance count it divides by.
+    /// This instance's requests in flight through the shared store, per scope (by index) and
+    /// per tenant of `tenants` (in that order).
+    fn in_flight_by_scope(&self, table: &ScopeTable, tenants: &[String]) -> (Vec<u64>, Vec<u64>) {
+        let mut scopes = vec![0u64; table.len()];
+        let mut by_tenant: HashMap<&str, u64> = HashMap::new();
+        for h in self.in_flight.values() {
+            for &s in table.of(h.reservation.deployment).unwrap_or_default() {
+                if let Some(n) = scopes.get_mut(s) {
+                    *n += 1;
+                }
+            }
+            if let Some(t) = &h.reservation.tenant {
+                *by_tenant.entry(t.name.as_str()).or_default() += 1;
+            }
+        }
+        let tenants = tenants
+            .iter()
+            .map(|name| by_tenant.get(name.as_str()).copied().unwrap_or(0))
+            .collect();
+        (scopes, tenants)
+    }
+
     fn enter_local(&mut self, inner: &Inner, closing: Option<u64>) -> u64 {
         let now = inner.now();
         let n = self.seen.as_ref().map_or(1, |b| b.instances).max(1);
@@ -2609,7 +2645,7 @@ impl Ledger for ResilientStore {
     fn close(&self) -> LedgerFuture<'_, ()> {
         async move {
             self.inner.settle_leases().await;
-            Ok(())
+            self.inner.shared.close().await
         }
         .boxed()
     }

@@ -53,6 +53,10 @@ pub(crate) struct Beat {
     pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
     /// Per tenant asked about, in the order of `tenants`: its live slots.
     pub(crate) tenant_in_flight: Vec<u64>,
+    /// Of `in_flight` and `tenant_in_flight`, this instance's own when it sent the beat (filled
+    /// in by the instance, not the store).
+    pub(crate) own_in_flight: Vec<u64>,
+    pub(crate) own_tenant_in_flight: Vec<u64>,
 }
 
 /// What an instance says of itself with a heartbeat.
@@ -281,6 +285,7 @@ impl RedisStore {
                 .map(|(name, c)| (name.clone(), counts(c), count(c[4]), count(c[5])))
                 .collect(),
             tenant_in_flight: tenant_rows.chunks_exact(7).map(|c| count(c[6])).collect(),
+            ..Beat::default()
         };
         Ok((beat, *applied == 1))
     }
