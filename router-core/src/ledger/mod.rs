@@ -328,3 +328,45 @@ mod tests {
         }
     }
 }
+
+/// The voids of admissions whose callers went away, still running on tasks of their own:
+/// [`Ledger::close`] waits for them, so that a process stopping right after it dropped a request
+/// (Ctrl-C in `llmroute chat`) does not cut one short and leave its slot held.
+#[derive(Debug, Default)]
+pub(crate) struct Voids {
+    running: std::sync::atomic::AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl Voids {
+    /// Runs `void` on `runtime`, counted until it ends.
+    pub(crate) fn spawn(
+        self: &std::sync::Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        void: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        use std::sync::atomic::Ordering;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let this = self.clone();
+        runtime.spawn(async move {
+            void.await;
+            if this.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                this.done.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until no void runs.
+    pub(crate) async fn wait(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let done = self.done.notified();
+            let mut done = std::pin::pin!(done);
+            done.as_mut().enable();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}

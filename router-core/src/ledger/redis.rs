@@ -180,6 +180,8 @@ pub struct RedisStore {
     /// The store's epoch as this instance last saw it (0: unknown, admissions do not check it;
     /// see lua/heartbeat.lua).
     epoch: Arc<AtomicU64>,
+    /// Voids of abandoned admissions still running.
+    voids: Arc<super::Voids>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -219,6 +221,7 @@ impl RedisStore {
             prefix: prefix.into(),
             clock: options.clock,
             epoch: Arc::new(AtomicU64::new(0)),
+            voids: Arc::default(),
         };
         if !options.lazy {
             store.load_scripts().await;
@@ -579,7 +582,8 @@ impl Drop for Abandoned<'_> {
             self.need.clone(),
             self.candidates.to_vec(),
         );
-        runtime.spawn(async move {
+        let voids = self.store.voids.clone();
+        voids.spawn(&runtime, async move {
             if let Err(e) = store.void(&need, &candidates).await {
                 tracing::warn!(
                     reservation = need.id,
@@ -649,6 +653,15 @@ impl Ledger for RedisStore {
 
     fn remote(&self) -> bool {
         true
+    }
+
+    /// Waits for the voids of abandoned admissions still running.
+    fn close(&self) -> LedgerFuture<'_, ()> {
+        async move {
+            self.voids.wait().await;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {

@@ -73,6 +73,8 @@ struct Inner {
     table: ScopeTable,
     clock: Arc<dyn Clock>,
     conn: Arc<tokio::sync::Mutex<Connection>>,
+    /// Voids of abandoned admissions still running.
+    voids: Arc<super::Voids>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -112,6 +114,7 @@ impl SqliteStore {
                 table: ScopeTable::new(registry),
                 clock,
                 conn: Arc::new(tokio::sync::Mutex::new(conn)),
+                voids: Arc::default(),
             }),
         })
     }
@@ -240,7 +243,7 @@ impl Drop for Abandoned {
         let (need, candidates) = (self.need.clone(), std::mem::take(&mut self.candidates));
         let void = self.store.run(move |e, c| e.void(c, &need, &candidates));
         let id = self.need.id;
-        runtime.spawn(async move {
+        self.store.inner.voids.spawn(&runtime, async move {
             if let Err(e) = void.await {
                 tracing::warn!(
                     reservation = id,
@@ -316,6 +319,15 @@ impl Ledger for SqliteStore {
 
     fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
         self.run(move |e, c| e.observe(c, d, obs))
+    }
+
+    /// Waits for the voids of abandoned admissions still running.
+    fn close(&self) -> LedgerFuture<'_, ()> {
+        async move {
+            self.inner.voids.wait().await;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
