@@ -10,6 +10,7 @@ use router_core::config::{UsageSettings, UsageSink};
 use router_core::ledger::Ledger;
 use router_sdk::store::{ChoiceOrigin, LedgerChoice, STATE_DIR_ENV};
 use router_sdk::usage::USAGE_ENV;
+use router_sdk::usage::UsageError;
 
 use crate::config::Loaded;
 use crate::failure::Failure;
@@ -56,11 +57,14 @@ fn embedded_fix(path: &Path, from: &ChoiceOrigin) -> String {
 
 /// A usage sink that cannot be opened (exit status 5). When it is the default file in the state
 /// directory and $LLMROUTE_STATE_DIR chose that directory, the message says so and what to do.
-/// PostgreSQL is reached only at the first write or query: opening it fails only on its URL
-/// (say, a port out of range or an unknown `sslmode`), a configuration error (exit status 2)
-/// whose message names where the URL came from.
+/// PostgreSQL is reached only at the first write or query: opening its sink fails only on its
+/// URL (say, a port out of range or an unknown `sslmode`), a configuration error (exit status
+/// 2) whose message names where the URL came from. (A state directory it cannot find, for the
+/// spill file, is exit status 5 as for any sink.)
 pub(crate) fn usage_failed(settings: &UsageSettings, e: router_sdk::Error) -> Failure {
-    if let UsageSink::Postgres(_) = settings.sink {
+    if let (UsageSink::Postgres(_), router_sdk::Error::Usage(UsageError::Sink { .. })) =
+        (&settings.sink, &e)
+    {
         let from = if std::env::var_os(USAGE_ENV).is_some_and(|v| !v.is_empty()) {
             format!("${USAGE_ENV}")
         } else {

@@ -8,10 +8,11 @@
 //! `usage.spill` names one.
 
 use router_core::config::{Registry, UsageSettings, UsageSink};
-use router_usage::{Batching, UsageError};
+use router_usage::Batching;
 pub use router_usage::{
     BudgetUse, Group, Outcome, Point, Query, Record, Recorder, RecorderStats, Report, Row,
-    SPILL_FILE, SQLITE_FILE, Series, Sink, Totals, USAGE_ENV, label, parse_instant, report,
+    SPILL_FILE, SQLITE_FILE, Series, Sink, Totals, USAGE_ENV, UsageError, label, parse_instant,
+    report,
 };
 
 use crate::Error;

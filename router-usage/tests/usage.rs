@@ -925,8 +925,9 @@ on_both!(an_earlier_spill_file_is_replayed);
 
 /// A long spill file of an earlier run holds no new record up: the record handed over at start
 /// is in the sink, and its flush answered, while the file (60 chunks of one) is still being
-/// replayed. The runtime has one thread, so the test runs only while the writer awaits: what it
-/// reads after its flush is where the writer was when it answered.
+/// replayed. The runtime has one thread, so the test runs only while the writer awaits (and
+/// tokio's current-thread scheduler runs woken tasks in turn): what it reads after its flush is
+/// where the writer was when it answered.
 async fn a_new_record_goes_between_the_chunks_of_a_replay(store: Store) {
     let earlier = fresh(60);
     spill_with_sink_down(&store.spill(), &earlier).await;

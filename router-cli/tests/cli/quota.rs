@@ -82,6 +82,7 @@ fn completions_print_a_script() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn completions_that_cannot_be_written_fail_with_a_message() {
     let full = std::fs::OpenOptions::new()
