@@ -167,6 +167,14 @@ pub async fn an_admission_dropped_unanswered_is_voided(
     assert!(counted, "the admission never reached Redis");
     // ...and the caller goes away before reading it.
     drop(admission);
+    only_the_kept_one_counts(observer, d).await;
+}
+
+/// After an admission of 1 token was kept on `d` and a second one abandoned: reads `observer`
+/// until the second's void has run (its task queues behind the reads), then checks that only
+/// the first counts.
+pub async fn only_the_kept_one_counts(observer: &dyn Ledger, d: DeploymentId) {
+    let usage = || async { observer.snapshot(&[d]).await.expect("snapshot")[0].usage };
     let mut u = usage().await;
     for _ in 0..200 {
         if u.in_flight == 1 {

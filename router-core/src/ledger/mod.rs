@@ -340,7 +340,7 @@ pub(crate) struct Voids {
 
 impl Voids {
     /// Runs `void` on `runtime`, counted until it ends.
-    pub(crate) fn spawn(
+    fn spawn(
         self: &std::sync::Arc<Self>,
         runtime: &tokio::runtime::Handle,
         void: impl std::future::Future<Output = ()> + Send + 'static,
@@ -352,6 +352,34 @@ impl Voids {
             void.await;
             if this.running.fetch_sub(1, Ordering::SeqCst) == 1 {
                 this.done.notify_waiters();
+            }
+        });
+    }
+
+    /// Runs `void`, which voids reservation `id`'s admission, whose caller stopped waiting for
+    /// it, on the current runtime, counted until it ends; a failure, or no runtime to run it
+    /// on, is logged: the slot then expires with its TTL.
+    pub(crate) fn abandoned(
+        self: &std::sync::Arc<Self>,
+        id: u64,
+        void: impl std::future::Future<Output = Result<bool, LedgerError>> + Send + 'static,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                reservation = id,
+                "an admission its caller stopped waiting for cannot be voided outside a Tokio \
+                 runtime; its slot expires with its TTL"
+            );
+            return;
+        };
+        self.spawn(&runtime, async move {
+            if let Err(e) = void.await {
+                tracing::warn!(
+                    reservation = id,
+                    error = %e,
+                    "could not void an admission its caller stopped waiting for; \
+                     its slot expires with its TTL"
+                );
             }
         });
     }

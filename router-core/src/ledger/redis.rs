@@ -569,30 +569,13 @@ impl Drop for Abandoned<'_> {
         if !self.armed {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                reservation = self.need.id,
-                "an admission its caller stopped waiting for cannot be voided outside a Tokio \
-                 runtime; its slot expires with its TTL"
-            );
-            return;
-        };
         let (store, need, candidates) = (
             self.store.clone(),
             self.need.clone(),
             self.candidates.to_vec(),
         );
-        let voids = self.store.voids.clone();
-        voids.spawn(&runtime, async move {
-            if let Err(e) = store.void(&need, &candidates).await {
-                tracing::warn!(
-                    reservation = need.id,
-                    error = %e,
-                    "could not void an admission its caller stopped waiting for; \
-                     its slot expires with its TTL"
-                );
-            }
-        });
+        let void = async move { store.void(&need, &candidates).await };
+        self.store.voids.abandoned(self.need.id, void);
     }
 }
 

@@ -232,27 +232,9 @@ impl Drop for Abandoned {
         if !self.armed {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                reservation = self.need.id,
-                "an admission its caller stopped waiting for cannot be voided outside a Tokio \
-                 runtime; its slot expires with its TTL"
-            );
-            return;
-        };
         let (need, candidates) = (self.need.clone(), std::mem::take(&mut self.candidates));
         let void = self.store.run(move |e, c| e.void(c, &need, &candidates));
-        let id = self.need.id;
-        self.store.inner.voids.spawn(&runtime, async move {
-            if let Err(e) = void.await {
-                tracing::warn!(
-                    reservation = id,
-                    error = %e,
-                    "could not void an admission its caller stopped waiting for; \
-                     its slot expires with its TTL"
-                );
-            }
-        });
+        self.store.inner.voids.abandoned(self.need.id, void);
     }
 }
 
