@@ -422,7 +422,8 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
         request_id: &request_id,
         tenant,
         started,
-        armed: true,
+        counted: false,
+        logged: false,
     };
     let outcome = match caller {
         Ok(caller) => {
@@ -431,7 +432,15 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
             // gateway wait for, and hold, a body.
             let request = axum::extract::Request::from_parts(parts, body);
             let body = Bytes::from_request(request, &()).await;
-            answer(&shared, &caller, &headers, body, &request_id).await
+            answer(
+                &shared,
+                &caller,
+                &headers,
+                body,
+                &request_id,
+                &mut gone.counted,
+            )
+            .await
         }
         Err(e) => Err(Failed::from(e)),
     };
@@ -448,7 +457,8 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
             failed.error.into_response_with(&request_id)
         }
     };
-    gone.armed = false;
+    gone.counted = true;
+    gone.logged = true;
     // The access log: one line per request, never a prompt or a key.
     let h = response.headers();
     let shown = |name: &str| header(h, name).unwrap_or("-").to_owned();
@@ -466,29 +476,35 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
 }
 
 /// A chat request whose client went away before its answer (hyper drops the handler then): it
-/// still logs its access line and is counted, as status 499 and outcome `client_closed` (the
-/// request's own drop settles its reservation).
+/// still logs its access line, as status 499, and is counted, as outcome `client_closed` unless
+/// its outcome was counted already (an answer counted, and the client gone while the
+/// `x-ratelimit-*` headers were read). The request's own drop settles its reservation.
 struct ClientGone<'a> {
     shared: &'a Shared,
     request_id: &'a str,
     tenant: &'a str,
     started: std::time::Instant,
-    armed: bool,
+    /// The outcome is in `llmroute_requests_total`.
+    counted: bool,
+    /// The access line is written.
+    logged: bool,
 }
 
 impl Drop for ClientGone<'_> {
     fn drop(&mut self) {
-        if !self.armed {
+        if !self.counted {
+            let who = metrics::Served {
+                tenant: self.tenant,
+                provider: "-",
+                model: "-",
+            };
+            self.shared
+                .metrics
+                .request(&who, "client_closed", self.started.elapsed());
+        }
+        if self.logged {
             return;
         }
-        let who = metrics::Served {
-            tenant: self.tenant,
-            provider: "-",
-            model: "-",
-        };
-        self.shared
-            .metrics
-            .request(&who, "client_closed", self.started.elapsed());
         tracing::info!(
             target: "llmroute::access",
             request_id = %self.request_id,
@@ -537,13 +553,15 @@ fn body_unread(rejection: &BytesRejection, limit: u64) -> ApiError {
     }
 }
 
-/// `caller`'s request: its body read, routed and answered.
+/// `caller`'s request: its body read, routed and answered. `counted` turns true once an answer
+/// is counted in the metrics (a failure is counted by the caller).
 async fn answer(
     shared: &Arc<Shared>,
     caller: &auth::Caller,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     request_id: &str,
+    counted: &mut bool,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
     let tenant_label = caller
@@ -624,6 +642,7 @@ async fn answer(
             model: stream.model(),
         };
         shared.metrics.request(&who, "ok", started.elapsed());
+        *counted = true;
         shared
             .metrics
             .router_added(started.elapsed(), stream.upstream());
@@ -645,6 +664,7 @@ async fn answer(
             model: &r.model,
         };
         shared.metrics.request(&who, "ok", started.elapsed());
+        *counted = true;
         shared.metrics.router_added(started.elapsed(), r.upstream);
         shared.metrics.answered(&who, r);
         let body = outbound::completion(&answer, now_secs());
