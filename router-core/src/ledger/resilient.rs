@@ -999,10 +999,8 @@ impl Inner {
                     // what is not written back yet.
                     reading: st.mode() != Mode::Local && st.awaiting.is_none(),
                 };
-                let mine = st.in_flight_by_scope(self.shared.table(), &tenants);
-                (tenants, (st.own.clone(), mine), me)
+                (tenants, st.own.clone(), me)
             };
-            let (base, (own_in_flight, own_tenant_in_flight)) = base;
             let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
             // What the leased blocks owe goes with the beat while the store is shared: no call
             // of its own. A beat that got no answer is sent again with the same corrections
@@ -1036,12 +1034,22 @@ impl Inner {
                     .heartbeat(&self.instance, ttl, &tenants, corrections, me);
                 self.timed(beat.boxed())
             };
+            // This instance's own requests in flight as the beat goes: those that end later are
+            // still in the store's count (their settlement is sent after they leave this count),
+            // and so are those admitted whose answer is not in yet.
+            let mine = || {
+                self.lock()
+                    .in_flight_by_scope(self.shared.table(), &tenants)
+            };
+            let mut own = mine();
             let mut answer = beat().await;
             // As for an admission: one slow answer is not an outage. The beat goes once more
             // with the same corrections under the same number (applied once).
             if self.settings.on_error == OnError::Local && answer.as_ref().is_err_and(slow) {
+                own = mine();
                 answer = beat().await;
             }
+            let (own_in_flight, own_tenant_in_flight) = own;
             let carried = beating.carried.take();
             let (beat, applied) = match answer {
                 Ok(answer) => answer,
@@ -2148,10 +2156,6 @@ impl State {
             .collect()
     }
 
-    /// Switches to local mode: a ledger of this instance's share of every limit, seeded with its
-    /// share of what the shared windows and spends held at the last heartbeat and with its own
-    /// requests in flight. `closing`: it admits nothing on its own either, until then (ms; see
-    /// [`Local::closing`]). Returns the instance count it divides by.
     /// This instance's requests in flight through the shared store, per scope (by index) and
     /// per tenant of `tenants` (in that order).
     fn in_flight_by_scope(&self, table: &ScopeTable, tenants: &[String]) -> (Vec<u64>, Vec<u64>) {
@@ -2174,6 +2178,10 @@ impl State {
         (scopes, tenants)
     }
 
+    /// Switches to local mode: a ledger of this instance's share of every limit, seeded with its
+    /// share of what the shared windows and spends held at the last heartbeat and with its own
+    /// requests in flight. `closing`: it admits nothing on its own either, until then (ms; see
+    /// [`Local::closing`]). Returns the instance count it divides by.
     fn enter_local(&mut self, inner: &Inner, closing: Option<u64>) -> u64 {
         let now = inner.now();
         let n = self.seen.as_ref().map_or(1, |b| b.instances).max(1);
