@@ -345,14 +345,22 @@ impl Voids {
         runtime: &tokio::runtime::Handle,
         void: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
+        /// Counts a void as ended when dropped: when it ends, panics, or is dropped unrun
+        /// with its runtime.
+        struct Running(std::sync::Arc<Voids>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.0.done.notify_waiters();
+                }
+            }
+        }
         use std::sync::atomic::Ordering;
         self.running.fetch_add(1, Ordering::SeqCst);
-        let this = self.clone();
+        let running = Running(self.clone());
         runtime.spawn(async move {
+            let _running = running;
             void.await;
-            if this.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                this.done.notify_waiters();
-            }
         });
     }
 
