@@ -302,7 +302,7 @@ fn refused(error: ApiError, method: &Method, path: &str, headers: &HeaderMap) ->
 /// as a tab, which a header may hold and a request id may not), else a new one.
 pub(crate) fn request_id_of(headers: &HeaderMap) -> String {
     header(headers, "x-request-id")
-        .filter(|id| !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control))
+        .filter(|id| !id.is_empty() && id.len() <= 128 && router_sdk::is_request_id(id))
         .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned)
 }
 
@@ -459,20 +459,32 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
     };
     gone.counted = true;
     gone.logged = true;
-    // The access log: one line per request, never a prompt or a key.
     let h = response.headers();
-    let shown = |name: &str| header(h, name).unwrap_or("-").to_owned();
+    let shown = |name: &str| header(h, name).unwrap_or("-");
+    let status = response.status().as_u16();
+    let served = (shown("x-llmroute-provider"), shown("x-llmroute-model"));
+    chat_access_line(&request_id, tenant, status, served, started);
+    response
+}
+
+/// The access log of a chat request: one line, never a prompt or a key.
+fn chat_access_line(
+    request_id: &str,
+    tenant: &str,
+    status: u16,
+    (provider, model): (&str, &str),
+    started: std::time::Instant,
+) {
     tracing::info!(
         target: "llmroute::access",
         request_id = %request_id,
         tenant = %tenant,
-        status = response.status().as_u16(),
-        provider = %shown("x-llmroute-provider"),
-        model = %shown("x-llmroute-model"),
+        status,
+        provider = %provider,
+        model = %model,
         duration_ms = started.elapsed().as_millis() as u64,
         "POST /v1/chat/completions"
     );
-    response
 }
 
 /// A chat request whose client went away before its answer (hyper drops the handler then): it
@@ -502,19 +514,9 @@ impl Drop for ClientGone<'_> {
                 .metrics
                 .request(&who, "client_closed", self.started.elapsed());
         }
-        if self.logged {
-            return;
+        if !self.logged {
+            chat_access_line(self.request_id, self.tenant, 499, ("-", "-"), self.started);
         }
-        tracing::info!(
-            target: "llmroute::access",
-            request_id = %self.request_id,
-            tenant = %self.tenant,
-            status = 499,
-            provider = "-",
-            model = "-",
-            duration_ms = self.started.elapsed().as_millis() as u64,
-            "POST /v1/chat/completions"
-        );
     }
 }
 

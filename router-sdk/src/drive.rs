@@ -242,12 +242,8 @@ impl Router {
         match (after.settle, reported) {
             (Settle::Release, _) => guard.release().await,
             (Settle::Refused, _) => guard.refused().await,
-            (Settle::Reported, Some(usage)) => {
-                guard.settle(usage).await;
-            }
-            (Settle::Estimate, _) | (Settle::Reported, None) => {
-                guard.settle_estimate().await;
-            }
+            (Settle::Reported, Some(usage)) => guard.settle(usage).await,
+            (Settle::Estimate, _) | (Settle::Reported, None) => guard.settle_estimate().await,
         }
         if let Some(c) = after.cooldown {
             if let Err(e) = self.inner.ledger.cooldown(c.deployment, c.duration).await {

@@ -92,24 +92,22 @@ impl Guard {
     }
 
     /// Settles with what the provider reported it used: the window keeps what its limiter
-    /// counted, the tenant's budget gets the real cost. Returns that cost, micro-USD.
-    pub(crate) async fn settle(self, usage: Usage) -> u64 {
+    /// counted, the tenant's budget gets the real cost ([`Guard::cost_of`]).
+    pub(crate) async fn settle(self, usage: Usage) {
         let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
         let cost = self.cost_of(&usage);
         let actual = match &self.reservation {
             Some(r) => self.accounting.settlement(r, prompt, completion, cost),
-            None => return 0,
+            None => return,
         };
         self.finish(actual).await;
-        cost
     }
 
-    /// Settles with the estimate: whether and how much the provider spent is unknown. Returns
-    /// the estimate's cost, micro-USD.
-    pub(crate) async fn settle_estimate(self) -> u64 {
-        let (estimate, cost) = (self.estimate, self.estimate_micros());
+    /// Settles with the estimate ([`Guard::estimate_micros`]): whether and how much the
+    /// provider spent is unknown.
+    pub(crate) async fn settle_estimate(self) {
+        let estimate = self.estimate;
         self.finish(estimate).await;
-        cost
     }
 
     /// What the estimate costs, micro-USD: what a tenant's budget is charged, else the

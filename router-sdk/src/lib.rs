@@ -165,6 +165,7 @@ pub mod usage;
 pub(crate) mod wire;
 
 pub use error::Error;
+pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
 pub use stream::ChatStream;

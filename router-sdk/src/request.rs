@@ -39,15 +39,16 @@ pub(crate) fn prompt_size(req: &ChatRequest) -> PromptSize {
     size
 }
 
+/// Whether `id` may be a request's id: it holds no control character (it goes into traces and
+/// the usage records, and PostgreSQL's text takes no NUL).
+pub fn is_request_id(id: &str) -> bool {
+    !id.chars().any(char::is_control)
+}
+
 /// Checks what no provider would accept, so it fails here, clearly, before any call.
 pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
     let invalid = |msg: String| Err(Error::InvalidRequest(msg));
-    if let Some(id) = req
-        .request_id
-        .as_deref()
-        .filter(|id| id.chars().any(char::is_control))
-    {
-        // It goes into traces and the usage records (PostgreSQL's text takes no NUL).
+    if let Some(id) = req.request_id.as_deref().filter(|id| !is_request_id(id)) {
         return invalid(format!(
             "request_id {id:?} holds a control character; remove it"
         ));
