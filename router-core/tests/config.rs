@@ -1248,13 +1248,14 @@ fn the_gateway_section_is_checked_with_its_fields() {
     let hash = "a".repeat(64);
     let ok = format!(
         "{BASE}gateway:\n  listen: 0.0.0.0:9000\n  metrics_listen: 127.0.0.1:9100\n  \
-         forward_headers: [Traceparent]\n  grace_secs: 5\n  keys:\n    - {{ sha256: {hash}, tenant: acme, priority: batch, models: [chat] }}\n"
+         forward_headers: [Traceparent]\n  grace_secs: 5\n  body_timeout_secs: 7\n  keys:\n    - {{ sha256: {hash}, tenant: acme, priority: batch, models: [chat] }}\n"
     );
     let registry = Registry::from_yaml_str(&ok, "gw.yaml").unwrap();
     let g = &registry.gateway;
     assert_eq!(g.listen.to_string(), "0.0.0.0:9000");
     assert_eq!(g.forward_headers, ["traceparent"]);
     assert_eq!(g.grace, std::time::Duration::from_secs(5));
+    assert_eq!(g.body_timeout, std::time::Duration::from_secs(7));
     assert_eq!(g.keys[0].tenant, "acme");
     assert_eq!(g.keys[0].priority, Some(router_core::flow::Priority::Batch));
     let cases = [
@@ -1284,6 +1285,10 @@ fn the_gateway_section_is_checked_with_its_fields() {
         (
             "gateway:\n  forward_headers: [Authorization]\n".to_owned(),
             vec!["gateway.forward_headers[0]", "never passes it on"],
+        ),
+        (
+            "gateway:\n  body_timeout_secs: 0\n".to_owned(),
+            vec!["gateway.body_timeout_secs", "whole seconds"],
         ),
     ];
     for (section, parts) in cases {

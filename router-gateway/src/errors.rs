@@ -23,6 +23,8 @@ pub(crate) struct ApiError {
     code: &'static str,
     message: String,
     retry_after: Option<Duration>,
+    /// Close the connection after the answer (`Connection: close`).
+    close: bool,
 }
 
 impl ApiError {
@@ -33,7 +35,15 @@ impl ApiError {
             code,
             message,
             retry_after: None,
+            close: false,
         }
+    }
+
+    /// The same error, answered with `Connection: close`: for a request whose body was not read
+    /// to its end.
+    pub(crate) fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
@@ -91,6 +101,16 @@ impl ApiError {
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request_error",
             "body_too_large",
+            message,
+        )
+    }
+
+    /// The request body did not arrive within `gateway.body_timeout_secs`.
+    pub(crate) fn body_timeout(message: String) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "body_timeout",
             message,
         )
     }
@@ -168,6 +188,12 @@ impl ApiError {
             && !request_id.is_empty()
         {
             headers.insert("x-request-id", id);
+        }
+        if self.close {
+            headers.insert(
+                axum::http::header::CONNECTION,
+                HeaderValue::from_static("close"),
+            );
         }
         response
     }

@@ -204,7 +204,9 @@ pub(crate) struct Read {
     pub(crate) include_usage: bool,
 }
 
-/// Reads `bytes` as a chat-completions body; `Err` names the field and what is wrong.
+/// Reads `bytes` as a chat-completions body; `Err` names the field and what is wrong. The body
+/// is one JSON value and nothing after it but whitespace: a parser in front of the gateway that
+/// reads `{..}{..}` or `{..}xx` otherwise than this one would see another request.
 pub(crate) fn read(bytes: &[u8]) -> Result<Read, String> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -214,6 +216,9 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Read, String> {
         } else {
             format!("`{path}`: {}", e.inner())
         }
+    })?;
+    de.end().map_err(|e| {
+        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
     })?;
     body.into_read()
 }

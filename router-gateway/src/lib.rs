@@ -427,11 +427,10 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
     };
     let outcome = match caller {
         Ok(caller) => {
-            // The body is read once the key is known, within `gateway.body_limit_bytes` (the
-            // limit rides in the request's extensions): a caller without a key cannot make the
+            // The body is read once the key is known: a caller without a key cannot make the
             // gateway wait for, and hold, a body.
             let request = axum::extract::Request::from_parts(parts, body);
-            let body = Bytes::from_request(request, &()).await;
+            let body = read_body(&shared.router.registry().gateway, &headers, request).await;
             answer(
                 &shared,
                 &caller,
@@ -538,16 +537,49 @@ impl From<ApiError> for Failed {
     }
 }
 
+/// A request's body, read within `gateway.body_limit_bytes` (the limit rides in the request's
+/// extensions) and `gateway.body_timeout_secs`. A declared `Content-Length` over the limit is
+/// refused before anything is read (413); a body that does not arrive in time is 408. Every
+/// refusal here closes the connection: the unread rest of the body would otherwise be read as
+/// the next request.
+async fn read_body(
+    gateway: &router_core::config::Gateway,
+    headers: &HeaderMap,
+    request: axum::extract::Request,
+) -> Result<Bytes, ApiError> {
+    let limit = gateway.body_limit_bytes;
+    let declared = header(headers, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(body_too_large(limit).closing());
+    }
+    let read = tokio::time::timeout(gateway.body_timeout, Bytes::from_request(request, &()));
+    match read.await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(rejection)) => Err(body_unread(&rejection, limit).closing()),
+        Err(_) => Err(ApiError::body_timeout(format!(
+            "the request body did not arrive within {} s (`gateway.body_timeout_secs`): send \
+             the whole body at once, right after the headers",
+            gateway.body_timeout.as_secs()
+        ))
+        .closing()),
+    }
+}
+
+/// 413 for a body over `gateway.body_limit_bytes` (`limit`).
+fn body_too_large(limit: u64) -> ApiError {
+    ApiError::body_too_large(format!(
+        "the request body is over this gateway's limit of {limit} bytes \
+         (`gateway.body_limit_bytes`): send a smaller request (fewer or smaller images, a \
+         shorter conversation), or have the gateway's operator raise \
+         `gateway.body_limit_bytes`"
+    ))
+}
+
 /// The error for a body that could not be read: over `gateway.body_limit_bytes` (`limit`),
 /// 413; cut off or otherwise broken, 400.
 fn body_unread(rejection: &BytesRejection, limit: u64) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::body_too_large(format!(
-            "the request body is over this gateway's limit of {limit} bytes \
-             (`gateway.body_limit_bytes`): send a smaller request (fewer or smaller images, a \
-             shorter conversation), or have the gateway's operator raise \
-             `gateway.body_limit_bytes`"
-        ))
+        body_too_large(limit)
     } else {
         ApiError::bad_request(format!(
             "the request body could not be read ({rejection}): send the request again"
@@ -561,7 +593,7 @@ async fn answer(
     shared: &Arc<Shared>,
     caller: &auth::Caller,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<Bytes, ApiError>,
     request_id: &str,
     counted: &mut bool,
 ) -> Result<Response, Failed> {
@@ -583,8 +615,7 @@ async fn answer(
             model,
         }
     };
-    let limit = shared.router.registry().gateway.body_limit_bytes;
-    let body = body.map_err(|rejection| body_unread(&rejection, limit))?;
+    let body = body?;
     let read = inbound::read(&body).map_err(ApiError::bad_request)?;
     let mut req = read.request;
     let model = req.model.clone().unwrap_or_default();
@@ -943,12 +974,28 @@ fn visible_models<'r>(
     names
 }
 
+/// The deployments serving the models and aliases `caller` may ask for, in configuration
+/// order: what `/v1/quota` shows it, by the rule `/v1/models` follows.
+fn visible_deployments(
+    registry: &router_core::config::Registry,
+    caller: &auth::Caller,
+) -> Vec<router_core::config::DeploymentId> {
+    let mut all: Vec<_> = visible_models(registry, caller)
+        .into_iter()
+        .flat_map(|name| registry.serving(name))
+        .collect();
+    all.sort_unstable_by_key(|d| d.0);
+    all.dedup();
+    all
+}
+
 /// A model in OpenAI's `model` object shape.
 fn model_object(name: &str) -> serde_json::Value {
     json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"})
 }
 
-/// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant.
+/// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant, over the
+/// deployments of the models its key may use.
 async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let caller = match shared.access.caller(shared.router.registry(), &headers) {
         Ok(caller) => caller,
@@ -960,13 +1007,11 @@ async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
     } else {
         "in-process"
     };
-    let report = router_sdk::quota::quota(
-        router.registry(),
-        router.ledger(),
-        state,
-        caller.tenant.as_deref(),
-    )
-    .await;
+    let registry = router.registry();
+    let deployments = visible_deployments(registry, &caller);
+    let tenant = caller.tenant.as_deref();
+    let report =
+        router_sdk::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
     match report {
         Ok(report) => Json(report).into_response(),
         Err(e) => ApiError::from(router_sdk::Error::Ledger(e)).into_response_with(""),

@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use router_core::config::Registry;
+use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{DeploymentSnapshot, Ledger, LedgerError, ScopeUsage, TenantSpec};
 use serde::Serialize;
 
-/// The whole report: where the ledger lives, the tenant asked about, every deployment.
+/// The whole report: where the ledger lives, the tenant asked about, the deployments asked
+/// about.
 #[derive(Debug, Serialize)]
 pub struct Quota {
     /// Where the ledger lives, as the driver describes it.
@@ -17,7 +18,7 @@ pub struct Quota {
     pub ledger: Option<LedgerStatus>,
     /// The tenant asked about, if any.
     pub tenant: Option<TenantView>,
-    /// Every deployment, in configuration order.
+    /// The deployments asked about.
     pub deployments: Vec<Row>,
 }
 
@@ -251,15 +252,16 @@ pub async fn tenant_view(
     })
 }
 
-/// The whole report of `ledger` now: every deployment, and `tenant`'s view when one is named.
+/// The report of `ledger` now over `deployments` (in the order given), with `tenant`'s view
+/// when one is named.
 pub async fn quota(
     registry: &Registry,
     ledger: &Arc<dyn Ledger>,
     state: &str,
     tenant: Option<&str>,
+    deployments: &[DeploymentId],
 ) -> Result<Quota, LedgerError> {
-    let all: Vec<_> = registry.deployment_ids().collect();
-    let snaps = ledger.snapshot(&all).await?;
+    let snaps = ledger.snapshot(deployments).await?;
     let tenant = match tenant {
         Some(name) => Some(tenant_view(registry, ledger, name).await?),
         None => None,

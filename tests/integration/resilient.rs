@@ -1639,3 +1639,42 @@ async fn one_refused_block_and_then_the_shared_store_however_many_candidates_are
     assert_eq!(r.deployment, c);
     assert_eq!(script_calls(&redis).await - before, 1);
 }
+
+/// A namespace seen for the first time is new: said at info, not warned of as a loss; a store
+/// that loses the windows an instance knew is warned of.
+#[tokio::test]
+async fn a_new_namespace_is_said_to_be_new_and_only_a_real_loss_is_warned_of() {
+    let (logs, _capture) = llmroute_tests::Logs::capture();
+    let redis = redis_server();
+    let a = instance(&redis, OnError::Local).await;
+    assert!(admit(&a).await.unwrap().is_some());
+    let first = logs.text();
+    assert!(
+        first.contains("INFO") && first.contains("holds no windows yet in this namespace"),
+        "{first}"
+    );
+    assert!(!first.contains("lost its windows"), "{first}");
+    // The namespace empties (a restarted Redis keeping nothing): the windows this instance
+    // knew are gone.
+    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let pattern = format!("llmroute:{{{}}}:*", redis.namespace);
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty(), "nothing under {pattern}");
+    let _: () = ::redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(admit(&a).await.unwrap().is_some());
+    let after = logs.text();
+    let lost = &after[first.len()..];
+    assert!(
+        lost.contains("WARN") && lost.contains("lost its windows"),
+        "{lost}"
+    );
+}

@@ -14,14 +14,17 @@
 //! [`TestPostgres`] gives a PostgreSQL server (`PG_URL`, else the local one) and a schema name
 //! of the test's own, dropped with the guard; an unreachable server fails the test with
 //! instructions. [`Gate`] forwards TCP to a server and can be closed, paused and opened again, so
-//! a test can make the server unreachable or silent while it keeps running.
+//! a test can make the server unreachable or silent while it keeps running. [`Logs`] records
+//! what a test's code logs.
 #![forbid(unsafe_code)]
 
 pub mod enforcer;
 pub mod gate;
+pub mod logs;
 pub mod postgres;
 
 pub use gate::Gate;
+pub use logs::Logs;
 pub use postgres::TestPostgres;
 
 use std::io::{BufRead, BufReader};

@@ -31,6 +31,9 @@ pub struct Gateway {
     pub metrics_listen: Option<SocketAddr>,
     /// The largest request body it reads, in bytes.
     pub body_limit_bytes: u64,
+    /// How long it waits for a request's body once its headers are in: a body that takes longer
+    /// gets 408 and its connection is closed.
+    pub body_timeout: std::time::Duration,
     /// The API keys it accepts.
     pub keys: Vec<GatewayKey>,
     /// Request headers passed on to the provider as the caller sent them (lowercase names),
@@ -48,6 +51,9 @@ impl Gateway {
     pub const BODY_LIMIT_BYTES: u64 = 10 * 1024 * 1024;
     /// 30 s to finish what is in flight when stopping.
     pub const GRACE_SECS: u64 = 30;
+    /// 30 s to send a request's body: ample for 10 MiB on a slow link, short enough that a
+    /// client trickling its body cannot hold connections for long.
+    pub const BODY_TIMEOUT_SECS: u64 = 30;
 }
 
 impl Default for Gateway {
@@ -56,6 +62,7 @@ impl Default for Gateway {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             metrics_listen: None,
             body_limit_bytes: Self::BODY_LIMIT_BYTES,
+            body_timeout: std::time::Duration::from_secs(Self::BODY_TIMEOUT_SECS),
             keys: Vec::new(),
             forward_headers: Vec::new(),
             grace: std::time::Duration::from_secs(Self::GRACE_SECS),
@@ -106,6 +113,11 @@ pub(crate) fn gateway(
     if let Some(limit) = &raw.body_limit_bytes {
         let hint = "write a size in bytes, e.g. 10485760 for 10 MiB";
         out.body_limit_bytes = ctx.positive("gateway.body_limit_bytes", limit, hint)?.get();
+    }
+    if let Some(timeout) = &raw.body_timeout_secs {
+        let hint = "write whole seconds, e.g. 30";
+        let secs = ctx.positive("gateway.body_timeout_secs", timeout, hint)?;
+        out.body_timeout = std::time::Duration::from_secs(secs.get());
     }
     for (i, name) in raw.forward_headers.iter().flatten().enumerate() {
         let field = format!("gateway.forward_headers[{i}]");

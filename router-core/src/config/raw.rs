@@ -77,6 +77,8 @@ pub(crate) struct RawGateway {
     #[serde(default)]
     pub(crate) body_limit_bytes: Option<At<Number>>,
     #[serde(default)]
+    pub(crate) body_timeout_secs: Option<At<Number>>,
+    #[serde(default)]
     pub(crate) keys: Option<Vec<At<RawKey>>>,
     #[serde(default)]
     pub(crate) forward_headers: Option<Vec<At<String>>>,

@@ -429,6 +429,22 @@ impl Registry {
             .collect()
     }
 
+    /// The deployments a request for `name` may go to: those of a model or alias, or for a
+    /// routed alias those of every model its rules name. In configuration order, each once.
+    pub fn serving(&self, name: &str) -> Vec<DeploymentId> {
+        let Some(route) = self.routes.get(name) else {
+            return self.resolve(name);
+        };
+        let mut all: Vec<DeploymentId> = route
+            .rules
+            .iter()
+            .flat_map(|rule| self.resolve(&rule.model))
+            .collect();
+        all.sort_unstable_by_key(|d| d.0);
+        all.dedup();
+        all
+    }
+
     /// Every model name and alias a request may use, sorted and without repeats.
     pub fn known_models(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self

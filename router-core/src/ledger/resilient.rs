@@ -1242,9 +1242,7 @@ impl Inner {
                 }
             };
             self.shared.set_epoch(restored.epoch);
-            if restored.lost {
-                tracing::warn!("the shared ledger had lost its windows; wrote back the last seen");
-            }
+            log_restored(known, restored.lost);
             self.await_others(&restored);
             let (owed, done) = self.after_restore(&restored, &snapshot);
             for (reservation, actual) in owed {
@@ -2656,6 +2654,22 @@ impl Ledger for ResilientStore {
             self.inner.shared.close().await
         }
         .boxed()
+    }
+}
+
+/// Says what a restore found: a store that had lost the windows this instance knew (their epoch,
+/// `known`) is a loss; one holding no windows for a namespace this instance never saw (`known`
+/// 0) is new, or was emptied before this instance first looked, which it cannot tell apart.
+fn log_restored(known: u64, lost: bool) {
+    match (lost, known) {
+        (false, _) => {}
+        (true, 0) => tracing::info!(
+            "the shared ledger holds no windows yet in this namespace (new, or emptied before \
+             this instance started): started them"
+        ),
+        (true, _) => {
+            tracing::warn!("the shared ledger had lost its windows; wrote back the last seen");
+        }
     }
 }
 

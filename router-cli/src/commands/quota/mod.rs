@@ -39,8 +39,10 @@ pub(crate) async fn run(
     let loaded = ctx.load()?;
     let ledger = ctx.open_ledger(&loaded).await?;
     let (registry, state) = (&loaded.registry, &loaded.ledger.describe());
+    let all: Vec<_> = registry.deployment_ids().collect();
     loop {
-        let quota = router_sdk::quota::quota(registry, &ledger, state, args.tenant.as_deref())
+        let tenant = args.tenant.as_deref();
+        let quota = router_sdk::quota::quota(registry, &ledger, state, tenant, &all)
             .await
             .map_err(Failure::state)?;
         if args.json {

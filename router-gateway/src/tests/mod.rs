@@ -16,6 +16,8 @@ use super::*;
 const ACME: &str = "llmr-acme-test-key";
 const GHOST: &str = "llmr-ghost-test-key";
 const NARROW: &str = "llmr-narrow-test-key";
+/// A second provider's key: 40 characters, as a provider that echoes keys would be given.
+const AN_SECRET: &str = "sk-ant-api03-Zq9XwV2pLm7RtY4uK8sN1bC6dF3";
 
 struct Running {
     base: String,
@@ -84,8 +86,16 @@ async fn start_over(
         hash_key(GHOST),
         hash_key(NARROW),
     );
-    let registry = Registry::from_yaml_str(&yaml, "gateway.yaml").unwrap();
-    let keys = StaticKeys::new().with("OA_KEY", "sk-upstream-S3CRET");
+    start_yaml(upstream, &yaml).await
+}
+
+/// A gateway on a free port configured by `yaml`, whose providers' keys are in `OA_KEY`
+/// (`sk-upstream-S3CRET`) and `AN_KEY` ([`AN_SECRET`]).
+async fn start_yaml(upstream: MockServer, yaml: &str) -> Running {
+    let registry = Registry::from_yaml_str(yaml, "gateway.yaml").unwrap();
+    let keys = StaticKeys::new()
+        .with("OA_KEY", "sk-upstream-S3CRET")
+        .with("AN_KEY", AN_SECRET);
     let router = Router::builder(registry)
         .keys(Arc::new(keys))
         .build()
@@ -1121,3 +1131,5 @@ fn a_request_id_with_a_control_character_is_replaced_by_a_new_one() {
     h.insert("x-request-id", HeaderValue::from_static("abc-def"));
     assert_eq!(request_id_of(&h), "abc-def");
 }
+
+mod hardening;
