@@ -201,7 +201,6 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let message = e.to_string();
         let retry_after = e.retry_after();
         let (status, kind, code) = match &e {
             Error::UnknownModel { .. } => (
@@ -283,24 +282,102 @@ impl From<Error> for ApiError {
                 "internal",
             ),
         };
-        // A store's error names its address (a Redis host, an SQLite path, a PostgreSQL host):
-        // the log has it, the caller gets what happened.
-        let message = match &e {
-            Error::Ledger(_) => {
-                tracing::warn!(error = %message, "the state store failed a request");
-                "the gateway's state store is unavailable; try again shortly".to_owned()
-            }
-            Error::Usage(_) => {
-                tracing::warn!(error = %message, "the usage sink failed a request");
-                "the gateway's usage records are unavailable; try again shortly".to_owned()
-            }
-            _ => message,
-        };
-        let mut error = Self::new(status, kind, code, message);
+        let mut error = Self::new(status, kind, code, tenant_message(&e));
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             error.retry_after = retry_after;
         }
         error
+    }
+}
+
+/// What a tenant is told of `e`. Errors about its own request (the model, the body, limits,
+/// budgets) say it all. Of the rest it learns what happened, never the provider's words (they
+/// may echo a key or another tenant's data), the name of a variable holding a key, a store's
+/// address or the HTTP client's text: those go to the operator's log, where the caller's
+/// request id finds them.
+fn tenant_message(e: &Error) -> String {
+    match e {
+        Error::Provider {
+            provider,
+            model,
+            class,
+            status,
+            code,
+            ..
+        } => {
+            let what = match class {
+                FailureClass::Invalid => "refused the request",
+                FailureClass::RateLimited => "is rate-limiting the gateway",
+                FailureClass::Overloaded => "is overloaded",
+                FailureClass::Auth | FailureClass::Billing => {
+                    "refused the gateway's provider account (its key or its billing: the \
+                     gateway's operator must fix it)"
+                }
+                FailureClass::Decode => "sent an answer the gateway could not read",
+                _ => "failed",
+            };
+            let status = status.map_or_else(|| "in its stream".to_owned(), |s| format!("HTTP {s}"));
+            let code = code
+                .as_deref()
+                .map(|c| format!(", `{c}`"))
+                .unwrap_or_default();
+            format!(
+                "{provider}/{model} {what} ({status}{code}); the provider's message is in the \
+                 gateway's log under this request's id"
+            )
+        }
+        Error::Transport {
+            provider,
+            model,
+            timeout,
+            ..
+        } => {
+            let what = if *timeout {
+                "did not answer in time"
+            } else {
+                "could not be reached"
+            };
+            format!("{provider}/{model} {what}")
+        }
+        Error::MissingKey { model, .. } => format!(
+            "no provider serving `{model}` has its key set on this gateway: its operator's log \
+             says which to set"
+        ),
+        Error::Ledger(_) => {
+            "the gateway's state store is unavailable; try again shortly".to_owned()
+        }
+        Error::Usage(_) => {
+            "the gateway's usage records are unavailable; try again shortly".to_owned()
+        }
+        Error::Config(_) => "the gateway's configuration refused this request".to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+impl ApiError {
+    /// The error a tenant gets for `e`, the router's error of request `request_id` (empty:
+    /// none). When its message leaves out what the operator needs (see [`tenant_message`]),
+    /// the whole error goes to the log with the request id: at info when the request or the
+    /// network was at fault, at warn when the gateway's own setup or store is.
+    pub(crate) fn logged(e: Error, request_id: &str) -> Self {
+        match &e {
+            Error::Provider {
+                class: FailureClass::Invalid,
+                ..
+            }
+            | Error::Transport { .. } => {
+                tracing::info!(request_id, error = %e, "a provider call of the request failed");
+            }
+            Error::Provider { .. }
+            | Error::MissingKey { .. }
+            | Error::Ledger(_)
+            | Error::Usage(_)
+            | Error::Config(_) => {
+                tracing::warn!(request_id, error = %e, "a request failed");
+            }
+            _ => {}
+        }
+        Self::from(e)
     }
 }
 

@@ -610,7 +610,7 @@ async fn answer(
             None => (None, None),
         };
         Failed {
-            error: ApiError::from(e),
+            error: ApiError::logged(e, request_id),
             provider,
             model,
         }
@@ -655,12 +655,7 @@ async fn answer(
         }
     }
     if let Some(list) = header(headers, "x-llmroute-providers") {
-        req.providers = list
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(str::to_owned)
-            .collect();
+        req.providers = providers_asked(shared.router.registry(), caller, list)?;
     }
     let tenant = caller.tenant.clone();
     let mut response = if read.stream {
@@ -682,6 +677,7 @@ async fn answer(
         let counted = Counted {
             shared: shared.clone(),
             tenant: tenant_label.clone(),
+            request_id: request_id.to_owned(),
         };
         streamed(stream, model, read.include_usage, counted)
     } else {
@@ -820,6 +816,7 @@ fn streamed(stream: ChatStream, asked: String, include_usage: bool, counted: Cou
 struct Counted {
     shared: Arc<Shared>,
     tenant: String,
+    request_id: String,
 }
 
 /// Turns the router's stream into SSE events.
@@ -911,7 +908,7 @@ impl Relay {
                 }
                 Some(Err(e)) => {
                     self.counted.shared.metrics.attempts(e.attempts());
-                    let error = ApiError::from(e);
+                    let error = ApiError::logged(e, &self.counted.request_id);
                     self.pending.push_back(data(error.body()));
                     self.ended = true;
                 }
@@ -989,6 +986,32 @@ fn visible_deployments(
     all
 }
 
+/// The providers of `x-llmroute-providers` (`list`, comma-separated), each one that serves a
+/// model `caller` may use; an error names one that does not, and lists only those that do.
+fn providers_asked(
+    registry: &router_core::config::Registry,
+    caller: &auth::Caller,
+    list: &str,
+) -> Result<Vec<String>, ApiError> {
+    let mut usable: Vec<&str> = visible_deployments(registry, caller)
+        .into_iter()
+        .map(|d| registry.provider_of(d).name.as_str())
+        .collect();
+    usable.sort_unstable();
+    usable.dedup();
+    let asked = list.split(',').map(str::trim).filter(|p| !p.is_empty());
+    asked
+        .map(|name| match usable.contains(&name) {
+            true => Ok(name.to_owned()),
+            false => Err(ApiError::bad_request(format!(
+                "header `x-llmroute-providers`: `{name}` serves no model this key may use; \
+                 name any of: {}",
+                usable.join(", ")
+            ))),
+        })
+        .collect()
+}
+
 /// A model in OpenAI's `model` object shape.
 fn model_object(name: &str) -> serde_json::Value {
     json!({"id": name, "object": "model", "created": 0, "owned_by": "llmroute"})
@@ -1014,7 +1037,7 @@ async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
         router_sdk::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
     match report {
         Ok(report) => Json(report).into_response(),
-        Err(e) => ApiError::from(router_sdk::Error::Ledger(e)).into_response_with(""),
+        Err(e) => ApiError::logged(router_sdk::Error::Ledger(e), "").into_response_with(""),
     }
 }
 
@@ -1042,7 +1065,7 @@ async fn usage(
     };
     match router_sdk::usage::report(recorder.sink(), shared.router.registry(), &query).await {
         Ok(report) => Json(report).into_response(),
-        Err(e) => ApiError::from(router_sdk::Error::Usage(e)).into_response_with(""),
+        Err(e) => ApiError::logged(router_sdk::Error::Usage(e), "").into_response_with(""),
     }
 }
 

@@ -207,15 +207,8 @@ impl Router {
         reported: Option<Option<Usage>>,
     ) -> Next {
         let d = guard.deployment();
-        if let Some(key) = request
-            .planned
-            .keys
-            .get(&self.inner.registry.deployment(d).provider)
-            && let CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } =
-                &mut failure
-        {
-            failure.redact(key);
-        }
+        // Before anything reads it: the log, the attempts, the error, the caller.
+        failure.mask(&self.masker());
         let in_stream = reported.is_some();
         let event = flow_failure(&failure, in_stream);
         let after = request.flow.failed(event, self.now_ms(), self.unit());
@@ -389,6 +382,7 @@ impl Router {
                     model,
                     class: failure.class,
                     status: failure.status,
+                    code: failure.code,
                     message,
                     retry_after: failure.retry_after,
                     attempts,

@@ -87,7 +87,11 @@ pub enum Error {
         class: FailureClass,
         /// HTTP status, if the provider answered with one.
         status: Option<u16>,
-        /// The provider's message (for 401/403, also which variable holds the key).
+        /// The provider's error code or type (`context_length_exceeded`, `overloaded_error`,
+        /// `RESOURCE_EXHAUSTED`, ...), when it gave one.
+        code: Option<String>,
+        /// The provider's message, any long piece of a configured key masked (for 401/403, also
+        /// which variable holds the key).
         message: String,
         /// The wait the provider stated, if any.
         retry_after: Option<Duration>,
@@ -184,6 +188,14 @@ impl Error {
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Provider { status, .. } => *status,
+            _ => None,
+        }
+    }
+
+    /// The provider's error code or type, when it gave one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Provider { code, .. } => code.as_deref(),
             _ => None,
         }
     }

@@ -167,7 +167,7 @@ pub(crate) mod wire;
 pub use error::Error;
 pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};
-pub use secret::{ApiKey, EnvKeys, KeySource, StaticKeys};
+pub use secret::{ApiKey, EnvKeys, KeySource, MASKED_RUN, Masker, StaticKeys};
 pub use stream::ChatStream;
 pub use types::{
     Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Effort, Features, FinishReason,

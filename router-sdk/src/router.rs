@@ -14,7 +14,7 @@ use router_core::retry::RetryPolicy;
 
 use crate::error::Error;
 use crate::request;
-use crate::secret::{ApiKey, EnvKeys, KeySource};
+use crate::secret::{ApiKey, EnvKeys, KeySource, Masker};
 use crate::settler::Settler;
 use crate::store::{self, Environment, LedgerChoice, LocalStore};
 use crate::time::{Sleeper, TokioSleeper};
@@ -241,6 +241,19 @@ impl Router {
     /// Where usage records go, when anywhere.
     pub fn usage(&self) -> Option<&router_usage::Recorder> {
         self.inner.recorder.as_ref()
+    }
+
+    /// A masker of every configured provider's key (those set now): for any text that may hold
+    /// what a provider sent back. A router's own errors are masked already.
+    pub fn masker(&self) -> Masker {
+        let keys: Vec<ApiKey> = self
+            .inner
+            .registry
+            .providers
+            .iter()
+            .filter_map(|p| self.inner.keys.key(&p.api_key_env))
+            .collect();
+        Masker::new(&keys)
     }
 
     /// The configuration.

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
 
+use crate::secret::Masker;
 use crate::types::ChatRequest;
 use crate::wire::classify::Failure;
 use crate::wire::{self, WireRequest, error, for_api};
@@ -55,6 +56,19 @@ impl CallFailure {
                 &failure.message
             }
             CallFailure::Timeout(m) | CallFailure::Connect(m) => m,
+        }
+    }
+
+    /// Masks every long piece of a provider key in its message (see [`Masker`]).
+    pub(crate) fn mask(&mut self, masker: &Masker) {
+        let message = match self {
+            CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
+                &mut failure.message
+            }
+            CallFailure::Timeout(m) | CallFailure::Connect(m) => m,
+        };
+        if let std::borrow::Cow::Owned(masked) = masker.mask(message) {
+            *message = masked;
         }
     }
 

@@ -113,3 +113,38 @@ async fn an_unreachable_redis_never_logs_its_password_at_trace() {
         assert_no_secret("planted-pw-42", &stdout, &stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_echoing_its_key_cut_short_shows_no_piece_of_it() {
+    // The provider echoes all but the key's last three characters, then `...`.
+    let key = "sk-planted-up-S3CRET";
+    let body = serde_json::json!({"error": {
+        "message": format!("Incorrect API key provided: {}...", &key[..key.len() - 3]),
+        "type": "invalid_request_error",
+    }});
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(body))
+        .mount(&server)
+        .await;
+    let base = format!("{}/v1", server.uri());
+    let s = scene(&[("up", "openai", base, "m-test", 1.0, 2.0, "rpm: 100")]);
+    for (flags, rust_log) in LOGGING {
+        let mut cmd = s.llmroute(&["up"]);
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
+        cmd.args(flags)
+            .args(["chat", "--json", "-p"])
+            .arg(s.prompt("Hi"));
+        let (stdout, stderr) = run_async(cmd, 4).await;
+        assert!(
+            stderr.contains("Incorrect API key provided: ***"),
+            "{stderr}"
+        );
+        for piece in key.as_bytes().windows(router_sdk::MASKED_RUN) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert_no_secret(piece, &stdout, &stderr);
+        }
+    }
+}

@@ -141,3 +141,112 @@ async fn a_restricted_key_sees_only_its_models_deployments_in_the_quota() {
     let full = r.get_json(ACME, "/v1/quota").await;
     assert_eq!(models(&full), ["oa/small", "an/opus"], "{full}");
 }
+
+/// Fails if `text` holds any run of [`router_sdk::MASKED_RUN`] characters of `key`.
+#[track_caller]
+fn assert_no_piece_of(key: &str, text: &str) {
+    for piece in key.as_bytes().windows(router_sdk::MASKED_RUN) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(
+            !text.contains(piece),
+            "`{piece}` of the key shows in: {text}"
+        );
+    }
+}
+
+/// The upstream of `r` answers Anthropic requests with `status` and an Anthropic error of
+/// `kind` saying `message`.
+async fn anthropic_refuses(r: &Running, status: u16, kind: &str, message: &str) {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(body))
+        .mount(&r.upstream)
+        .await;
+}
+
+async fn ask_deep(r: &Running) -> (u16, Value) {
+    let body = json!({"model": "deep", "messages": [{"role": "user", "content": "Hi"}]});
+    let response = r.post(Some(ACME), &body).await;
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_provider_echoing_a_cut_key_reaches_neither_the_tenant_nor_the_log() {
+    let (logs, _capture) = llmroute_tests::Logs::capture();
+    let r = two_providers("", "rpm: 100").await;
+    // 36 of the key's 40 characters and `...`, as a provider that truncates keys it echoes.
+    let echoed = format!(
+        "invalid x-api-key {}... for this model; see the docs",
+        &AN_SECRET[..36]
+    );
+    anthropic_refuses(&r, 400, "invalid_request_error", &echoed).await;
+    let (status, body) = ask_deep(&r).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "provider_refused");
+    let message = body["error"]["message"].as_str().unwrap();
+    // What happened, not the provider's words.
+    assert!(message.contains("an/opus refused the request"), "{message}");
+    assert!(
+        message.contains("HTTP 400, `invalid_request_error`"),
+        "{message}"
+    );
+    assert!(!message.contains("see the docs"), "{message}");
+    assert_no_piece_of(AN_SECRET, &body.to_string());
+    // The operator's log has the provider's words, the key masked.
+    let logged = logs.text();
+    assert!(logged.contains("see the docs"), "{logged}");
+    assert_no_piece_of(AN_SECRET, &logged);
+}
+
+#[tokio::test]
+async fn a_tenant_never_learns_a_key_variable_or_a_provider_its_key_may_not_use() {
+    let r = two_providers("", "rpm: 100").await;
+    // The provider refuses the gateway's key: the tenant hears of an account problem only.
+    anthropic_refuses(&r, 401, "authentication_error", "invalid x-api-key").await;
+    let (status, body) = ask_deep(&r).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "provider_account");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("AN_KEY"), "{message}");
+    assert!(
+        message.contains("HTTP 401, `authentication_error`"),
+        "{message}"
+    );
+    // A provider the key may not use is not named, not even as a hint.
+    let url = format!("{}/v1/chat/completions", r.base);
+    let response = r
+        .http
+        .post(url)
+        .bearer_auth(NARROW)
+        .header("x-llmroute-providers", "nope")
+        .json(&json!({"model": "small", "messages": [{"role": "user", "content": "Hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with("name any of: oa"), "{message}");
+}
+
+#[tokio::test]
+async fn a_missing_provider_key_is_not_named_to_the_tenant() {
+    let upstream = MockServer::start().await;
+    let yaml = format!(
+        "providers:\n  - name: oa\n    api: openai\n    base_url: {}/v1\n    \
+         api_key_env: OA_UNSET_KEY\n    models:\n      - {{ name: small, price: {{ input: 1, output: 1 }} }}\n\
+         tenants:\n  default_tier: free\n  tiers:\n    free: {{}}\n\
+         gateway:\n  keys:\n    - {{ sha256: {}, tenant: acme }}\n",
+        upstream.uri(),
+        hash_key(ACME),
+    );
+    let r = start_yaml(upstream, &yaml).await;
+    let body = json!({"model": "small", "messages": [{"role": "user", "content": "Hi"}]});
+    let response = r.post(Some(ACME), &body).await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "no_provider_key");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("OA_UNSET_KEY"), "{message}");
+}

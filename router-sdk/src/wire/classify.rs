@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use router_core::retry::FailureKind;
 
-use crate::secret::ApiKey;
-
 /// Longest provider message kept in a [`Failure`].
 const MESSAGE_MAX: usize = 500;
 
@@ -108,42 +106,6 @@ impl Failure {
             message,
             code: None,
         }
-    }
-
-    /// Replaces any occurrence of `key` in the message (belt and braces: providers mask keys),
-    /// and the start of one cut short where the message (or a body excerpt in it) was cut: 4
-    /// bytes or more before a `…` that begin the key.
-    pub(crate) fn redact(&mut self, key: &ApiKey) {
-        let key = key.expose();
-        if key.is_empty() {
-            return;
-        }
-        if self.message.contains(key) {
-            self.message = self.message.replace(key, "***");
-        }
-        if !self.message.contains('…') {
-            return;
-        }
-        let mut out = String::with_capacity(self.message.len());
-        let mut pieces = self.message.split('…').peekable();
-        while let Some(piece) = pieces.next() {
-            let last = pieces.peek().is_none();
-            let cut = (4..=key.len().min(piece.len()))
-                .rev()
-                .map(|n| piece.len() - n)
-                .find(|&at| piece.is_char_boundary(at) && key.starts_with(&piece[at..]));
-            match cut {
-                Some(at) if !last => {
-                    out.push_str(&piece[..at]);
-                    out.push_str("***");
-                }
-                _ => out.push_str(piece),
-            }
-            if !last {
-                out.push('…');
-            }
-        }
-        self.message = out;
     }
 }
 
@@ -327,21 +289,5 @@ mod tests {
         for (class, kind) in table {
             assert_eq!(class.kind(), kind, "{class}");
         }
-    }
-
-    #[test]
-    fn redaction() {
-        let key = ApiKey::new("sk-planted-123".to_owned());
-        let mut f = Failure::decode("echoed sk-planted-123 back");
-        f.redact(&key);
-        assert_eq!(f.message, "echoed *** back");
-        // Cut short inside the key: its start goes too, wherever the cut is.
-        let mut f = Failure::decode("bad key sk-plant… (status 401): body sk-planted-1…");
-        f.redact(&key);
-        assert_eq!(f.message, "bad key ***… (status 401): body ***…");
-        // Text before a cut that does not begin the key stays, as do 3 bytes that do.
-        let mut f = Failure::decode("ends here… and sk-…");
-        f.redact(&key);
-        assert_eq!(f.message, "ends here… and sk-…");
     }
 }
