@@ -69,7 +69,9 @@ impl Failure {
     pub(crate) fn router(error: Error) -> Failure {
         let code = match &error {
             Error::NoCapacity { .. } | Error::BudgetExhausted { .. } => Self::NO_CAPACITY,
-            Error::Provider { .. } | Error::Transport { .. } => Self::PROVIDER,
+            Error::Provider { .. } | Error::Transport { .. } | Error::StreamBroken { .. } => {
+                Self::PROVIDER
+            }
             Error::Ledger(_) | Error::Usage(_) => Self::STATE,
             _ => Self::USAGE,
         };

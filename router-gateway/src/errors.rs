@@ -266,6 +266,9 @@ impl From<Error> for ApiError {
                 "server_error",
                 "provider_unreachable",
             ),
+            Error::StreamBroken { .. } => {
+                (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
+            }
             Error::Ledger(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
@@ -339,6 +342,12 @@ fn tenant_message(e: &Error) -> String {
             };
             format!("{provider}/{model} {what}")
         }
+        Error::StreamBroken {
+            provider,
+            model,
+            how,
+            ..
+        } => format!("{provider}/{model}: {how}"),
         Error::MissingKey { model, .. } => format!(
             "no provider serving `{model}` has its key set on this gateway: its operator's log \
              says which to set"
@@ -365,7 +374,8 @@ impl ApiError {
                 class: FailureClass::Invalid,
                 ..
             }
-            | Error::Transport { .. } => {
+            | Error::Transport { .. }
+            | Error::StreamBroken { .. } => {
                 tracing::info!(request_id, error = %e, "a provider call of the request failed");
             }
             Error::Provider { .. }

@@ -216,7 +216,7 @@ impl Router {
             CallFailure::Provider { headers, .. } | CallFailure::Decode { headers, .. } => {
                 self.report(d, headers)
             }
-            CallFailure::Timeout(_) | CallFailure::Connect(_) => None,
+            CallFailure::Timeout(_) | CallFailure::Connect(_) | CallFailure::Broken(..) => None,
         };
         let guard = guard.reporting(observed);
         // The record first: a caller dropping the request while the settlement is awaited
@@ -402,6 +402,13 @@ impl Router {
                 message,
                 attempts,
             },
+            CallFailure::Broken(how, message) => Error::StreamBroken {
+                provider: provider_name,
+                model,
+                how,
+                message,
+                attempts,
+            },
         }
     }
 
@@ -434,7 +441,7 @@ fn flow_failure(failure: &CallFailure, in_stream: bool) -> flow::Failure {
         CallFailure::Decode { failure, .. } => {
             (failure.class.kind(), failure.retry_after, Reached::Unknown)
         }
-        CallFailure::Timeout(_) => (
+        CallFailure::Timeout(_) | CallFailure::Broken(..) => (
             router_core::retry::FailureKind::Transport,
             None,
             Reached::Unknown,

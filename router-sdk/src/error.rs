@@ -8,6 +8,9 @@ use router_core::ledger::LedgerError;
 use crate::types::Attempt;
 use crate::wire::classify::FailureClass;
 
+/// The failure class of a stream that broke, in attempts, usage records and metrics.
+pub(crate) const STREAM_BROKEN: &str = "stream_broken";
+
 /// Everything `Router` can fail with. Messages never contain an API key: a missing key is named
 /// by its environment variable.
 #[derive(Debug, thiserror::Error)]
@@ -112,12 +115,47 @@ pub enum Error {
         /// Every call made.
         attempts: Vec<Attempt>,
     },
+    /// The provider's stream broke after it had begun: the connection closed mid-stream, or the
+    /// stream ended without the provider's finish.
+    #[error("{provider}/{model}: {how}: {message}")]
+    StreamBroken {
+        /// Provider name.
+        provider: String,
+        /// Model name.
+        model: String,
+        /// How it broke.
+        how: Break,
+        /// What the HTTP client reported, if anything.
+        message: String,
+        /// Every call made.
+        attempts: Vec<Attempt>,
+    },
     /// The state store failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     /// The usage sink could not be opened or read (writing never fails a request).
     #[error(transparent)]
     Usage(#[from] router_usage::UsageError),
+}
+
+/// How a provider's stream broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Break {
+    /// The connection closed, or failed, in the middle of the stream.
+    Closed,
+    /// The stream ended without the provider's finish (OpenAI's `[DONE]`, Anthropic's
+    /// `message_stop`, Gemini's `finishReason`).
+    Unfinished,
+}
+
+impl std::fmt::Display for Break {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Break::Closed => "the upstream closed the connection mid-stream",
+            Break::Unfinished => "the upstream ended the stream without a finish",
+        })
+    }
 }
 
 fn hms(d: Duration) -> String {
@@ -168,7 +206,10 @@ impl Error {
                     | FailureClass::ServerError
                     | FailureClass::Decode
             ),
-            Error::Transport { .. } | Error::Ledger(_) | Error::Usage(_) => true,
+            Error::Transport { .. }
+            | Error::StreamBroken { .. }
+            | Error::Ledger(_)
+            | Error::Usage(_) => true,
             _ => false,
         }
     }
@@ -203,19 +244,23 @@ impl Error {
     /// The provider involved, when one is.
     pub fn provider(&self) -> Option<&str> {
         match self {
-            Error::Provider { provider, .. } | Error::Transport { provider, .. } => Some(provider),
+            Error::Provider { provider, .. }
+            | Error::Transport { provider, .. }
+            | Error::StreamBroken { provider, .. } => Some(provider),
             _ => None,
         }
     }
 
     /// A short stable name of what failed, as usage records keep it: the provider's failure
     /// class (`rate_limited`, `server_error`, ...), `timeout`, `connect`, `no_capacity`,
-    /// `budget`, `ledger`, or `invalid_request` for a request llmroute refused as it was.
+    /// `budget`, `ledger`, `stream_broken`, or `invalid_request` for a request llmroute refused
+    /// as it was.
     pub fn class(&self) -> &'static str {
         match self {
             Error::Provider { class, .. } => class.as_str(),
             Error::Transport { timeout: true, .. } => "timeout",
             Error::Transport { timeout: false, .. } => "connect",
+            Error::StreamBroken { .. } => STREAM_BROKEN,
             Error::NoCapacity { .. } => "no_capacity",
             Error::BudgetExhausted { .. } => "budget",
             Error::Ledger(_) => "ledger",
@@ -234,7 +279,8 @@ impl Error {
             Error::NoCapacity { attempts, .. }
             | Error::BudgetExhausted { attempts, .. }
             | Error::Provider { attempts, .. }
-            | Error::Transport { attempts, .. } => attempts,
+            | Error::Transport { attempts, .. }
+            | Error::StreamBroken { attempts, .. } => attempts,
             _ => &[],
         }
     }

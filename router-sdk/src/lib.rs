@@ -164,7 +164,7 @@ pub mod types;
 pub mod usage;
 pub(crate) mod wire;
 
-pub use error::Error;
+pub use error::{Break, Error};
 pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, MASKED_RUN, Masker, StaticKeys};

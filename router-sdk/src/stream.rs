@@ -17,13 +17,12 @@ use tracing::Instrument;
 
 use crate::chat::CallInput;
 use crate::drive::Request;
-use crate::error::Error;
+use crate::error::{Break, Error};
 use crate::guard::Guard;
 use crate::router::Router;
 use crate::transport::{self, CallFailure};
 use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, ToolCallAssembly, Usage};
 use crate::wire::StreamDecoder;
-use crate::wire::classify::Failure;
 
 /// A streamed answer: [`ChatChunk::Delta`] items, then one [`ChatChunk::Done`]; or an `Err`
 /// item if the stream breaks.
@@ -181,10 +180,10 @@ impl Router {
         loop {
             let event = match tokio::time::timeout_at(until, events.next()).await {
                 Ok(Some(Ok(event))) => event,
-                Ok(Some(Err(e))) => return Err(CallFailure::Timeout(e)),
+                Ok(Some(Err(e))) => return Err(CallFailure::Broken(Break::Closed, e)),
                 Ok(None) => {
-                    let ended = "the stream ended before the provider said anything";
-                    return Err(CallFailure::Timeout(ended.to_owned()));
+                    let ended = "before the provider said anything".to_owned();
+                    return Err(CallFailure::Broken(Break::Unfinished, ended));
                 }
                 Err(_) => return Err(transport::no_answer_within(limits.1)),
             };
@@ -241,18 +240,26 @@ impl Live {
         match next {
             Ok(Some(Ok(event))) => match self.decoder.event(&event.event, &event.data) {
                 Ok(items) => self.apply(items).await,
-                Err(failure) => self.break_off(Some(failure), "").await,
+                Err(failure) => {
+                    let headers = Default::default();
+                    self.break_off(CallFailure::Provider { failure, headers })
+                        .await;
+                }
             },
-            Ok(Some(Err(e))) => self.break_off(None, &e).await,
+            Ok(Some(Err(e))) => self.break_off(CallFailure::Broken(Break::Closed, e)).await,
             Ok(None) => {
                 let tail = self.decoder.finish();
                 self.apply(tail).await;
                 if !self.ended {
-                    self.break_off(None, "the stream ended before the provider finished")
+                    let why = "after some of the answer".to_owned();
+                    self.break_off(CallFailure::Broken(Break::Unfinished, why))
                         .await;
                 }
             }
-            Err(_) => self.break_off(None, "no answer before the deadline").await,
+            Err(_) => {
+                let why = "no answer before the deadline".to_owned();
+                self.break_off(CallFailure::Timeout(why)).await;
+            }
         }
     }
 
@@ -321,21 +328,14 @@ impl Live {
         }
     }
 
-    /// The stream broke (an error event, a transport error, an early end): the flow settles
-    /// what the provider reported (else the estimate), cools the deployment down if the provider
-    /// is in trouble, and ends the request with an error. Never retried: the caller may already
-    /// have output.
-    async fn break_off(&mut self, failure: Option<Failure>, transport: &str) {
+    /// The stream broke (an error event, a connection closed mid-stream, an end without a
+    /// finish) or its deadline passed: the flow settles what the provider reported (else the
+    /// estimate), cools the deployment down if the provider is in trouble, and ends the request
+    /// with an error. Never retried: the caller may already have output.
+    async fn break_off(&mut self, failure: CallFailure) {
         self.ended = true;
         let Some(guard) = self.guard.take() else {
             return;
-        };
-        let failure = match failure {
-            Some(failure) => CallFailure::Provider {
-                failure,
-                headers: Default::default(),
-            },
-            None => CallFailure::Timeout(transport.to_owned()),
         };
         let router = self.router.clone();
         let next = router

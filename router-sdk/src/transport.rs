@@ -11,6 +11,7 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use router_core::config::Api;
 
+use crate::error::{Break, STREAM_BROKEN};
 use crate::secret::Masker;
 use crate::types::ChatRequest;
 use crate::wire::classify::Failure;
@@ -33,12 +34,14 @@ pub(crate) enum CallFailure {
     },
     /// No answer in time: whether tokens were spent is unknown.
     Timeout(String),
+    /// A stream broke (see [`Break`]): whether tokens were spent is unknown.
+    Broken(Break, String),
     /// The request never reached the provider (connection refused, DNS, TLS).
     Connect(String),
 }
 
 impl CallFailure {
-    /// A short stable name: the failure class, or `timeout` / `connect`.
+    /// A short stable name: the failure class, or `timeout` / `connect` / `stream_broken`.
     pub(crate) fn kind_name(&self) -> &'static str {
         match self {
             CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
@@ -46,6 +49,7 @@ impl CallFailure {
             }
             CallFailure::Timeout(_) => "timeout",
             CallFailure::Connect(_) => "connect",
+            CallFailure::Broken(..) => STREAM_BROKEN,
         }
     }
 
@@ -55,7 +59,7 @@ impl CallFailure {
             CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
                 &failure.message
             }
-            CallFailure::Timeout(m) | CallFailure::Connect(m) => m,
+            CallFailure::Timeout(m) | CallFailure::Connect(m) | CallFailure::Broken(_, m) => m,
         }
     }
 
@@ -65,7 +69,7 @@ impl CallFailure {
             CallFailure::Provider { failure, .. } | CallFailure::Decode { failure, .. } => {
                 &mut failure.message
             }
-            CallFailure::Timeout(m) | CallFailure::Connect(m) => m,
+            CallFailure::Timeout(m) | CallFailure::Connect(m) | CallFailure::Broken(_, m) => m,
         };
         if let std::borrow::Cow::Owned(masked) = masker.mask(message) {
             *message = masked;

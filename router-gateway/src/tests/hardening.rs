@@ -250,3 +250,63 @@ async fn a_missing_provider_key_is_not_named_to_the_tenant() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(!message.contains("OA_UNSET_KEY"), "{message}");
 }
+
+/// The `data:` payloads of an SSE answer.
+fn sse_data(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect()
+}
+
+/// `ACME`'s streamed request's last event, and the gateway's metrics after it.
+async fn last_event_and_metrics(r: &Running) -> (Value, String) {
+    let mut body = hello();
+    body["stream"] = json!(true);
+    let response = r.post(Some(ACME), &body).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let data = sse_data(&text);
+    assert_ne!(data.last(), Some(&"[DONE]"), "{text}");
+    let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+    let metrics = r.http.get(format!("{}/metrics", r.base)).send();
+    (last, metrics.await.unwrap().text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_stream_whose_upstream_closes_mid_way_ends_as_stream_broken() {
+    let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+    let provider = llmroute_tests::breaking_upstream(events).await;
+    let r = start_over(MockServer::start().await, &provider, "", "").await;
+    let (last, metrics) = last_event_and_metrics(&r).await;
+    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("closed the connection mid-stream"),
+        "{message}"
+    );
+    let broken =
+        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
+    assert!(metrics.contains(broken), "{metrics}");
+    assert_eq!(super::in_flight(&r.router).await, 0);
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_a_finish_ends_as_stream_broken() {
+    let r = start("", "").await;
+    let cut = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream"))
+        .mount(&r.upstream)
+        .await;
+    let (last, metrics) = last_event_and_metrics(&r).await;
+    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ended the stream without a finish"),
+        "{message}"
+    );
+    let broken =
+        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
+    assert!(metrics.contains(broken), "{metrics}");
+}

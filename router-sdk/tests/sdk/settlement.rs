@@ -158,10 +158,20 @@ async fn a_stream_cut_short_is_an_error_and_settles_what_was_reported() {
         ..ChatRequest::new("Hello")
     };
     let items: Vec<_> = w.router.chat_stream(req).await.unwrap().collect().await;
+    let Some(Err(e)) = items.last() else {
+        panic!("the stream did not end with an error: {items:?}")
+    };
     assert!(
-        matches!(items.last(), Some(Err(Error::Transport { .. }))),
-        "{items:?}"
+        matches!(
+            e,
+            Error::StreamBroken {
+                how: router_sdk::Break::Unfinished,
+                ..
+            }
+        ),
+        "{e:?}"
     );
+    assert_eq!(e.class(), "stream_broken");
     let snap = w.snapshot("gpt-test").await;
     assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
 }

@@ -353,3 +353,44 @@ async fn a_dropped_chat_future_is_recorded_cancelled_and_a_failure_with_its_clas
         "a refused call is charged nothing"
     );
 }
+
+#[tokio::test]
+async fn a_stream_whose_connection_breaks_is_recorded_as_stream_broken() {
+    let store = Store::sqlite();
+    let rec = store.recorder();
+    let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+    let base = llmroute_tests::breaking_upstream(events).await;
+    let oa = Upstream::openai("oa", (1.0, 1.0));
+    let yaml = config(&[(&oa, base)]);
+    let w = World::from_yaml_recorded(&yaml, &["oa"], Vec::new(), |l| l, Some(rec.clone())).await;
+    let items: Vec<_> = w
+        .router
+        .chat_stream(named("broken"))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert!(
+        matches!(&items[0], Ok(ChatChunk::Delta(t)) if t == "Hel"),
+        "{items:?}"
+    );
+    let Some(Err(e)) = items.last() else {
+        panic!("the stream did not end with an error: {items:?}")
+    };
+    assert!(
+        matches!(
+            e,
+            Error::StreamBroken {
+                how: router_sdk::Break::Closed,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    w.router.drain().await;
+    let rows = store.rows().await;
+    let row = (rows[0].outcome.as_str(), rows[0].failure.as_deref());
+    assert_eq!(row, ("failed", Some("stream_broken")), "{rows:?}");
+    assert_eq!(rows[0].failed_attempts, "stream_broken", "{rows:?}");
+    assert_eq!(w.in_flight().await, 0);
+}
