@@ -291,6 +291,7 @@ struct UsageJson {
     prompt_tokens: u64,
     #[serde(default, deserialize_with = "nullable")]
     completion_tokens: u64,
+    total_tokens: Option<u64>,
     #[serde(default, deserialize_with = "nullable")]
     prompt_tokens_details: PromptDetails,
     #[serde(default, deserialize_with = "nullable")]
@@ -309,13 +310,29 @@ struct CompletionDetails {
     reasoning_tokens: u64,
 }
 
+/// Reasoning is billed as output. OpenAI, DeepSeek and Groq count it inside
+/// `completion_tokens`; xAI counts it outside, and its `total_tokens` says so. The rule reads the
+/// numbers, not the provider's name: reasoning is outside when `reasoning_tokens` > 0 and
+/// `total_tokens` = prompt + completion + reasoning exactly; then the completion count is
+/// completion + reasoning. Otherwise (no total, or any other total) it is inside, as reported.
+/// Inside, the total is prompt + completion, which equals the sum above only for 0 reasoning.
 impl From<UsageJson> for Usage {
     fn from(u: UsageJson) -> Self {
+        let reasoning = u.completion_tokens_details.reasoning_tokens;
+        let sum = (u.prompt_tokens.checked_add(u.completion_tokens))
+            .and_then(|sum| sum.checked_add(reasoning));
+        let outside = reasoning > 0 && sum.is_some() && sum == u.total_tokens;
+        let completion = if outside {
+            // No overflow: completion + reasoning is at most the total, a `u64`.
+            u.completion_tokens.saturating_add(reasoning)
+        } else {
+            u.completion_tokens
+        };
         Usage {
             prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
+            completion_tokens: completion,
             cached_prompt_tokens: u.prompt_tokens_details.cached_tokens,
-            reasoning_tokens: u.completion_tokens_details.reasoning_tokens,
+            reasoning_tokens: reasoning,
         }
     }
 }
