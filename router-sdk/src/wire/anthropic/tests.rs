@@ -762,3 +762,42 @@ data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta"
         "Here is the report:"
     );
 }
+
+#[test]
+fn thinking_tokens_are_reasoning_whole_and_streamed() {
+    let body = br#"{"id": "msg_t", "type": "message", "role": "assistant",
+      "content": [{"type": "thinking", "thinking": "Factor it.", "signature": "sig"},
+                  {"type": "text", "text": "x = 1, 2, 3"}],
+      "stop_reason": "end_turn",
+      "usage": {"input_tokens": 51, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0, "output_tokens": 700,
+                "output_tokens_details": {"thinking_tokens": 139}}}"#;
+    let thinking = |reasoning, completion| Usage {
+        reasoning_tokens: reasoning,
+        ..Usage::new(51, completion)
+    };
+    let got = parse_response(body, None).unwrap();
+    assert_eq!(got.usage, Some(thinking(139, 700)));
+    // Streamed: cumulative, so each message_delta's count replaces the last (never added), and
+    // one that leaves it out keeps it.
+    let mut s = Stream::default();
+    let start =
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":51,"output_tokens":2}}}"#;
+    s.event("message_start", start).unwrap();
+    let delta = |usage: &str| format!(r#"{{"type":"message_delta","delta":{{}},"usage":{usage}}}"#);
+    let steps = [
+        (
+            r#"{"output_tokens":300,"output_tokens_details":{"thinking_tokens":120}}"#,
+            thinking(120, 300),
+        ),
+        (r#"{"output_tokens":400}"#, thinking(120, 400)),
+        (
+            r#"{"output_tokens":700,"output_tokens_details":{"thinking_tokens":139}}"#,
+            thinking(139, 700),
+        ),
+    ];
+    for (usage, want) in steps {
+        let got = s.event("message_delta", &delta(usage)).unwrap();
+        assert_eq!(got, [StreamEvent::Usage(want)], "{usage}");
+    }
+}
