@@ -518,3 +518,50 @@ fn reasoning_is_inside_the_completion_unless_the_total_says_otherwise() {
     let plain = r#"{"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16}"#;
     assert_eq!(usage(plain), Usage::new(10, 6));
 }
+
+#[test]
+fn a_legacy_function_call_is_one_tool_call_whole_and_streamed() {
+    let body = br#"{"id": "chatcmpl-f1", "object": "chat.completion", "model": "gpt-4-0613",
+      "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+        "function_call": {"name": "get_current_weather", "arguments": "{\n  \"location\": \"Boston, MA\"\n}"}},
+        "finish_reason": "function_call"}],
+      "usage": {"prompt_tokens": 84, "completion_tokens": 18, "total_tokens": 102}}"#;
+    let call = ToolCall {
+        id: "call_0".into(),
+        name: "get_current_weather".into(),
+        arguments: "{\n  \"location\": \"Boston, MA\"\n}".into(),
+    };
+    let got = parse_response(body).unwrap();
+    assert_eq!(got.tool_calls, std::slice::from_ref(&call));
+    assert_eq!(got.finish_reason, Some(FinishReason::ToolCalls));
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            "data: {{\"id\":\"chatcmpl-f1\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    };
+    let sse = [
+        chunk(
+            r#"{"role":"assistant","content":null,"function_call":{"name":"get_current_weather","arguments":""}}"#,
+            "null",
+        ),
+        chunk(r#"{"function_call":{"arguments":"{\n  \"location\""}}"#, "null"),
+        chunk(r#"{"function_call":{"arguments":": \"Boston, MA\"\n}"}}"#, "null"),
+        chunk("{}", "\"function_call\""),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (events, failure) = decode_all(Api::OpenAi, &sse);
+    assert_eq!(failure, None);
+    let mut assembly = crate::types::ToolCallAssembly::default();
+    let mut ids = Vec::new();
+    for event in &events {
+        if let StreamEvent::ToolCall(delta) = event {
+            assembly.push(delta);
+            ids.push(delta.id.clone());
+        }
+    }
+    assert_eq!(assembly.finish(), [call]);
+    // The id once, on the first piece, as a streamed tool call gives it.
+    assert_eq!(ids, [Some("call_0".to_owned()), None, None]);
+    assert!(events.contains(&StreamEvent::Finish(FinishReason::ToolCalls)));
+}
