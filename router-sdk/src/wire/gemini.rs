@@ -466,6 +466,11 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
 /// Stream state: whether text or a call arrived, whether a finish reason arrived (then the end
 /// of the stream is `Done`), whether the response id was passed on, and how many function calls
 /// came so far (each arrives whole, in one part).
+///
+/// Every chunk's `usageMetadata` is a running count; only the last is final. Usage is reported
+/// once the candidate has finished: from the chunk with the `finishReason`, and from any chunk
+/// after it (a usage-only chunk). A stream that breaks before its finish reports none, so the
+/// estimate is settled, as for the other formats; a running count would undercount the output.
 #[derive(Debug, Default)]
 struct Stream {
     delivered: bool,
@@ -525,7 +530,7 @@ impl EventDecoder for Stream {
             (self.delivered, self.finished) = (true, true);
             events.push(StreamEvent::Finish(with_calls(reason, self.calls > 0)));
         }
-        if let Some(usage) = chunk.usage_metadata {
+        if let Some(usage) = chunk.usage_metadata.filter(|_| self.finished) {
             events.push(StreamEvent::Usage(usage.into()));
         }
         Ok(events)

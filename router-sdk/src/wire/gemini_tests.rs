@@ -107,12 +107,7 @@ fn stream_takes_the_latest_cumulative_usage_and_ends_with_done() {
         [
             StreamEvent::Id("Tp6taOvPNpXjz7IPpa3B8Qo".into()),
             StreamEvent::Delta("The".into()),
-            StreamEvent::Usage(Usage::new(9, 0)),
             StreamEvent::Delta(" sky is".into()),
-            StreamEvent::Usage(Usage {
-                reasoning_tokens: 28,
-                ..Usage::new(9, 31)
-            }),
             StreamEvent::Delta(" blue.".into()),
             StreamEvent::Finish(FinishReason::Stop),
             StreamEvent::Usage(Usage {
@@ -435,13 +430,58 @@ fn streamed_function_calls_are_whole_deltas_and_finish_as_tool_calls() {
         [
             StreamEvent::Id("kD7taJ3xK6Hbz7IPrJmY4Qs".into()),
             StreamEvent::Delta("Checking both.".into()),
-            StreamEvent::Usage(Usage::new(70, 0)),
             call(0, "Boston"),
-            StreamEvent::Usage(thinking(20 + 50)),
             call(1, "New York"),
             StreamEvent::Finish(FinishReason::ToolCalls),
             StreamEvent::Usage(thinking(30 + 50)),
             StreamEvent::Done,
         ]
+    );
+}
+
+/// A chunk of candidate text with a running usage count, finished when `finish` is set.
+fn running(text: &str, candidates: u64, finish: bool) -> String {
+    let finish = if finish {
+        r#","finishReason":"STOP""#
+    } else {
+        ""
+    };
+    format!(
+        "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"{text}\"}}],\"role\":\"model\"}}{finish}}}],\"usageMetadata\":{{\"promptTokenCount\":7,\"candidatesTokenCount\":{candidates},\"thoughtsTokenCount\":40}}}}\r\n\r\n"
+    )
+}
+
+#[test]
+fn a_stream_reports_usage_only_once_its_candidate_has_finished() {
+    let usage = |candidates: u64| Usage {
+        reasoning_tokens: 40,
+        ..Usage::new(7, candidates + 40)
+    };
+    let said = |sse: &str| {
+        let (events, failure) = decode_all(Api::Gemini, sse);
+        assert_eq!(failure, None);
+        events
+    };
+    // Cut after some text: no usage at all, so the estimate is settled, not a running count.
+    let cut = format!(
+        "{}{}",
+        running("The", 1, false),
+        running(" capital", 3, false)
+    );
+    let want = [
+        StreamEvent::Delta("The".into()),
+        StreamEvent::Delta(" capital".into()),
+    ];
+    assert_eq!(said(&cut), want);
+    // Finished: the finishing chunk's count, then a usage-only chunk's after it.
+    let trailer = "data: {\"usageMetadata\":{\"promptTokenCount\":7,\"candidatesTokenCount\":9,\"thoughtsTokenCount\":40}}\r\n\r\n";
+    let whole = format!("{cut}{}{trailer}", running(" is Cheyenne.", 8, true));
+    let usages: Vec<StreamEvent> = said(&whole)
+        .into_iter()
+        .filter(|e| matches!(e, StreamEvent::Usage(_)))
+        .collect();
+    assert_eq!(
+        usages,
+        [StreamEvent::Usage(usage(8)), StreamEvent::Usage(usage(9))]
     );
 }

@@ -29,7 +29,7 @@ use router_core::ledger::Observation;
 use serde::{Deserialize, Deserializer};
 
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion, Usage};
+use crate::types::{ChatRequest, Completion, FinishReason, Usage};
 use classify::{ErrorBody, Failure};
 pub(crate) use stream::{EventDecoder, StreamDecoder};
 
@@ -267,7 +267,8 @@ impl From<DecodeError> for Failure {
 }
 
 /// Reads a complete (non-streaming) 2xx response to `req`. An answer with no choice, candidate
-/// or content, or with implausible usage, is as malformed as one that is not JSON.
+/// or content, with implausible usage, or that finished to call tools it did not name, is as
+/// malformed as one that is not JSON.
 pub(crate) fn parse_response(
     api: Api,
     req: &ChatRequest,
@@ -277,6 +278,10 @@ pub(crate) fn parse_response(
         .parse_response(req, body)
         .and_then(|mut completion| {
             completion.usage = completion.usage.map(plausible).transpose()?;
+            calls_something(
+                completion.finish_reason.as_ref(),
+                completion.tool_calls.len(),
+            )?;
             Ok(completion)
         });
     completion.map_err(|reason| DecodeError {
@@ -302,6 +307,18 @@ pub(crate) fn plausible(mut usage: Usage) -> Result<Usage, String> {
         ));
     }
     Ok(usage)
+}
+
+/// Whether an answer that made `calls` tool calls for the caller can finish with `finish`: a
+/// [`FinishReason::ToolCalls`] finish with nothing to call is malformed (the caller would run
+/// no tool and wait for results that never come). Every format's whole answers and streams
+/// go through this one rule. An answer tool's call (Anthropic's JSON answers) is no call for
+/// the caller, and its format reports that answer's finish as [`FinishReason::Stop`].
+pub(crate) fn calls_something(finish: Option<&FinishReason>, calls: usize) -> Result<(), String> {
+    if finish == Some(&FinishReason::ToolCalls) && calls == 0 {
+        return Err("it finished to call tools but named no tool call".to_owned());
+    }
+    Ok(())
 }
 
 /// The start of a body, as text, for error messages.

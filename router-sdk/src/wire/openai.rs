@@ -267,7 +267,13 @@ struct MessageJson {
     refusal: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     tool_calls: Vec<ToolCallJson>,
+    /// The 2023 `functions` API's one call, whole or (in a stream) a piece.
+    function_call: Option<FunctionJson>,
 }
+
+/// The id of a legacy `function_call`, which has none: it is the answer's one call, index 0,
+/// and is named `call_0` as a Gemini call without an id is.
+const LEGACY_CALL_ID: &str = "call_0";
 
 /// A tool call, whole or (in a stream) a piece: every field but the index may be absent.
 #[derive(Deserialize)]
@@ -291,6 +297,7 @@ struct UsageJson {
     prompt_tokens: u64,
     #[serde(default, deserialize_with = "nullable")]
     completion_tokens: u64,
+    total_tokens: Option<u64>,
     #[serde(default, deserialize_with = "nullable")]
     prompt_tokens_details: PromptDetails,
     #[serde(default, deserialize_with = "nullable")]
@@ -309,13 +316,29 @@ struct CompletionDetails {
     reasoning_tokens: u64,
 }
 
+/// Reasoning is billed as output. OpenAI, DeepSeek and Groq count it inside
+/// `completion_tokens`; xAI counts it outside, and its `total_tokens` says so. The rule reads the
+/// numbers, not the provider's name: reasoning is outside when `reasoning_tokens` > 0 and
+/// `total_tokens` = prompt + completion + reasoning exactly; then the completion count is
+/// completion + reasoning. Otherwise (no total, or any other total) it is inside, as reported.
+/// Inside, the total is prompt + completion, which equals the sum above only for 0 reasoning.
 impl From<UsageJson> for Usage {
     fn from(u: UsageJson) -> Self {
+        let reasoning = u.completion_tokens_details.reasoning_tokens;
+        let sum = (u.prompt_tokens.checked_add(u.completion_tokens))
+            .and_then(|sum| sum.checked_add(reasoning));
+        let outside = reasoning > 0 && sum.is_some() && sum == u.total_tokens;
+        let completion = if outside {
+            // No overflow: completion + reasoning is at most the total, a `u64`.
+            u.completion_tokens.saturating_add(reasoning)
+        } else {
+            u.completion_tokens
+        };
         Usage {
             prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
+            completion_tokens: completion,
             cached_prompt_tokens: u.prompt_tokens_details.cached_tokens,
-            reasoning_tokens: u.completion_tokens_details.reasoning_tokens,
+            reasoning_tokens: reasoning,
         }
     }
 }
@@ -331,15 +354,30 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
     let Some(choice) = choice else {
         return Err("no choices in the answer".into());
     };
+    let named = |f: &FunctionJson| f.name.as_deref().is_some_and(|n| !n.is_empty());
+    let legacy = choice
+        .message
+        .function_call
+        .filter(named)
+        .map(|f| ToolCall {
+            id: LEGACY_CALL_ID.to_owned(),
+            name: f.name.unwrap_or_default(),
+            arguments: f.arguments.unwrap_or_default(),
+        });
     let tool_calls = choice.message.tool_calls.into_iter().map(|c| ToolCall {
         id: c.id.unwrap_or_default(),
         name: c.function.name.unwrap_or_default(),
         arguments: c.function.arguments.unwrap_or_default(),
     });
+    let mut tool_calls: Vec<ToolCall> = tool_calls.collect();
+    // A legacy call stands alone: an answer never carries both shapes.
+    if tool_calls.is_empty() {
+        tool_calls.extend(legacy);
+    }
     Ok(Completion {
         id: response.id,
         content: choice.message.content.unwrap_or_default(),
-        tool_calls: tool_calls.collect(),
+        tool_calls,
         finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
         refusal: choice.message.refusal.filter(|r| !r.is_empty()),
@@ -364,12 +402,32 @@ struct ChunkChoice {
     finish_reason: Option<String>,
 }
 
-/// Stream state: whether `[DONE]` was seen (later events are ignored), and whether the
-/// response id was passed on.
+/// Stream state: whether `[DONE]` was seen (later events are ignored), whether the
+/// response id was passed on, and whether a legacy `function_call` piece came (its first
+/// piece carries the call's id).
 #[derive(Debug, Default)]
 struct Stream {
     done: bool,
     id_sent: bool,
+    legacy_call: bool,
+}
+
+impl Stream {
+    /// A piece of a legacy `function_call`: a piece of call 0 (nothing if it has no name and
+    /// no arguments).
+    fn legacy_piece(&mut self, piece: FunctionJson) -> Option<StreamEvent> {
+        let arguments = piece.arguments.unwrap_or_default();
+        if piece.name.is_none() && arguments.is_empty() {
+            return None;
+        }
+        let first = !std::mem::replace(&mut self.legacy_call, true);
+        Some(StreamEvent::ToolCall(ToolCallDelta {
+            index: 0,
+            id: first.then(|| LEGACY_CALL_ID.to_owned()),
+            name: piece.name,
+            arguments,
+        }))
+    }
 }
 
 impl EventDecoder for Stream {
@@ -407,6 +465,8 @@ impl EventDecoder for Stream {
                     arguments: call.function.arguments.unwrap_or_default(),
                 }));
             }
+            let legacy = choice.delta.function_call;
+            events.extend(legacy.and_then(|piece| self.legacy_piece(piece)));
             if let Some(reason) = choice.finish_reason {
                 events.push(StreamEvent::Finish(finish_reason(&reason)));
             }

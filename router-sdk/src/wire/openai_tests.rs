@@ -453,3 +453,115 @@ fn an_images_detail_goes_upstream() {
         json!({"url": "https://example.test/b.jpg"})
     );
 }
+
+/// A usage block as xAI reports it: reasoning outside `completion_tokens`, `total_tokens` the sum
+/// of the three.
+const REASONING_OUTSIDE: &str = r#"{"prompt_tokens": 300, "completion_tokens": 20,
+    "total_tokens": 520, "prompt_tokens_details": {"cached_tokens": 250},
+    "completion_tokens_details": {"reasoning_tokens": 200}}"#;
+
+/// The same counts as OpenAI, DeepSeek and Groq report them: reasoning inside the completion.
+const REASONING_INSIDE: &str = r#"{"prompt_tokens": 300, "completion_tokens": 220,
+    "total_tokens": 520, "prompt_tokens_details": {"cached_tokens": 250},
+    "completion_tokens_details": {"reasoning_tokens": 200}}"#;
+
+#[test]
+fn reasoning_that_total_tokens_counts_outside_the_completion_is_output() {
+    let billed = Usage {
+        cached_prompt_tokens: 250,
+        reasoning_tokens: 200,
+        ..Usage::new(300, 220)
+    };
+    for usage in [REASONING_OUTSIDE, REASONING_INSIDE] {
+        let body = format!(
+            r#"{{"id": "r1", "choices": [{{"index": 0, "message": {{"role": "assistant",
+            "content": "4"}}, "finish_reason": "stop"}}], "usage": {usage}}}"#
+        );
+        let got = parse_response(body.as_bytes()).unwrap();
+        assert_eq!(got.usage, Some(billed), "{usage}");
+        let sse = format!(
+            "data: {{\"id\":\"r1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"4\"}},\"finish_reason\":\"stop\"}}]}}\n\n\
+             data: {{\"id\":\"r1\",\"choices\":[],\"usage\":{}}}\n\ndata: [DONE]\n\n",
+            usage.replace('\n', " ")
+        );
+        let (events, failure) = decode_all(Api::OpenAi, &sse);
+        assert_eq!(failure, None);
+        assert!(events.contains(&StreamEvent::Usage(billed)), "{events:?}");
+    }
+}
+
+#[test]
+fn reasoning_is_inside_the_completion_unless_the_total_says_otherwise() {
+    let usage = |json: &str| Usage::from(serde_json::from_str::<UsageJson>(json).unwrap());
+    let counts = |completion, total: &str| {
+        format!(
+            r#"{{"prompt_tokens": 10, "completion_tokens": {completion}, {total}
+            "completion_tokens_details": {{"reasoning_tokens": 4}}}}"#
+        )
+    };
+    let inside = Usage {
+        reasoning_tokens: 4,
+        ..Usage::new(10, 6)
+    };
+    // No total, a total of prompt + completion, or any other total: inside, as reported.
+    assert_eq!(usage(&counts(6, "")), inside);
+    assert_eq!(usage(&counts(6, r#""total_tokens": 16,"#)), inside);
+    assert_eq!(usage(&counts(6, r#""total_tokens": 17,"#)), inside);
+    assert_eq!(usage(&counts(6, r#""total_tokens": null,"#)), inside);
+    // Prompt + completion + reasoning: outside, and counted as output.
+    let outside = Usage {
+        reasoning_tokens: 4,
+        ..Usage::new(10, 10)
+    };
+    assert_eq!(usage(&counts(6, r#""total_tokens": 20,"#)), outside);
+    // No reasoning: the completion as reported, whatever the total.
+    let plain = r#"{"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16}"#;
+    assert_eq!(usage(plain), Usage::new(10, 6));
+}
+
+#[test]
+fn a_legacy_function_call_is_one_tool_call_whole_and_streamed() {
+    let body = br#"{"id": "chatcmpl-f1", "object": "chat.completion", "model": "gpt-4-0613",
+      "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+        "function_call": {"name": "get_current_weather", "arguments": "{\n  \"location\": \"Boston, MA\"\n}"}},
+        "finish_reason": "function_call"}],
+      "usage": {"prompt_tokens": 84, "completion_tokens": 18, "total_tokens": 102}}"#;
+    let call = ToolCall {
+        id: "call_0".into(),
+        name: "get_current_weather".into(),
+        arguments: "{\n  \"location\": \"Boston, MA\"\n}".into(),
+    };
+    let got = parse_response(body).unwrap();
+    assert_eq!(got.tool_calls, std::slice::from_ref(&call));
+    assert_eq!(got.finish_reason, Some(FinishReason::ToolCalls));
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            "data: {{\"id\":\"chatcmpl-f1\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    };
+    let sse = [
+        chunk(
+            r#"{"role":"assistant","content":null,"function_call":{"name":"get_current_weather","arguments":""}}"#,
+            "null",
+        ),
+        chunk(r#"{"function_call":{"arguments":"{\n  \"location\""}}"#, "null"),
+        chunk(r#"{"function_call":{"arguments":": \"Boston, MA\"\n}"}}"#, "null"),
+        chunk("{}", "\"function_call\""),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (events, failure) = decode_all(Api::OpenAi, &sse);
+    assert_eq!(failure, None);
+    let mut assembly = crate::types::ToolCallAssembly::default();
+    let mut ids = Vec::new();
+    for event in &events {
+        if let StreamEvent::ToolCall(delta) = event {
+            assembly.push(delta);
+            ids.push(delta.id.clone());
+        }
+    }
+    assert_eq!(assembly.finish(), [call]);
+    // The id once, on the first piece, as a streamed tool call gives it.
+    assert_eq!(ids, [Some("call_0".to_owned()), None, None]);
+    assert!(events.contains(&StreamEvent::Finish(FinishReason::ToolCalls)));
+}

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use router_core::config::Api;
 
 use super::classify::Failure;
-use super::{for_api, plausible};
+use super::{calls_something, for_api, plausible};
 use crate::types::{ChatRequest, StreamEvent};
 
 /// A wire format's decoder for one streamed response.
@@ -36,6 +36,8 @@ pub(crate) struct StreamDecoder {
     /// Whether text or a finish reason arrived: a stream that completes without either is a
     /// malformed answer, not an empty success.
     delivered: bool,
+    /// Whether a tool call began.
+    called: bool,
 }
 
 /// An error inside a stream: a provider error event, or an event we could not decode.
@@ -48,13 +50,15 @@ impl StreamDecoder {
             api,
             format: for_api(api).stream_decoder(req),
             delivered: false,
+            called: false,
         }
     }
 
     /// Decodes one SSE event. Every event yields at least one item ([`StreamEvent::Ignore`] when
     /// it carries nothing for the caller). A provider error event, malformed JSON, implausible
-    /// usage, or the end of a stream that delivered neither text nor a finish reason is an `Err`
-    /// (the last three of class [`Decode`](super::classify::FailureClass::Decode)).
+    /// usage, a finish to call tools before any tool call came, or the end of a stream that
+    /// delivered neither text nor a finish reason is an `Err` (all but the first of class
+    /// [`Decode`](super::classify::FailureClass::Decode)).
     pub(crate) fn event(
         &mut self,
         event_name: &str,
@@ -84,6 +88,11 @@ impl StreamDecoder {
             match event {
                 StreamEvent::Usage(usage) => {
                     *usage = plausible(*usage).map_err(|reason| self.malformed(&reason))?;
+                }
+                StreamEvent::ToolCall(_) => self.called = true,
+                StreamEvent::Finish(finish) => {
+                    calls_something(Some(finish), usize::from(self.called))
+                        .map_err(|reason| self.malformed(&reason))?;
                 }
                 StreamEvent::Done if !self.delivered => {
                     return Err(self.malformed("it ended without any choice, candidate or content"));

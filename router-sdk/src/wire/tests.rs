@@ -463,3 +463,66 @@ fn a_generation_config_in_either_spelling_merges_into_geminis_own() {
         assert_eq!(body.get("generation_config"), None, "{spelling}");
     }
 }
+
+#[test]
+fn a_tool_calls_finish_with_nothing_to_call_is_malformed_whole_and_streamed() {
+    let openai_whole = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Let me check."},"finish_reason":"tool_calls"}]}"#;
+    let openai_stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me check.\"}}]}\n\n\
+        data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let anthropic_whole = br#"{"id":"msg_1","type":"message","content":[{"type":"text","text":"Let me check."}],"stop_reason":"tool_use","usage":{"input_tokens":9,"output_tokens":4}}"#;
+    let anthropic_stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n\
+        event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Let me check.\"}}\n\n\
+        event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":4}}\n\n\
+        event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let cases: [(Api, &[u8], &str); 2] = [
+        (Api::OpenAi, openai_whole, openai_stream),
+        (Api::Anthropic, anthropic_whole, anthropic_stream),
+    ];
+    for (api, whole, stream) in cases {
+        let err = parse_response(api, &ChatRequest::default(), whole).unwrap_err();
+        assert!(err.reason.contains("named no tool call"), "{api:?}: {err}");
+        assert_eq!(Failure::from(err).class, FailureClass::Decode);
+        let (events, failure) = test_support::decode_all(api, stream);
+        let failure = failure.unwrap_or_else(|| panic!("{api:?}: {events:?}"));
+        assert_eq!(failure.class, FailureClass::Decode, "{api:?}");
+        assert!(failure.message.contains("named no tool call"), "{api:?}");
+        assert!(!events.contains(&StreamEvent::Done), "{api:?}");
+    }
+}
+
+#[test]
+fn answers_that_call_no_tool_for_the_caller_finish_as_they_said() {
+    // Server-side tools (run by Anthropic), and a JSON answer's tool: no call for the caller,
+    // and no tool_calls finish.
+    let server_tools = br#"{"id":"msg_2","type":"message","content":[
+        {"type":"server_tool_use","id":"srvtoolu_1","name":"web_fetch","input":{"url":"https://example.com"}},
+        {"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"web_fetch_result"}},
+        {"type":"text","text":"A placeholder page."}],
+        "stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":4}}"#;
+    let got = parse_response(Api::Anthropic, &ChatRequest::default(), server_tools).unwrap();
+    assert_eq!(
+        (got.tool_calls.len(), got.finish_reason),
+        (0, Some(FinishReason::Stop))
+    );
+    let json_answer = ChatRequest {
+        response_format: Some(crate::types::ResponseFormat::JsonObject),
+        ..ChatRequest::default()
+    };
+    let answer_tool = br#"{"id":"msg_3","type":"message","content":[
+        {"type":"tool_use","id":"toolu_1","name":"json_answer","input":{"ok":true}}],
+        "stop_reason":"tool_use","usage":{"input_tokens":9,"output_tokens":4}}"#;
+    let got = parse_response(Api::Anthropic, &json_answer, answer_tool).unwrap();
+    assert_eq!(
+        (got.content.as_str(), got.finish_reason),
+        (r#"{"ok":true}"#, Some(FinishReason::Stop))
+    );
+    let streamed = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_3\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n\
+        event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"json_answer\",\"input\":{}}}\n\n\
+        event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"ok\\\":true}\"}}\n\n\
+        event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":4}}\n\n\
+        event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let (events, failure) = test_support::decode_all_for(Api::Anthropic, &json_answer, streamed);
+    assert_eq!(failure, None);
+    assert!(events.contains(&StreamEvent::Finish(FinishReason::Stop)));
+    assert_eq!(events.last(), Some(&StreamEvent::Done));
+}

@@ -176,6 +176,71 @@ async fn a_stream_cut_short_is_an_error_and_settles_what_was_reported() {
     assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
 }
 
+/// A tenant with a budget large enough for any estimate here: its spend shows what a request
+/// was charged.
+const SPENDER: &str = "tenants:
+  default_tier: metered
+  tiers:
+    metered: { rpm: 100, budget: { daily_usd: 100 } }
+  members:
+    acme: metered
+";
+
+#[tokio::test]
+async fn a_gemini_stream_cut_after_some_text_settles_the_estimate_not_its_running_count() {
+    // $1 / $1000 per Mtok: an output token costs 1000 micro-USD, a prompt token 1.
+    let w = World::with_extra(&[Upstream::gemini("ge", (1.0, 1000.0))], SPENDER).await;
+    // The first chunk only: "The", with a running count of 9 prompt and 0 output tokens.
+    let full = String::from_utf8(fixture("gemini/stream.sse")).unwrap();
+    let cut = full.split("data: ").nth(1).unwrap();
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-test:streamGenerateContent"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(format!("data: {cut}"), "text/event-stream"),
+        )
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let req = ChatRequest {
+        tenant: Some("acme".into()),
+        ..ChatRequest::new("Why is the sky blue?")
+    };
+    let mut stream = w.router.chat_stream(req).await.unwrap();
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        ChatChunk::Delta("The".into())
+    );
+    let spec = router_core::ledger::TenantSpec {
+        name: "acme".into(),
+        limits: router_core::config::Limits {
+            rpm: std::num::NonZeroU64::new(100),
+            ..Default::default()
+        },
+        budget: router_core::ledger::BudgetMicros {
+            daily: Some(100_000_000),
+            monthly: None,
+        },
+    };
+    let ledger = w.router.ledger();
+    let spent = || async {
+        ledger
+            .tenant_snapshot(&spec)
+            .await
+            .unwrap()
+            .spent_today_micros
+    };
+    // In flight, the spend holds the estimate.
+    let estimate = spent().await;
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::Transport { .. }), "{err:?}");
+    assert!(stream.next().await.is_none());
+    // The running count (9 prompt, 0 output tokens: 9 micro-USD) is not final: the estimate is
+    // settled.
+    assert!(estimate > 1000, "estimate {estimate}");
+    assert_eq!(spent().await, estimate);
+    assert_eq!(w.snapshot("gemini-test").await.usage.in_flight, 0);
+}
+
 #[tokio::test]
 async fn a_stream_dropped_mid_way_frees_its_slot() {
     let w = World::new(&[Upstream::openai("oa", (1.0, 1.0))]).await;

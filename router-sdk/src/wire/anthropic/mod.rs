@@ -131,6 +131,14 @@ pub(super) struct UsageJson {
     output_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "nullable")]
+    output_tokens_details: OutputDetails,
+}
+
+/// `usage.output_tokens_details`: the thinking tokens, already counted in `output_tokens`.
+#[derive(Deserialize, Default, Debug, Clone, Copy)]
+struct OutputDetails {
+    thinking_tokens: Option<u64>,
 }
 
 impl UsageJson {
@@ -147,6 +155,10 @@ impl UsageJson {
                 &mut self.cache_read_input_tokens,
                 newer.cache_read_input_tokens,
             ),
+            (
+                &mut self.output_tokens_details.thinking_tokens,
+                newer.output_tokens_details.thinking_tokens,
+            ),
         ];
         for (field, value) in fields {
             if value.is_some() {
@@ -156,7 +168,8 @@ impl UsageJson {
     }
 
     /// Prompt = input + cache creation + cache read, saturating: a sum past `u64` is far above
-    /// the plausibility bound the wire layer checks next.
+    /// the plausibility bound the wire layer checks next. Reasoning = the thinking tokens, for
+    /// the record only: `output_tokens` already counts them.
     pub(super) fn usage(&self) -> Usage {
         let n = |v: Option<u64>| v.unwrap_or(0);
         Usage {
@@ -165,7 +178,7 @@ impl UsageJson {
                 .saturating_add(n(self.cache_read_input_tokens)),
             completion_tokens: n(self.output_tokens),
             cached_prompt_tokens: n(self.cache_read_input_tokens),
-            reasoning_tokens: 0,
+            reasoning_tokens: n(self.output_tokens_details.thinking_tokens),
         }
     }
 }

@@ -7,13 +7,19 @@
 //! tool's aside: that tool's `input_json_delta`s are the answer's text, and the whole of it.
 //! Text before it (with thinking, the tool is offered with `auto`) is held back until the
 //! answer's end, and given only if the tool never came.
+//!
+//! A `tool_use` block starts with its `input` (`{}`). A tool without arguments gets one empty
+//! `input_json_delta`, or none. A block whose deltas brought no JSON is given its start `input`
+//! at its end (`content_block_stop`, else the message's stop): its arguments are `{}`, as in a
+//! whole answer, never `""`. A block with JSON deltas is their text, unchanged.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use router_core::config::Api;
 use serde::Deserialize;
+use serde_json::Value;
 
-use super::{UsageJson, error_body, finish_of};
+use super::{UsageJson, error_body, finish_of, input_text};
 use crate::types::{StreamEvent, ToolCallDelta};
 use crate::wire::classify::Failure;
 use crate::wire::{EventDecoder, error, malformed, nullable};
@@ -35,6 +41,10 @@ enum Event {
         index: u64,
         delta: BlockDelta,
     },
+    ContentBlockStop {
+        #[serde(default, deserialize_with = "nullable")]
+        index: u64,
+    },
     MessageDelta {
         #[serde(default)]
         delta: MessageDeltaBody,
@@ -54,8 +64,8 @@ struct StartMessage {
     usage: UsageJson,
 }
 
-/// The block a `content_block_start` opens: a `tool_use` block's id and name; any other block
-/// is skipped.
+/// The block a `content_block_start` opens: a `tool_use` block's id, name and input so far;
+/// any other block is skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StartBlock {
@@ -64,6 +74,8 @@ enum StartBlock {
         id: String,
         #[serde(default, deserialize_with = "nullable")]
         name: String,
+        #[serde(default)]
+        input: Value,
     },
     #[serde(other)]
     Other,
@@ -101,13 +113,21 @@ enum ToolBlock {
     Answer,
 }
 
+/// A `tool_use` block: whose arguments its JSON is, and its start `input` as JSON text. The
+/// input is `None` once a JSON delta came or the block ended.
+#[derive(Debug)]
+struct Block {
+    whose: ToolBlock,
+    input: Option<String>,
+}
+
 /// Stream state: usage so far (assigned, never added), the `tool_use` blocks by content block
 /// index, how many were tool calls, and whether `message_stop` was seen.
 #[derive(Debug, Default)]
 pub(super) struct Stream {
     usage: UsageJson,
     answer_tool: Option<String>,
-    blocks: HashMap<u64, ToolBlock>,
+    blocks: BTreeMap<u64, Block>,
     calls: u32,
     done: bool,
     /// A JSON answer's text, held back while its answer tool may still come (`None` once it
@@ -138,16 +158,25 @@ impl Stream {
         }
     }
 
-    /// A `tool_use` block starts at content block `index`.
-    fn tool_start(&mut self, index: u64, id: String, name: String) -> Vec<StreamEvent> {
+    /// A `tool_use` block with `input` starts at content block `index`.
+    fn tool_start(
+        &mut self,
+        index: u64,
+        id: String,
+        name: String,
+        input: &Value,
+    ) -> Vec<StreamEvent> {
+        let input = Some(input_text(input));
         if self.answer_tool.as_deref() == Some(name.as_str()) {
-            self.blocks.insert(index, ToolBlock::Answer);
+            let whose = ToolBlock::Answer;
+            self.blocks.insert(index, Block { whose, input });
             self.held = None;
             return Vec::new();
         }
         let call = self.calls;
         self.calls = self.calls.saturating_add(1);
-        self.blocks.insert(index, ToolBlock::Call(call));
+        let whose = ToolBlock::Call(call);
+        self.blocks.insert(index, Block { whose, input });
         vec![StreamEvent::ToolCall(ToolCallDelta {
             index: call,
             id: Some(id),
@@ -157,19 +186,50 @@ impl Stream {
     }
 
     /// More JSON of the `tool_use` block at content block `index` (nothing if it is no such
-    /// block).
-    fn tool_json(&self, index: u64, json: String) -> Vec<StreamEvent> {
-        match self.blocks.get(&index) {
-            _ if json.is_empty() => Vec::new(),
-            Some(ToolBlock::Answer) => vec![StreamEvent::Delta(json)],
-            Some(ToolBlock::Call(call)) => vec![StreamEvent::ToolCall(ToolCallDelta {
-                index: *call,
-                id: None,
-                name: None,
-                arguments: json,
-            })],
-            None => Vec::new(),
+    /// block). The first JSON replaces the block's start `input`.
+    fn tool_json(&mut self, index: u64, json: String) -> Vec<StreamEvent> {
+        match self.blocks.get_mut(&index) {
+            Some(block) if !json.is_empty() => {
+                block.input = None;
+                vec![json_event(block.whose, json)]
+            }
+            _ => Vec::new(),
         }
+    }
+
+    /// The `tool_use` block at content block `index` ended: its start `input` if no JSON came.
+    fn tool_end(&mut self, index: u64) -> Vec<StreamEvent> {
+        let Some(block) = self.blocks.get_mut(&index) else {
+            return Vec::new();
+        };
+        let whose = block.whose;
+        block
+            .input
+            .take()
+            .map(|input| json_event(whose, input))
+            .into_iter()
+            .collect()
+    }
+
+    /// The message ended: the start `input` of each block that got no JSON and no end.
+    fn tool_ends(&mut self) -> Vec<StreamEvent> {
+        let open: Vec<u64> = self.blocks.keys().copied().collect();
+        open.into_iter()
+            .flat_map(|index| self.tool_end(index))
+            .collect()
+    }
+}
+
+/// JSON text of a `tool_use` block: the answer's text, or a piece of a call's arguments.
+fn json_event(whose: ToolBlock, json: String) -> StreamEvent {
+    match whose {
+        ToolBlock::Answer => StreamEvent::Delta(json),
+        ToolBlock::Call(call) => StreamEvent::ToolCall(ToolCallDelta {
+            index: call,
+            id: None,
+            name: None,
+            arguments: json,
+        }),
     }
 }
 
@@ -194,8 +254,8 @@ impl EventDecoder for Stream {
             }
             Event::ContentBlockStart {
                 index,
-                content_block: StartBlock::ToolUse { id, name },
-            } => self.tool_start(index, id, name),
+                content_block: StartBlock::ToolUse { id, name, input },
+            } => self.tool_start(index, id, name, &input),
             Event::ContentBlockDelta {
                 delta: BlockDelta::TextDelta { text },
                 ..
@@ -204,6 +264,7 @@ impl EventDecoder for Stream {
                 index,
                 delta: BlockDelta::InputJsonDelta { partial_json },
             } => self.tool_json(index, partial_json),
+            Event::ContentBlockStop { index } => self.tool_end(index),
             Event::MessageDelta { delta, usage } => {
                 let answer_tool = self.answer_tool.is_some();
                 let calls = self.calls as usize;
@@ -214,6 +275,11 @@ impl EventDecoder for Stream {
                     .and_then(|_| self.held.take())
                     .filter(|t| !t.is_empty())
                     .map(StreamEvent::Delta);
+                // Blocks the message ended without a block stop.
+                let ends = match delta.stop_reason {
+                    Some(_) => self.tool_ends(),
+                    None => Vec::new(),
+                };
                 let finish = delta
                     .stop_reason
                     .map(|r| StreamEvent::Finish(finish_of(&r, answer_tool, calls)));
@@ -221,14 +287,20 @@ impl EventDecoder for Stream {
                     self.usage.assign(u);
                     StreamEvent::Usage(self.usage.usage())
                 });
-                held.into_iter().chain(finish).chain(usage).collect()
+                held.into_iter()
+                    .chain(ends)
+                    .chain(finish)
+                    .chain(usage)
+                    .collect()
             }
             Event::MessageStop => {
                 self.done = true;
                 // Held for a tool that never came, with no stop reason to give it before.
                 let held = self.held.take().filter(|t| !t.is_empty());
+                let ends = self.tool_ends();
                 held.map(StreamEvent::Delta)
                     .into_iter()
+                    .chain(ends)
                     .chain([StreamEvent::Done])
                     .collect()
             }

@@ -762,3 +762,130 @@ data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta"
         "Here is the report:"
     );
 }
+
+#[test]
+fn thinking_tokens_are_reasoning_whole_and_streamed() {
+    let body = br#"{"id": "msg_t", "type": "message", "role": "assistant",
+      "content": [{"type": "thinking", "thinking": "Factor it.", "signature": "sig"},
+                  {"type": "text", "text": "x = 1, 2, 3"}],
+      "stop_reason": "end_turn",
+      "usage": {"input_tokens": 51, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0, "output_tokens": 700,
+                "output_tokens_details": {"thinking_tokens": 139}}}"#;
+    let thinking = |reasoning, completion| Usage {
+        reasoning_tokens: reasoning,
+        ..Usage::new(51, completion)
+    };
+    let got = parse_response(body, None).unwrap();
+    assert_eq!(got.usage, Some(thinking(139, 700)));
+    // Streamed: cumulative, so each message_delta's count replaces the last (never added), and
+    // one that leaves it out keeps it.
+    let mut s = Stream::default();
+    let start =
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":51,"output_tokens":2}}}"#;
+    s.event("message_start", start).unwrap();
+    let delta = |usage: &str| format!(r#"{{"type":"message_delta","delta":{{}},"usage":{usage}}}"#);
+    let steps = [
+        (
+            r#"{"output_tokens":300,"output_tokens_details":{"thinking_tokens":120}}"#,
+            thinking(120, 300),
+        ),
+        (r#"{"output_tokens":400}"#, thinking(120, 400)),
+        (
+            r#"{"output_tokens":700,"output_tokens_details":{"thinking_tokens":139}}"#,
+            thinking(139, 700),
+        ),
+    ];
+    for (usage, want) in steps {
+        let got = s.event("message_delta", &delta(usage)).unwrap();
+        assert_eq!(got, [StreamEvent::Usage(want)], "{usage}");
+    }
+}
+
+/// A streamed answer: some text, then a `tool_use` block (index 1) whose JSON deltas are
+/// `json` (`""` is the one empty delta a tool without arguments gets), ended by a block stop
+/// when `stop` is set, then the message's end.
+fn tool_stream(name: &str, json: &[&str], stop: bool) -> String {
+    let mut sse = String::from(
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_n","type":"message","role":"assistant","content":[],"usage":{"input_tokens":565,"output_tokens":7}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Updating."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+"#,
+    );
+    sse.push_str(&format!(
+        "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_n\",\"name\":\"{name}\",\"input\":{{}}}}}}\n\n"
+    ));
+    for piece in json {
+        let piece = serde_json::to_string(piece).unwrap();
+        sse.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{piece}}}}}\n\n"
+        ));
+    }
+    if stop {
+        sse.push_str(
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        );
+    }
+    sse.push_str(
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":48}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#,
+    );
+    sse
+}
+
+/// The tool calls of a streamed answer to `req`, assembled from their pieces, and its text.
+fn streamed_calls(req: &ChatRequest, sse: &str) -> (Vec<ToolCall>, String) {
+    let (events, failure) = decode_all_for(Api::Anthropic, req, sse);
+    assert_eq!(failure, None);
+    let mut assembly = crate::types::ToolCallAssembly::default();
+    let mut text = String::new();
+    for event in &events {
+        match event {
+            StreamEvent::ToolCall(delta) => assembly.push(delta),
+            StreamEvent::Delta(t) => text.push_str(t),
+            _ => {}
+        }
+    }
+    (assembly.finish(), text)
+}
+
+#[test]
+fn a_streamed_tool_call_without_arguments_has_the_empty_object_as_arguments() {
+    let plain = ChatRequest::new("Update the issue list");
+    let call = |arguments: &str| ToolCall {
+        id: "toolu_n".into(),
+        name: "updateIssueList".into(),
+        arguments: arguments.into(),
+    };
+    // One empty delta, or none, with the block's stop or with only the message's end.
+    for (json, stop) in [(&[""][..], true), (&[], true), (&[""], false), (&[], false)] {
+        let sse = tool_stream("updateIssueList", json, stop);
+        let (calls, text) = streamed_calls(&plain, &sse);
+        assert_eq!(calls, [call("{}")], "deltas {json:?}, block stop {stop}");
+        assert_eq!(text, "Updating.");
+    }
+    // JSON deltas are the arguments, unchanged, with or without the block's stop.
+    for stop in [true, false] {
+        let sse = tool_stream("updateIssueList", &["", "{\"all\":", " true}"], stop);
+        let (calls, _) = streamed_calls(&plain, &sse);
+        assert_eq!(calls, [call(r#"{"all": true}"#)], "block stop {stop}");
+    }
+    // The answer tool of a JSON answer, called with no JSON: the answer is `{}`, as whole.
+    let sse = tool_stream("weather_report", &[""], true);
+    let (calls, text) = streamed_calls(&json_schema_request(), &sse);
+    assert_eq!((calls, text.as_str()), (vec![], "{}"));
+}
