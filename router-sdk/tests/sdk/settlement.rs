@@ -232,7 +232,7 @@ async fn a_gemini_stream_cut_after_some_text_settles_the_estimate_not_its_runnin
     // In flight, the spend holds the estimate.
     let estimate = spent().await;
     let err = stream.next().await.unwrap().unwrap_err();
-    assert!(matches!(err, Error::Transport { .. }), "{err:?}");
+    assert!(matches!(err, Error::StreamBroken { .. }), "{err:?}");
     assert!(stream.next().await.is_none());
     // The running count (9 prompt, 0 output tokens: 9 micro-USD) is not final: the estimate is
     // settled.
