@@ -27,8 +27,10 @@
 -- Reply: lost    {2, now} when the stored epoch is not the instance's: the store lost its keys
 --                 or another instance restored them since; nothing is admitted, the instance
 --                 restores (restore.lua) first.
---        granted {1, now, rank (0-based candidate index), bucket, day, month} (for a repeated
---          admission: the first one's rank and bucket, and the day and month of that bucket)
+--        granted {1, now, rank (0-based candidate index), bucket, day, month}, and with a
+--          tenant two more: the requests and tokens its window counts with this admission
+--          (for a repeated admission: the first one's rank and bucket, the day and month of
+--          that bucket, and no tenant counts, as it counted nothing)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
 --                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm), scope (1 deployment, 2 provider,
@@ -313,7 +315,10 @@ do
         -- right.
         redis.call('SET', KEYS[1], fmt('r%d', bk), 'PX', SLOTS_TTL_MS_ARG)
       end
-      return {1, now, c - 1, bk, p and p.day or 0, p and p.month or 0}
+      if tenant then
+        return {1, now, c - 1, bk, p.day, p.month, held_tenant.R + 1, held_tenant.T + need}
+      end
+      return {1, now, c - 1, bk, 0, 0}
     end
     k, a = next_k, next_a
   end

@@ -164,6 +164,11 @@ impl ApiError {
         Self::new(status, "invalid_request_error", "model_not_found", message)
     }
 
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
     /// OpenAI's error `code`: what metrics label a failed request by.
     pub(crate) fn code(&self) -> &'static str {
         self.code

@@ -20,6 +20,7 @@ mod errors;
 mod inbound;
 mod metrics;
 mod outbound;
+mod ratelimit;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -453,7 +454,11 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
             };
             let code = failed.error.code();
             shared.metrics.request(&who, code, started.elapsed());
-            failed.error.into_response_with(&request_id)
+            let mut response = failed.error.into_response_with(&request_id);
+            if let Some(rates) = failed.rates {
+                rates.set(response.headers_mut());
+            }
+            response
         }
     };
     gone.counted = true;
@@ -525,6 +530,8 @@ struct Failed {
     error: ApiError,
     provider: Option<String>,
     model: Option<String>,
+    /// The `x-ratelimit-*` headers it carries (a 429).
+    rates: Option<ratelimit::Report>,
 }
 
 impl From<ApiError> for Failed {
@@ -533,6 +540,7 @@ impl From<ApiError> for Failed {
             error,
             provider: None,
             model: None,
+            rates: None,
         }
     }
 }
@@ -613,6 +621,7 @@ async fn answer(
             error: ApiError::logged(e, request_id),
             provider,
             model,
+            rates: None,
         }
     };
     let body = body?;
@@ -657,12 +666,26 @@ async fn answer(
     if let Some(list) = header(headers, "x-llmroute-providers") {
         req.providers = providers_asked(shared.router.registry(), caller, list)?;
     }
-    let tenant = caller.tenant.clone();
-    let mut response = if read.stream {
-        let stream = tokio::select! {
+    let router = &shared.router;
+    let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
+    // A refusal of the router: a 429 reports the window as the refusal found it, or the
+    // model's headroom read beside the admission.
+    let refused = |e: router_sdk::Error, headroom| async move {
+        let mut failed = routed(e);
+        if failed.error.status() == StatusCode::TOO_MANY_REQUESTS {
+            failed.rates = rates.report(router, None, headroom).await;
+        }
+        failed
+    };
+    let (mut response, window, headroom) = if read.stream {
+        let (stream, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            stream = shared.router.chat_stream(req) => stream.map_err(routed)?,
+            both = async { tokio::join!(router.chat_stream(req), rates.headroom(router)) } => both,
+        };
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => return Err(refused(e, headroom).await),
         };
         let who = metrics::Served {
             tenant: &tenant_label,
@@ -674,17 +697,23 @@ async fn answer(
         shared
             .metrics
             .router_added(started.elapsed(), stream.upstream());
+        let window = stream.tenant_window();
         let counted = Counted {
             shared: shared.clone(),
             tenant: tenant_label.clone(),
             request_id: request_id.to_owned(),
         };
-        streamed(stream, model, read.include_usage, counted)
+        let response = streamed(stream, model, read.include_usage, counted);
+        (response, window, headroom)
     } else {
-        let answer = tokio::select! {
+        let (answer, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            answer = shared.router.chat(req) => answer.map_err(routed)?,
+            both = async { tokio::join!(router.chat(req), rates.headroom(router)) } => both,
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => return Err(refused(e, headroom).await),
         };
         let r = &answer.receipt;
         let who = metrics::Served {
@@ -707,58 +736,12 @@ async fn answer(
             ("x-request-id", r.request_id.as_str()),
         ];
         set_headers(response.headers_mut(), &pairs);
-        response
+        (response, r.tenant_window, headroom)
     };
-    if let Some(tenant) = tenant {
-        rate_limit_headers(shared, &tenant, response.headers_mut()).await;
+    if let Some(report) = rates.report(router, window, headroom).await {
+        report.set(response.headers_mut());
     }
     Ok(response)
-}
-
-/// OpenAI's `x-ratelimit-*` headers for `tenant`'s tier, where it sets `rpm` / `tpm`: the limit,
-/// what remains of it in the current window, and `60s` for the reset (the window slides over at
-/// most 60 s, so everything counted now is released by then). A ledger that does not answer
-/// leaves them out; the answer stands.
-async fn rate_limit_headers(shared: &Shared, tenant: &str, headers: &mut HeaderMap) {
-    let registry = shared.router.registry();
-    let Some(tier) = registry.tier_of(tenant) else {
-        return;
-    };
-    if tier.limits.rpm.is_none() && tier.limits.tpm.is_none() {
-        return;
-    }
-    let spec = router_core::ledger::TenantSpec::of_tier(tenant, tier);
-    let usage = match shared.router.ledger().tenant_snapshot(&spec).await {
-        Ok(snapshot) => snapshot.usage,
-        Err(e) => {
-            tracing::warn!(error = %e, "no rate-limit headers: the ledger did not answer");
-            return;
-        }
-    };
-    let dims = [
-        ("requests", tier.limits.rpm, usage.requests),
-        ("tokens", tier.limits.tpm, usage.tokens),
-    ];
-    for (dim, limit, used) in dims {
-        let Some(limit) = limit.map(std::num::NonZeroU64::get) else {
-            continue;
-        };
-        let values = [
-            (format!("x-ratelimit-limit-{dim}"), limit.to_string()),
-            (
-                format!("x-ratelimit-remaining-{dim}"),
-                limit.saturating_sub(used).to_string(),
-            ),
-            (format!("x-ratelimit-reset-{dim}"), "60s".to_owned()),
-        ];
-        for (name, value) in values {
-            if let (Ok(name), Ok(value)) =
-                (HeaderName::try_from(name), HeaderValue::try_from(value))
-            {
-                headers.insert(name, value);
-            }
-        }
-    }
 }
 
 /// Sets `pairs` on `headers`, leaving out any value that cannot be a header.

@@ -170,6 +170,7 @@ mod tests {
             attempts: Vec::new(),
             waited: std::time::Duration::ZERO,
             upstream: std::time::Duration::ZERO,
+            tenant_window: None,
         };
         let answer = ChatResponse {
             content: String::new(),

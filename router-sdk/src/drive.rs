@@ -301,6 +301,7 @@ impl Router {
         };
         let observed = headers.and_then(|h| self.report(d, h));
         let guard = guard.reporting(observed);
+        let tenant_window = guard.tenant_window();
         // The record first, as for a failed call.
         request.account.answered(&usage, guard.cost_of(&usage));
         guard.settle(usage).await;
@@ -326,6 +327,7 @@ impl Router {
             attempts: std::mem::take(&mut request.attempts),
             waited: request.flow.waited(),
             upstream: request.upstream,
+            tenant_window,
         }
     }
 

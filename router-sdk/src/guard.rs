@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use router_core::config::{DeploymentId, Price};
 use router_core::estimate::Accounting;
-use router_core::ledger::{ActualUsage, Observation, Reservation, Settlement};
+use router_core::ledger::{ActualUsage, Observation, Reservation, Settlement, WindowUse};
 
 use crate::settler::{Owed, Settler};
 use crate::types::Usage;
@@ -73,6 +73,11 @@ impl Guard {
     /// The deployment the reservation is on.
     pub(crate) fn deployment(&self) -> DeploymentId {
         self.deployment
+    }
+
+    /// The tenant's window as the admission left it, when the admission counted there.
+    pub(crate) fn tenant_window(&self) -> Option<WindowUse> {
+        self.reservation.as_ref()?.tenant.as_ref()?.window
     }
 
     /// What `usage` costs at the deployment's price, micro-USD: what [`Guard::settle`] charges.

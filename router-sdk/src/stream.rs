@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 
 use eventsource_stream::Eventsource;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
+use router_core::ledger::WindowUse;
 use tracing::Instrument;
 
 use crate::chat::CallInput;
@@ -33,9 +34,16 @@ pub struct ChatStream {
     request_id: String,
     upstream: std::time::Duration,
     deadline: Option<tokio::time::Instant>,
+    tenant_window: Option<WindowUse>,
 }
 
 impl ChatStream {
+    /// The tenant's window (requests and tokens of the last 60 s) as this stream's admission
+    /// left it; `None` without a tenant, or when the admission counted nothing there.
+    pub fn tenant_window(&self) -> Option<WindowUse> {
+        self.tenant_window
+    }
+
     /// The request's deadline (`None`: too far to name): polled past it, the stream ends with
     /// a timeout error. A caller that may stop polling (a client that stopped reading) can
     /// drop the stream then, which settles it; until dropped, its slot is held and renewed.
@@ -108,6 +116,7 @@ impl Router {
             .instrument(span.clone())
             .await?;
         let d = guard.deployment();
+        let tenant_window = guard.tenant_window();
         // The opening headers' report goes with the settlement, whenever the stream ends.
         let guard = guard.reporting(self.report(d, &opened.headers));
         let registry = &self.inner.registry;
@@ -147,6 +156,7 @@ impl Router {
             request_id,
             upstream,
             deadline,
+            tenant_window,
         })
     }
 

@@ -732,6 +732,11 @@ pub struct Receipt {
     /// a stream until it opened. The rest of a request's time is the router's (waits included).
     #[serde(with = "ms")]
     pub upstream: Duration,
+    /// The tenant's window (requests and tokens of the last 60 s) as the admission of the call
+    /// that answered left it: what rate-limit headers report. `None` without a tenant, or when
+    /// that admission counted nothing there. Not part of the JSON receipt.
+    #[serde(skip)]
+    pub tenant_window: Option<router_core::ledger::WindowUse>,
 }
 
 /// One item of a chat stream.

@@ -25,7 +25,7 @@ use router_core::ledger::{
     Reservation, Settlement, TenantNeed, TenantSpec,
 };
 
-use crate::support::{connect_to, open_sqlite, temp_dir};
+use crate::support::{connect_to, open_sqlite, temp_dir, without_window};
 
 /// 2027-02-01T00:00:00Z: cases start in the two hours before it, so months and days roll over.
 const MONTH_START: u64 = 1_801_440_000_000;
@@ -255,8 +255,10 @@ impl Stores {
             Op::Again(w) => {
                 if let Some((need, cands, r)) = self.pick(*w).cloned() {
                     let got = all!(self, "again", |l| l.admit(&need, &cands));
+                    // Admitted anew (its slot had ended), not the same reservation answered
+                    // again (which reports no tenant window, as it counted nothing).
                     if let Admission::Granted(again) = got
-                        && again != r
+                        && without_window(&again) != without_window(&r)
                     {
                         self.held.push((need, cands, again));
                     }

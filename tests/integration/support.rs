@@ -376,3 +376,13 @@ pub(crate) async fn copy_gated<F, Fut>(
         }
     }
 }
+
+/// `r` without its tenant window: what tells one reservation from another (the same one
+/// answered again reports no window, as it counted nothing).
+pub fn without_window(r: &router_core::ledger::Reservation) -> router_core::ledger::Reservation {
+    let mut r = r.clone();
+    if let Some(t) = &mut r.tenant {
+        t.window = None;
+    }
+    r
+}

@@ -150,12 +150,18 @@ impl<'a> Engine<'a> {
                 take(cells.scope(s), nb, slot, counts);
             }
             let p = periods(self.now);
-            if let Some(t) = &need.tenant {
+            let mut granted = reservation(need, rank, d, bucket, &p);
+            if let (Some(t), Some(hold)) = (&need.tenant, &mut granted.tenant) {
                 let st = cells.tenant(&t.spec.name);
                 take(&mut st.scope, nb, slot, counts);
                 st.spend.add(&p, need.cost(rank));
+                let totals = st.scope.window.totals();
+                hold.window = Some(WindowUse {
+                    requests: totals[Dim::Requests as usize],
+                    tokens: totals[Dim::Tokens as usize],
+                });
             }
-            return Ok(Admission::Granted(reservation(need, rank, d, bucket, &p)));
+            return Ok(Admission::Granted(granted));
         }
         // Every candidate refused: now work out when each could take it (the costly part).
         let refusals = candidates
@@ -564,6 +570,7 @@ pub(crate) fn reservation(
             cost_micros: need.cost(rank),
             day: p.day,
             month: p.month,
+            window: None,
         }),
     }
 }

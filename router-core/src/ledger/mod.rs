@@ -65,7 +65,8 @@ pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use types::{
     ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
     Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,
-    Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, usd_to_micros,
+    Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, WindowUse,
+    usd_to_micros,
 };
 pub use window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS};
 

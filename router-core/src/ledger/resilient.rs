@@ -2303,6 +2303,7 @@ impl State {
                         cost_micros: need.cost(0),
                         day: p.day,
                         month: p.month,
+                        window: None,
                     }),
                 })
             }

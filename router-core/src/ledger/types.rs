@@ -237,6 +237,18 @@ pub struct TenantHold {
     pub day: u64,
     /// The UTC month (`year * 12 + month - 1`) the cost was reserved in.
     pub month: u64,
+    /// The tenant's window once this admission was counted in it; `None` when the admission
+    /// counted nothing there (a repeated admission answered again, or `open` mode).
+    pub window: Option<WindowUse>,
+}
+
+/// What a sliding window counts: the requests and tokens of the last 60 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowUse {
+    /// Requests (against RPM).
+    pub requests: u64,
+    /// Tokens, input and output (against TPM).
+    pub tokens: u64,
 }
 
 /// What a request actually used, as reported by the provider (or estimated when it reported

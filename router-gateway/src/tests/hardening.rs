@@ -310,3 +310,84 @@ async fn a_stream_that_ends_without_a_finish_ends_as_stream_broken() {
         r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
     assert!(metrics.contains(broken), "{metrics}");
 }
+
+/// A header of `response` as a number.
+fn number(response: &reqwest::Response, name: &str) -> u64 {
+    let value = response.headers().get(name);
+    let value = value.unwrap_or_else(|| panic!("no `{name}`: {:?}", response.headers()));
+    value.to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn concurrent_requests_each_get_the_counts_their_own_admission_left() {
+    let r = start("rpm: 100, tpm: 1000000", "").await;
+    // Answers come once every request has been admitted: a count read after the answer
+    // would be the same for all.
+    let slow = ResponseTemplate::new(200)
+        .set_body_raw(fixture("openai/ok.json"), "application/json")
+        .set_delay(Duration::from_millis(300));
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(slow)
+        .mount(&r.upstream)
+        .await;
+    let body = hello();
+    let calls = (0..10).map(|_| r.post(Some(ACME), &body));
+    let responses = futures_util::future::join_all(calls).await;
+    let mut left: Vec<u64> = responses
+        .iter()
+        .map(|response| {
+            assert_eq!(response.status(), 200);
+            assert_eq!(number(response, "x-ratelimit-limit-requests"), 100);
+            number(response, "x-ratelimit-remaining-requests")
+        })
+        .collect();
+    left.sort_unstable();
+    assert_eq!(left, (90..100).collect::<Vec<u64>>());
+    let mut tokens: Vec<u64> = responses
+        .iter()
+        .map(|response| number(response, "x-ratelimit-remaining-tokens"))
+        .collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 10, "each its own count: {tokens:?}");
+}
+
+#[tokio::test]
+async fn a_429_carries_the_rate_limit_headers_as_the_refusal_found_them() {
+    let r = start("rpm: 2", "").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    for _ in 0..2 {
+        assert_eq!(r.post(Some(ACME), &hello()).await.status(), 200);
+    }
+    let refused = r.post_with_deadline_1s(&hello()).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(number(&refused, "x-ratelimit-limit-requests"), 2);
+    assert_eq!(number(&refused, "x-ratelimit-remaining-requests"), 0);
+    assert_eq!(refused.headers()["x-ratelimit-reset-requests"], "60s");
+    // The tier sets no tpm: no token headers.
+    assert!(!refused.headers().contains_key("x-ratelimit-limit-tokens"));
+}
+
+#[tokio::test]
+async fn a_caller_without_tier_limits_gets_its_models_headroom() {
+    // `chat` is served by oa/small alone (rpm 3); the tier limits nothing.
+    let r = two_providers("", "rpm: 3").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    for before in 0..3_u64 {
+        let response = r.post(Some(ACME), &hello()).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(number(&response, "x-ratelimit-limit-requests"), 3);
+        // Read beside the admission: before it or after it, never after a later one.
+        let left = number(&response, "x-ratelimit-remaining-requests");
+        assert!(
+            (2 - before..=3 - before).contains(&left),
+            "{before}: {left}"
+        );
+        assert!(!response.headers().contains_key("x-ratelimit-limit-tokens"));
+    }
+    let refused = r.post_with_deadline_1s(&hello()).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(number(&refused, "x-ratelimit-limit-requests"), 3);
+    assert_eq!(number(&refused, "x-ratelimit-remaining-requests"), 0);
+}

@@ -15,13 +15,22 @@ fn ms(from: i64, to: i64) -> Duration {
 /// The reply of `lua/admit.lua`.
 pub(super) fn admit(reply: &[i64], need: &Need, candidates: &[DeploymentId]) -> Option<Admission> {
     match reply {
-        [1, _now, rank, bucket, day, month] => {
+        [1, _now, rank, bucket, day, month, counted @ ..] => {
             let rank = usize::try_from(*rank).ok()?;
+            let window = match counted {
+                [] => None,
+                [requests, tokens] => Some(WindowUse {
+                    requests: u64::try_from(*requests).ok()?,
+                    tokens: u64::try_from(*tokens).ok()?,
+                }),
+                _ => return None,
+            };
             let tenant = need.tenant.as_ref().map(|t| TenantHold {
                 name: t.spec.name.clone(),
                 cost_micros: need.cost(rank),
                 day: *day as u64,
                 month: *month as u64,
+                window,
             });
             Some(Admission::Granted(Reservation {
                 id: need.id,
