@@ -60,6 +60,8 @@ struct Shared {
     cut: tokio::sync::watch::Receiver<bool>,
     /// The streams being relayed, for [`Cut::now`] to end.
     streams: Arc<Streams>,
+    /// Each model's last headroom reading, for callers without tier limits.
+    headrooms: ratelimit::Headrooms,
 }
 
 /// A stream being relayed: `None` once [`Cut::now`], or its deadline unread
@@ -199,6 +201,7 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         metrics,
         cut: cut_rx,
         streams: streams.clone(),
+        headrooms: ratelimit::Headrooms::default(),
     });
     // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
     // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
@@ -681,7 +684,7 @@ async fn answer(
         let (stream, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat_stream(req), rates.headroom(router)) } => both,
+            both = async { tokio::join!(router.chat_stream(req), rates.headroom(router, &shared.headrooms)) } => both,
         };
         let stream = match stream {
             Ok(stream) => stream,
@@ -703,13 +706,13 @@ async fn answer(
             tenant: tenant_label.clone(),
             request_id: request_id.to_owned(),
         };
-        let response = streamed(stream, model, read.include_usage, counted);
+        let response = streamed(stream, model.clone(), read.include_usage, counted);
         (response, window, headroom)
     } else {
         let (answer, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat(req), rates.headroom(router)) } => both,
+            both = async { tokio::join!(router.chat(req), rates.headroom(router, &shared.headrooms)) } => both,
         };
         let answer = match answer {
             Ok(answer) => answer,

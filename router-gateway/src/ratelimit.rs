@@ -7,18 +7,29 @@
 //! after the answer. A 429 reports the window as the refusal found it.
 //!
 //! A caller with no such tier limits gets the headroom of the model it asked for, over the
-//! deployments serving it (for a routed alias, those of every model its rules name), read
-//! beside the request's admission: the sum of their limits, and what remains of each, nothing
-//! of one cooling down. A dimension one of them does not limit is left out, as is everything
-//! when nothing limits the caller.
+//! deployments serving it (for a routed alias, those of every model its rules name): the sum of
+//! their limits, and what remains of each, nothing of one cooling down. A dimension one of them
+//! does not limit is left out, as is everything when nothing limits the caller. The headroom is
+//! read from the ledger beside an admission, at most once a second per model
+//! ([`HEADROOM_FRESH`]), and each request answered from a reading counts one request down from
+//! it: the request's own admission stays the one ledger call on its path (a leased deployment's
+//! none).
 //!
 //! The reset is `60s`: the window slides over at most 60 s, so everything counted now is
 //! released by then. A ledger that does not answer leaves the headers out; the answer stands.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use router_core::config::{DeploymentId, Registry, Tier};
 use router_core::ledger::{DeploymentSnapshot, TenantSpec, WindowUse};
 use router_sdk::Router;
+use tokio::time::Instant;
+
+/// How long a model's headroom read from the ledger is reused.
+pub(crate) const HEADROOM_FRESH: Duration = Duration::from_secs(1);
 
 /// A limit and what remains of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +84,14 @@ impl Report {
         }
     }
 
+    /// The same report, one request fewer remaining.
+    fn one_request_fewer(mut self) -> Self {
+        if let Some(d) = &mut self.requests {
+            d.remaining = d.remaining.saturating_sub(1);
+        }
+        self
+    }
+
     /// Sets the headers of every dimension reported.
     pub(crate) fn set(&self, headers: &mut HeaderMap) {
         let dims = [("requests", self.requests), ("tokens", self.tokens)];
@@ -102,45 +121,42 @@ impl Report {
 pub(crate) enum Basis<'r> {
     /// Its tier sets `rpm` or `tpm`: its tenant's window.
     Tenant { name: &'r str, tier: &'r Tier },
-    /// No tier limits: the headroom of these deployments, some of which set `rpm` or `tpm`.
-    Model(Vec<DeploymentId>),
+    /// No tier limits: the headroom of `model`'s deployments, some of which set `rpm` or `tpm`.
+    Model {
+        model: &'r str,
+        deployments: Vec<DeploymentId>,
+    },
     /// Nothing limits its requests or tokens per minute.
     Unlimited,
 }
 
 impl<'r> Basis<'r> {
     /// The basis of a request of `tenant` (`None`: no tenant) for `model`.
-    pub(crate) fn of(registry: &'r Registry, tenant: Option<&'r str>, model: &str) -> Self {
+    pub(crate) fn of(registry: &'r Registry, tenant: Option<&'r str>, model: &'r str) -> Self {
         let tier = tenant.and_then(|name| Some((name, registry.tier_of(name)?)));
         if let Some((name, tier)) = tier
             && (tier.limits.rpm.is_some() || tier.limits.tpm.is_some())
         {
             return Basis::Tenant { name, tier };
         }
-        let ids = registry.serving(model);
-        let limited = ids.iter().any(|&d| {
+        let deployments = registry.serving(model);
+        let limited = deployments.iter().any(|&d| {
             let limits = registry.deployment(d).limits;
             limits.rpm.is_some() || limits.tpm.is_some()
         });
         if limited {
-            Basis::Model(ids)
+            Basis::Model { model, deployments }
         } else {
             Basis::Unlimited
         }
     }
 
-    /// The model's headroom now, for [`Basis::Model`]: read beside the request's admission.
-    pub(crate) async fn headroom(&self, router: &Router) -> Option<Report> {
-        let Basis::Model(ids) = self else {
+    /// The model's headroom for one more request, for [`Basis::Model`] (see [`Headrooms`]).
+    pub(crate) async fn headroom(&self, router: &Router, seen: &Headrooms) -> Option<Report> {
+        let Basis::Model { model, deployments } = self else {
             return None;
         };
-        match router.ledger().snapshot(ids).await {
-            Ok(snaps) => Some(Report::headroom(&snaps)),
-            Err(e) => {
-                tracing::warn!(error = %e, "no rate-limit headers: the ledger did not answer");
-                None
-            }
-        }
+        seen.take(router, model, deployments).await
     }
 
     /// What the headers report: the tenant's `window` as the admission left it (read now when
@@ -160,7 +176,7 @@ impl<'r> Basis<'r> {
                 };
                 Some(Report::of_tier(tier, window))
             }
-            Basis::Model(_) => headroom,
+            Basis::Model { .. } => headroom,
             Basis::Unlimited => None,
         }
     }
@@ -178,5 +194,68 @@ async fn tenant_window(router: &Router, name: &str, tier: &Tier) -> Option<Windo
             tracing::warn!(error = %e, "no rate-limit headers: the ledger did not answer");
             None
         }
+    }
+}
+
+/// The last headroom read of each model, reused while fresh.
+#[derive(Debug, Default)]
+pub(crate) struct Headrooms(Mutex<HashMap<String, Reading>>);
+
+/// A model's headroom as last read, counted down by the requests answered from it since.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    report: Report,
+    at: Instant,
+    /// A request is reading it again.
+    renewing: bool,
+}
+
+impl Headrooms {
+    /// The headroom of `model` (served by `deployments`) for one more request: a fresh reading
+    /// less the requests answered from it before; else a new reading, which one request at a
+    /// time takes while the others count down the last one.
+    async fn take(
+        &self,
+        router: &Router,
+        model: &str,
+        deployments: &[DeploymentId],
+    ) -> Option<Report> {
+        let now = Instant::now();
+        {
+            let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(r) = seen.get_mut(model) {
+                let fresh = now.saturating_duration_since(r.at) < HEADROOM_FRESH;
+                if fresh || r.renewing {
+                    r.report = r.report.one_request_fewer();
+                    return Some(r.report);
+                }
+                r.renewing = true;
+            }
+        }
+        let read = match router.ledger().snapshot(deployments).await {
+            Ok(snaps) => Some(Report::headroom(&snaps)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no rate-limit headers: the ledger did not answer");
+                None
+            }
+        };
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match read {
+            Some(report) => {
+                let at = Instant::now();
+                let reading = Reading {
+                    report,
+                    at,
+                    renewing: false,
+                };
+                seen.insert(model.to_owned(), reading);
+            }
+            None => {
+                if let Some(r) = seen.get_mut(model) {
+                    r.renewing = false;
+                }
+            }
+        }
+        read
     }
 }

@@ -5,6 +5,7 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::ratelimit::HEADROOM_FRESH;
 
 /// Sends `head` (request line and headers, without the blank line) and `body` on a new
 /// connection, then reads until the gateway closes it; `None` if it is still open after
@@ -390,4 +391,29 @@ async fn a_caller_without_tier_limits_gets_its_models_headroom() {
     assert_eq!(refused.status(), 429);
     assert_eq!(number(&refused, "x-ratelimit-limit-requests"), 3);
     assert_eq!(number(&refused, "x-ratelimit-remaining-requests"), 0);
+}
+
+#[tokio::test]
+async fn a_models_headroom_is_read_once_a_second_and_counted_down_between() {
+    let r = two_providers("", "rpm: 100").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let first = r.post(Some(ACME), &hello()).await;
+    let read = number(&first, "x-ratelimit-remaining-requests");
+    // Another instance admits 5 requests: the reading, reused for a second, does not see them;
+    // this gateway's own next request counts one down from it.
+    let small = r.router.registry().resolve("small");
+    for _ in 0..5 {
+        let need = router_core::ledger::Need::new(10, Duration::from_secs(60));
+        let admitted = r.router.ledger().admit(&need, &small).await.unwrap();
+        assert!(matches!(
+            admitted,
+            router_core::ledger::Admission::Granted(_)
+        ));
+    }
+    let second = r.post(Some(ACME), &hello()).await;
+    assert_eq!(
+        number(&second, "x-ratelimit-remaining-requests"),
+        read - 1,
+        "a reading reused within {HEADROOM_FRESH:?}"
+    );
 }
