@@ -259,8 +259,9 @@ fn sse_data(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// `ACME`'s streamed request's last event, and the gateway's metrics after it.
-async fn last_event_and_metrics(r: &Running) -> (Value, String) {
+/// `ACME`'s streamed request ends with a `stream_broken` error event saying `how`, and the
+/// gateway counts the attempt as `stream_broken`.
+async fn assert_stream_broken(r: &Running, how: &str) {
     let mut body = hello();
     body["stream"] = json!(true);
     let response = r.post(Some(ACME), &body).await;
@@ -269,8 +270,15 @@ async fn last_event_and_metrics(r: &Running) -> (Value, String) {
     let data = sse_data(&text);
     assert_ne!(data.last(), Some(&"[DONE]"), "{text}");
     let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains(how), "{message}");
     let metrics = r.http.get(format!("{}/metrics", r.base)).send();
-    (last, metrics.await.unwrap().text().await.unwrap())
+    let metrics = metrics.await.unwrap().text().await.unwrap();
+    let broken =
+        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
+    assert!(metrics.contains(broken), "{metrics}");
+    assert_eq!(super::in_flight(&r.router).await, 0);
 }
 
 #[tokio::test]
@@ -278,17 +286,7 @@ async fn a_stream_whose_upstream_closes_mid_way_ends_as_stream_broken() {
     let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
     let provider = llmroute_tests::breaking_upstream(events).await;
     let r = start_over(MockServer::start().await, &provider, "", "").await;
-    let (last, metrics) = last_event_and_metrics(&r).await;
-    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
-    let message = last["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("closed the connection mid-stream"),
-        "{message}"
-    );
-    let broken =
-        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
-    assert!(metrics.contains(broken), "{metrics}");
-    assert_eq!(super::in_flight(&r.router).await, 0);
+    assert_stream_broken(&r, "closed the connection mid-stream").await;
 }
 
 #[tokio::test]
@@ -300,16 +298,7 @@ async fn a_stream_that_ends_without_a_finish_ends_as_stream_broken() {
         .respond_with(ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream"))
         .mount(&r.upstream)
         .await;
-    let (last, metrics) = last_event_and_metrics(&r).await;
-    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
-    let message = last["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("ended the stream without a finish"),
-        "{message}"
-    );
-    let broken =
-        r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
-    assert!(metrics.contains(broken), "{metrics}");
+    assert_stream_broken(&r, "ended the stream without a finish").await;
 }
 
 /// A header of `response` as a number.

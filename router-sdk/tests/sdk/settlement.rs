@@ -176,16 +176,6 @@ async fn a_stream_cut_short_is_an_error_and_settles_what_was_reported() {
     assert_eq!((snap.usage.tokens, snap.usage.in_flight), (12, 0));
 }
 
-/// A tenant with a budget large enough for any estimate here: its spend shows what a request
-/// was charged.
-const SPENDER: &str = "tenants:
-  default_tier: metered
-  tiers:
-    metered: { rpm: 100, budget: { daily_usd: 100 } }
-  members:
-    acme: metered
-";
-
 #[tokio::test]
 async fn a_gemini_stream_cut_after_some_text_settles_the_estimate_not_its_running_count() {
     // $1 / $1000 per Mtok: an output token costs 1000 micro-USD, a prompt token 1.
@@ -213,11 +203,11 @@ async fn a_gemini_stream_cut_after_some_text_settles_the_estimate_not_its_runnin
     let spec = router_core::ledger::TenantSpec {
         name: "acme".into(),
         limits: router_core::config::Limits {
-            rpm: std::num::NonZeroU64::new(100),
+            rpm: std::num::NonZeroU64::new(1000),
             ..Default::default()
         },
         budget: router_core::ledger::BudgetMicros {
-            daily: Some(100_000_000),
+            daily: Some(1_000_000_000),
             monthly: None,
         },
     };

@@ -346,3 +346,13 @@ impl Sleeper for VirtualSleeper {
         })
     }
 }
+
+/// A tenant `acme` with limits and a budget large enough for any test's requests: its spend
+/// shows what each request was charged.
+pub const SPENDER: &str = "tenants:
+  default_tier: metered
+  tiers:
+    metered: { rpm: 1000, budget: { daily_usd: 1000 } }
+  members:
+    acme: metered
+";

@@ -23,15 +23,6 @@ const VAR: &str = "LLMROUTE_WIRE_FIXTURES";
 /// [`config`]'s defaults. A receipt carries them when the provider reported no usage.
 const ESTIMATED_OUTPUT: u64 = 100;
 
-/// A tenant whose spend shows what each request was charged.
-const TENANT: &str = "tenants:
-  default_tier: metered
-  tiers:
-    metered: { rpm: 1000, budget: { daily_usd: 1000 } }
-  members:
-    acme: metered
-";
-
 #[tokio::test]
 #[ignore = "reads recorded traffic kept outside the repository; run with \
             LLMROUTE_WIRE_FIXTURES=/work/shared/wire-fixtures cargo test -p router-sdk \
@@ -147,7 +138,7 @@ async fn replay(dir: &Path, fixture: &Fixture, expect: &Expect, delivery: Delive
         "gemini" => Upstream::gemini("up", (1.0, 1000.0)),
         _ => Upstream::openai("up", (1.0, 1000.0)),
     };
-    let yaml = format!("{}{TENANT}", config(&[(&up, server.base())]));
+    let yaml = format!("{}{SPENDER}", config(&[(&up, server.base())]));
     let w = World::from_yaml(&yaml, &[up.name], Vec::new(), |l| l).await;
     let mut seen = if fixture.stream {
         streamed(&w, request(expect)).await
