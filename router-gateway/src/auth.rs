@@ -1,10 +1,11 @@
 //! Who is calling: an API key of `gateway.keys`, looked up by its SHA-256 (keys are never kept
-//! in clear), names the tenant, and may pin a priority and the models it may use.
+//! in clear), names the tenant, and may pin a priority and the models it may use; and what
+//! the caller may see: those models, their deployments and providers.
 
 use std::collections::HashMap;
 
 use axum::http::HeaderMap;
-use router_core::config::{Gateway, GatewayKey, Registry};
+use router_core::config::{DeploymentId, Gateway, GatewayKey, Registry};
 use router_sdk::Priority;
 use sha2::{Digest, Sha256};
 
@@ -126,6 +127,58 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
 }
 
 impl Caller {
+    /// The models and aliases the caller may ask for, sorted, each once: what `/v1/models`
+    /// lists.
+    pub(crate) fn models<'r>(&self, registry: &'r Registry) -> Vec<&'r str> {
+        let mut names: Vec<&str> = registry.known_models();
+        names.extend(registry.routes.0.iter().map(|r| r.alias.as_str()));
+        names.sort_unstable();
+        names.dedup();
+        names.retain(|name| self.may_use(name).is_ok());
+        names
+    }
+
+    /// The deployments serving the models and aliases the caller may ask for, in configuration
+    /// order: what `/v1/quota` shows it, by the rule of `/v1/models`.
+    pub(crate) fn deployments(&self, registry: &Registry) -> Vec<DeploymentId> {
+        let mut all: Vec<_> = self
+            .models(registry)
+            .into_iter()
+            .flat_map(|name| registry.serving(name))
+            .collect();
+        all.sort_unstable_by_key(|d| d.0);
+        all.dedup();
+        all
+    }
+
+    /// The providers of `x-llmroute-providers` (`list`, comma-separated), each one that serves
+    /// a model the caller may use; an error names one that does not, and lists only those that
+    /// do.
+    pub(crate) fn providers_asked(
+        &self,
+        registry: &Registry,
+        list: &str,
+    ) -> Result<Vec<String>, ApiError> {
+        let mut usable: Vec<&str> = self
+            .deployments(registry)
+            .into_iter()
+            .map(|d| registry.provider_of(d).name.as_str())
+            .collect();
+        usable.sort_unstable();
+        usable.dedup();
+        let asked = list.split(',').map(str::trim).filter(|p| !p.is_empty());
+        asked
+            .map(|name| match usable.contains(&name) {
+                true => Ok(name.to_owned()),
+                false => Err(ApiError::bad_request(format!(
+                    "header `x-llmroute-providers`: `{name}` serves no model this key may use; \
+                     name any of: {}",
+                    usable.join(", ")
+                ))),
+            })
+            .collect()
+    }
+
     /// Whether the caller's key may use `model`; an error names the models it may use.
     pub(crate) fn may_use(&self, model: &str) -> Result<(), ApiError> {
         if self.models.is_empty() || self.models.iter().any(|m| m == model) {

@@ -16,6 +16,7 @@
 //! - `GET /healthz`: the process is up. `GET /readyz`: the ledger answers.
 
 mod auth;
+mod body;
 mod errors;
 mod inbound;
 mod metrics;
@@ -29,8 +30,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{FromRequest, Path, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -434,7 +435,7 @@ async fn chat(State(shared): State<Arc<Shared>>, request: axum::extract::Request
             // The body is read once the key is known: a caller without a key cannot make the
             // gateway wait for, and hold, a body.
             let request = axum::extract::Request::from_parts(parts, body);
-            let body = read_body(&shared.router.registry().gateway, &headers, request).await;
+            let body = body::read(&shared.router.registry().gateway, &headers, request).await;
             answer(
                 &shared,
                 &caller,
@@ -548,56 +549,6 @@ impl From<ApiError> for Failed {
     }
 }
 
-/// A request's body, read within `gateway.body_limit_bytes` (the limit rides in the request's
-/// extensions) and `gateway.body_timeout_secs`. A declared `Content-Length` over the limit is
-/// refused before anything is read (413); a body that does not arrive in time is 408. Every
-/// refusal here closes the connection: the unread rest of the body would otherwise be read as
-/// the next request.
-async fn read_body(
-    gateway: &router_core::config::Gateway,
-    headers: &HeaderMap,
-    request: axum::extract::Request,
-) -> Result<Bytes, ApiError> {
-    let limit = gateway.body_limit_bytes;
-    let declared = header(headers, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Err(body_too_large(limit).closing());
-    }
-    let read = tokio::time::timeout(gateway.body_timeout, Bytes::from_request(request, &()));
-    match read.await {
-        Ok(Ok(body)) => Ok(body),
-        Ok(Err(rejection)) => Err(body_unread(&rejection, limit).closing()),
-        Err(_) => Err(ApiError::body_timeout(format!(
-            "the request body did not arrive within {} s (`gateway.body_timeout_secs`): send \
-             the whole body at once, right after the headers",
-            gateway.body_timeout.as_secs()
-        ))
-        .closing()),
-    }
-}
-
-/// 413 for a body over `gateway.body_limit_bytes` (`limit`).
-fn body_too_large(limit: u64) -> ApiError {
-    ApiError::body_too_large(format!(
-        "the request body is over this gateway's limit of {limit} bytes \
-         (`gateway.body_limit_bytes`): send a smaller request (fewer or smaller images, a \
-         shorter conversation), or have the gateway's operator raise \
-         `gateway.body_limit_bytes`"
-    ))
-}
-
-/// The error for a body that could not be read: over `gateway.body_limit_bytes` (`limit`),
-/// 413; cut off or otherwise broken, 400.
-fn body_unread(rejection: &BytesRejection, limit: u64) -> ApiError {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        body_too_large(limit)
-    } else {
-        ApiError::bad_request(format!(
-            "the request body could not be read ({rejection}): send the request again"
-        ))
-    }
-}
-
 /// `caller`'s request: its body read, routed and answered. `counted` turns true once an answer
 /// is counted in the metrics (a failure is counted by the caller).
 async fn answer(
@@ -667,7 +618,7 @@ async fn answer(
         }
     }
     if let Some(list) = header(headers, "x-llmroute-providers") {
-        req.providers = providers_asked(shared.router.registry(), caller, list)?;
+        req.providers = caller.providers_asked(shared.router.registry(), list)?;
     }
     let router = &shared.router;
     let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
@@ -909,7 +860,8 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };
-    let data: Vec<serde_json::Value> = visible_models(shared.router.registry(), &caller)
+    let data: Vec<serde_json::Value> = caller
+        .models(shared.router.registry())
         .into_iter()
         .map(model_object)
         .collect();
@@ -934,7 +886,10 @@ async fn model(
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };
-    if visible_models(shared.router.registry(), &caller).contains(&name.as_str()) {
+    if caller
+        .models(shared.router.registry())
+        .contains(&name.as_str())
+    {
         return Json(model_object(&name)).into_response();
     }
     ApiError::model_not_found(format!(
@@ -942,60 +897,6 @@ async fn model(
          the ones it may"
     ))
     .into_response_with("")
-}
-
-/// The models and aliases `caller` may ask for, sorted, each once.
-fn visible_models<'r>(
-    registry: &'r router_core::config::Registry,
-    caller: &auth::Caller,
-) -> Vec<&'r str> {
-    let mut names: Vec<&str> = registry.known_models();
-    names.extend(registry.routes.0.iter().map(|r| r.alias.as_str()));
-    names.sort_unstable();
-    names.dedup();
-    names.retain(|name| caller.may_use(name).is_ok());
-    names
-}
-
-/// The deployments serving the models and aliases `caller` may ask for, in configuration
-/// order: what `/v1/quota` shows it, by the rule `/v1/models` follows.
-fn visible_deployments(
-    registry: &router_core::config::Registry,
-    caller: &auth::Caller,
-) -> Vec<router_core::config::DeploymentId> {
-    let mut all: Vec<_> = visible_models(registry, caller)
-        .into_iter()
-        .flat_map(|name| registry.serving(name))
-        .collect();
-    all.sort_unstable_by_key(|d| d.0);
-    all.dedup();
-    all
-}
-
-/// The providers of `x-llmroute-providers` (`list`, comma-separated), each one that serves a
-/// model `caller` may use; an error names one that does not, and lists only those that do.
-fn providers_asked(
-    registry: &router_core::config::Registry,
-    caller: &auth::Caller,
-    list: &str,
-) -> Result<Vec<String>, ApiError> {
-    let mut usable: Vec<&str> = visible_deployments(registry, caller)
-        .into_iter()
-        .map(|d| registry.provider_of(d).name.as_str())
-        .collect();
-    usable.sort_unstable();
-    usable.dedup();
-    let asked = list.split(',').map(str::trim).filter(|p| !p.is_empty());
-    asked
-        .map(|name| match usable.contains(&name) {
-            true => Ok(name.to_owned()),
-            false => Err(ApiError::bad_request(format!(
-                "header `x-llmroute-providers`: `{name}` serves no model this key may use; \
-                 name any of: {}",
-                usable.join(", ")
-            ))),
-        })
-        .collect()
 }
 
 /// A model in OpenAI's `model` object shape.
@@ -1017,7 +918,7 @@ async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
         "in-process"
     };
     let registry = router.registry();
-    let deployments = visible_deployments(registry, &caller);
+    let deployments = caller.deployments(registry);
     let tenant = caller.tenant.as_deref();
     let report =
         router_sdk::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
