@@ -631,11 +631,13 @@ async fn answer(
         }
         failed
     };
+    // Read beside the admission, never after the answer.
+    let headroom = rates.headroom(router, &shared.headrooms);
     let (mut response, window, headroom) = if read.stream {
         let (stream, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat_stream(req), rates.headroom(router, &shared.headrooms)) } => both,
+            both = async { tokio::join!(router.chat_stream(req), headroom) } => both,
         };
         let stream = match stream {
             Ok(stream) => stream,
@@ -663,7 +665,7 @@ async fn answer(
         let (answer, headroom) = tokio::select! {
             biased;
             () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat(req), rates.headroom(router, &shared.headrooms)) } => both,
+            both = async { tokio::join!(router.chat(req), headroom) } => both,
         };
         let answer = match answer {
             Ok(answer) => answer,
