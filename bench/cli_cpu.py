@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU of one `llmroute chat` call, beside `curl` posting the same request (stdlib only).
 
-    python3 bench/cli_cpu.py [--llmroute target/release/llmroute] [--runs 50] [--rounds 3]
+    python3 bench/cli_cpu.py [--llmroute target/dist/llmroute] [--runs 50] [--rounds 3]
 
 Starts the harness's mock upstream (`../shared/bench/mock_upstream.py`, or
 $LLMROUTE_BENCH_HARNESS) on a free port and a configuration of one OpenAI-compatible
@@ -55,14 +55,14 @@ def start_mock(harness, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--llmroute", default=os.path.join(REPO, "target", "release", "llmroute"))
+    ap.add_argument("--llmroute", default=os.path.join(REPO, "target", "dist", "llmroute"))
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     harness = os.environ.get("LLMROUTE_BENCH_HARNESS", os.path.join(REPO, "..", "shared", "bench"))
     if not os.path.exists(args.llmroute):
         raise SystemExit(f"cli_cpu.py: no llmroute at {args.llmroute}; build it with "
-                         "`cargo build --release -p router-cli` or give --llmroute")
+                         "`cargo build --profile dist -p router-cli` or give --llmroute")
     if shutil.which("curl") is None:
         raise SystemExit("cli_cpu.py: curl is not installed")
     work = tempfile.mkdtemp(prefix="llmroute-cli-cpu.")

@@ -93,10 +93,11 @@ fi
 
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 [[ $TARGET == /* ]] || TARGET=$REPO/$TARGET
-WORKER=$TARGET/release/examples/bench_worker
-LLMROUTE=$TARGET/release/llmroute
+# The `dist` profile (whole-program LTO): what every measurement is made with.
+WORKER=$TARGET/dist/examples/bench_worker
+LLMROUTE=$TARGET/dist/llmroute
 if ((BUILD)); then
-    (cd "$REPO" && cargo build --release -p router-sdk --example bench_worker && cargo build --release -p router-cli)
+    (cd "$REPO" && cargo build --profile dist -p router-sdk --example bench_worker && cargo build --profile dist -p router-cli)
 fi
 [[ -x $WORKER ]] || { echo "run.sh: no worker at $WORKER (drop --no-build?)" >&2; exit 1; }
 [[ -x $LLMROUTE ]] || { echo "run.sh: no llmroute at $LLMROUTE (drop --no-build?)" >&2; exit 1; }
