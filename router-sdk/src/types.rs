@@ -381,10 +381,10 @@ pub use router_core::flow::Priority;
 /// A chat request, independent of provider. Its `Debug` shows the extra headers' names and
 /// `extra_body`'s keys, never their values (a header may carry a credential for a proxy).
 ///
-/// Fields a wire format has no place for are left out of that format's body, as the README's
-/// table says (e.g. `seed` and the penalties for Anthropic); features that change the answer
-/// (tools, images, JSON schema, reasoning) instead need a capability, and a request goes only to
-/// models that have it.
+/// Fields a wire format has no place for are left out of that format's body, as the table of
+/// `docs/chat-api.md` says (e.g. `seed` and the penalties for Anthropic); features that change
+/// the answer (tools, images, JSON schema, reasoning) instead need a capability, and a request
+/// goes only to models that have it.
 #[derive(Clone, PartialEq, Default)]
 pub struct ChatRequest {
     /// Model name or alias; `None` uses `defaults.model` from the configuration.
