@@ -8,7 +8,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 
 use crate::errors::ApiError;
-use crate::header;
+use crate::routes::header;
 
 /// A request's body, read within `gateway.body_limit_bytes` (the limit rides in the request's
 /// extensions) and `gateway.body_timeout_secs`. A declared `Content-Length` over the limit is

@@ -10,7 +10,16 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue};
+use futures_util::stream::StreamExt;
+use router_sdk::Router;
+
 use super::*;
+use crate::cut::Streams;
+use crate::routes::request_id_of;
 
 /// A key of tenant `acme` (tier `pro`), one of `ghost` (no tier), one limited to `small`.
 const ACME: &str = "llmr-acme-test-key";

@@ -1,0 +1,101 @@
+//! The gateway's services: the routes of the API and of `/metrics`, over the state they share.
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use router_sdk::Router;
+
+use crate::Auth;
+use crate::auth::Access;
+use crate::cut::{Cut, Streams};
+use crate::routes::{
+    api_not_found, chat, model, models, quota, ready, render_metrics, usage, wrong_method,
+};
+use crate::{metrics, ratelimit};
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) router: Router,
+    pub(crate) access: Access,
+    pub(crate) metrics: metrics::Metrics,
+    /// Turns `true` when what is in flight must end now ([`Cut`]).
+    pub(crate) cut: tokio::sync::watch::Receiver<bool>,
+    /// The streams being relayed, for [`Cut::now`] to end.
+    pub(crate) streams: Arc<Streams>,
+    /// Each model's last headroom reading, for callers without tier limits.
+    pub(crate) headrooms: ratelimit::Headrooms,
+}
+
+/// The gateway's two services: the API, and `/metrics` for a separate address.
+#[derive(Debug)]
+pub struct Apps {
+    /// `/v1/...`, `/healthz`, `/readyz`.
+    pub api: axum::Router,
+    /// `/metrics`.
+    pub metrics: axum::Router,
+    /// Ends the API's requests in flight, for a stopping gateway whose grace period is over.
+    pub cut: Cut,
+}
+
+/// The gateway's services over `router`, whose configuration holds `gateway.keys`.
+pub fn apps(router: Router, auth: Auth) -> Apps {
+    let limit = router.registry().gateway.body_limit_bytes;
+    let access = Access::new(&router.registry().gateway, auth);
+    let metrics = metrics::Metrics::new();
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    let streams = Arc::new(Streams::default());
+    let shared = Arc::new(Shared {
+        router,
+        access,
+        metrics,
+        cut: cut_rx,
+        streams: streams.clone(),
+        headrooms: ratelimit::Headrooms::default(),
+    });
+    // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
+    // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
+    // fallback, so that the two routers merge (axum refuses two); `/metrics`'s own address
+    // answers other paths with a bare 404.
+    let api = axum::Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(chat).fallback(wrong_method("POST")),
+        )
+        .route("/v1/models", get(models).fallback(wrong_method("GET")))
+        .route(
+            "/v1/models/{*model}",
+            get(model).fallback(wrong_method("GET")),
+        )
+        .route("/v1/quota", get(quota).fallback(wrong_method("GET")))
+        .route("/v1/usage", get(usage).fallback(wrong_method("GET")))
+        .route(
+            "/healthz",
+            get(|| async { "ok\n" }).fallback(wrong_method("GET")),
+        )
+        .route("/readyz", get(ready).fallback(wrong_method("GET")))
+        .fallback(api_not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        ))
+        .with_state(shared.clone());
+    let metrics = axum::Router::new()
+        .route(
+            "/metrics",
+            get(render_metrics).fallback(wrong_method("GET")),
+        )
+        .with_state(shared);
+    Apps {
+        api,
+        metrics,
+        cut: Cut {
+            flag: Arc::new(cut),
+            streams,
+        },
+    }
+}
+
+/// The API and `/metrics` on one address.
+pub fn app(router: Router, auth: Auth) -> axum::Router {
+    let Apps { api, metrics, .. } = apps(router, auth);
+    api.merge(metrics)
+}

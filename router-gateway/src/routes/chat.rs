@@ -1,0 +1,309 @@
+//! `POST /v1/chat/completions`: the caller's key, its body read and checked, the request routed
+//! and answered whole or streamed, every refusal in OpenAI's shape, one access line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use router_sdk::Priority;
+
+use super::relay::{Counted, streamed};
+use super::{header, now_secs, request_id_of, set_headers};
+use crate::app::Shared;
+use crate::cut::cut_off;
+use crate::errors::ApiError;
+use crate::{auth, body, inbound, metrics, outbound, ratelimit};
+
+pub(crate) async fn chat(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
+    let request_id = request_id_of(&headers);
+    let started = std::time::Instant::now();
+    let caller = shared.access.caller(shared.router.registry(), &headers);
+    // Known once the key is: every answer after that, refusals included, is the tenant's.
+    let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
+    let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
+    let mut gone = ClientGone {
+        shared: &shared,
+        request_id: &request_id,
+        tenant,
+        started,
+        counted: false,
+        logged: false,
+    };
+    let outcome = match caller {
+        Ok(caller) => {
+            // The body is read once the key is known: a caller without a key cannot make the
+            // gateway wait for, and hold, a body.
+            let request = axum::extract::Request::from_parts(parts, body);
+            let body = body::read(&shared.router.registry().gateway, &headers, request).await;
+            answer(
+                &shared,
+                &caller,
+                &headers,
+                body,
+                &request_id,
+                &mut gone.counted,
+            )
+            .await
+        }
+        Err(e) => Err(Failed::from(e)),
+    };
+    let response = match outcome {
+        Ok(response) => response,
+        Err(failed) => {
+            let who = metrics::Served {
+                tenant,
+                provider: failed.provider.as_deref().unwrap_or("-"),
+                model: failed.model.as_deref().unwrap_or("-"),
+            };
+            let code = failed.error.code();
+            shared.metrics.request(&who, code, started.elapsed());
+            let mut response = failed.error.into_response_with(&request_id);
+            if let Some(rates) = failed.rates {
+                rates.set(response.headers_mut());
+            }
+            response
+        }
+    };
+    gone.counted = true;
+    gone.logged = true;
+    let h = response.headers();
+    let shown = |name: &str| header(h, name).unwrap_or("-");
+    let status = response.status().as_u16();
+    let served = (shown("x-llmroute-provider"), shown("x-llmroute-model"));
+    chat_access_line(&request_id, tenant, status, served, started);
+    response
+}
+
+/// The access log of a chat request: one line, never a prompt or a key.
+pub(crate) fn chat_access_line(
+    request_id: &str,
+    tenant: &str,
+    status: u16,
+    (provider, model): (&str, &str),
+    started: std::time::Instant,
+) {
+    tracing::info!(
+        target: "llmroute::access",
+        request_id = %request_id,
+        tenant = %tenant,
+        status,
+        provider = %provider,
+        model = %model,
+        duration_ms = started.elapsed().as_millis() as u64,
+        "POST /v1/chat/completions"
+    );
+}
+
+/// A chat request whose client went away before its answer (hyper drops the handler then): it
+/// still logs its access line, as status 499, and is counted, as outcome `client_closed` unless
+/// its outcome was counted already (an answer counted, and the client gone while the
+/// `x-ratelimit-*` headers were read). The request's own drop settles its reservation.
+pub(crate) struct ClientGone<'a> {
+    shared: &'a Shared,
+    request_id: &'a str,
+    tenant: &'a str,
+    started: std::time::Instant,
+    /// The outcome is in `llmroute_requests_total`.
+    counted: bool,
+    /// The access line is written.
+    logged: bool,
+}
+
+impl Drop for ClientGone<'_> {
+    fn drop(&mut self) {
+        if !self.counted {
+            let who = metrics::Served {
+                tenant: self.tenant,
+                provider: "-",
+                model: "-",
+            };
+            self.shared
+                .metrics
+                .request(&who, "client_closed", self.started.elapsed());
+        }
+        if !self.logged {
+            chat_access_line(self.request_id, self.tenant, 499, ("-", "-"), self.started);
+        }
+    }
+}
+
+/// A request that failed, with the provider and model metrics label it by (its tenant is the
+/// caller's).
+pub(crate) struct Failed {
+    error: ApiError,
+    provider: Option<String>,
+    model: Option<String>,
+    /// The `x-ratelimit-*` headers it carries (a 429).
+    rates: Option<ratelimit::Report>,
+}
+
+impl From<ApiError> for Failed {
+    fn from(error: ApiError) -> Self {
+        Failed {
+            error,
+            provider: None,
+            model: None,
+            rates: None,
+        }
+    }
+}
+
+/// `caller`'s request: its body read, routed and answered. `counted` turns true once an answer
+/// is counted in the metrics (a failure is counted by the caller).
+pub(crate) async fn answer(
+    shared: &Arc<Shared>,
+    caller: &auth::Caller,
+    headers: &HeaderMap,
+    body: Result<Bytes, ApiError>,
+    request_id: &str,
+    counted: &mut bool,
+) -> Result<Response, Failed> {
+    let started = std::time::Instant::now();
+    let tenant_label = caller
+        .tenant
+        .clone()
+        .unwrap_or_else(|| router_core::config::NO_TENANT.to_owned());
+    // A router error: its provider calls are counted, and it is labelled by who was asked.
+    let routed = |e: router_sdk::Error| {
+        shared.metrics.attempts(e.attempts());
+        let (provider, model) = match e.attempts().last() {
+            Some(a) => (Some(a.provider.clone()), Some(a.model.clone())),
+            None => (None, None),
+        };
+        Failed {
+            error: ApiError::logged(e, request_id),
+            provider,
+            model,
+            rates: None,
+        }
+    };
+    let body = body?;
+    let read = inbound::read(&body).map_err(ApiError::bad_request)?;
+    let mut req = read.request;
+    let model = req.model.clone().unwrap_or_default();
+    caller.may_use(&model)?;
+    req.tenant = caller.tenant.clone();
+    req.key_id = caller.key_id.clone();
+    req.request_id = Some(request_id.to_owned());
+    req.priority = match (caller.priority, header(headers, "x-llmroute-priority")) {
+        (Some(pinned), _) => pinned,
+        (None, None) => Priority::Interactive,
+        (None, Some("interactive")) => Priority::Interactive,
+        (None, Some("batch")) => Priority::Batch,
+        (None, Some(other)) => {
+            return Err(ApiError::bad_request(format!(
+                "header `x-llmroute-priority`: `{other}` is not `interactive` or `batch`"
+            ))
+            .into());
+        }
+    };
+    if let Some(secs) = header(headers, "x-llmroute-timeout") {
+        let deadline = secs
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "header `x-llmroute-timeout`: `{secs}` is not a number of seconds in (0, 86400]"
+                ))
+            })?;
+        req.deadline = Some(Duration::from_secs_f64(deadline));
+    }
+    for name in &shared.router.registry().gateway.forward_headers {
+        for value in headers.get_all(name.as_str()) {
+            if let Ok(value) = value.to_str() {
+                req.headers.push((name.clone(), value.to_owned()));
+            }
+        }
+    }
+    if let Some(list) = header(headers, "x-llmroute-providers") {
+        req.providers = caller.providers_asked(shared.router.registry(), list)?;
+    }
+    let router = &shared.router;
+    let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
+    // A refusal of the router: a 429 reports the window as the refusal found it, or the
+    // model's headroom read beside the admission.
+    let refused = |e: router_sdk::Error, headroom| async move {
+        let mut failed = routed(e);
+        if failed.error.status() == StatusCode::TOO_MANY_REQUESTS {
+            failed.rates = rates.report(router, None, headroom).await;
+        }
+        failed
+    };
+    // Read beside the admission, never after the answer.
+    let headroom = rates.headroom(router, &shared.headrooms);
+    let (mut response, window, headroom) = if read.stream {
+        let (stream, headroom) = tokio::select! {
+            biased;
+            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            both = async { tokio::join!(router.chat_stream(req), headroom) } => both,
+        };
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => return Err(refused(e, headroom).await),
+        };
+        let who = metrics::Served {
+            tenant: &tenant_label,
+            provider: stream.provider(),
+            model: stream.model(),
+        };
+        shared.metrics.request(&who, "ok", started.elapsed());
+        *counted = true;
+        shared
+            .metrics
+            .router_added(started.elapsed(), stream.upstream());
+        let window = stream.tenant_window();
+        let counted = Counted {
+            shared: shared.clone(),
+            tenant: tenant_label.clone(),
+            request_id: request_id.to_owned(),
+        };
+        let response = streamed(stream, model.clone(), read.include_usage, counted);
+        (response, window, headroom)
+    } else {
+        let (answer, headroom) = tokio::select! {
+            biased;
+            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            both = async { tokio::join!(router.chat(req), headroom) } => both,
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => return Err(refused(e, headroom).await),
+        };
+        let r = &answer.receipt;
+        let who = metrics::Served {
+            tenant: &tenant_label,
+            provider: &r.provider,
+            model: &r.model,
+        };
+        shared.metrics.request(&who, "ok", started.elapsed());
+        *counted = true;
+        shared.metrics.router_added(started.elapsed(), r.upstream);
+        shared.metrics.answered(&who, r);
+        let body = outbound::completion(&answer, now_secs());
+        let r = &answer.receipt;
+        let mut response = Json(body).into_response();
+        let cost = format!("{:.8}", r.cost_usd);
+        let pairs = [
+            ("x-llmroute-provider", r.provider.as_str()),
+            ("x-llmroute-model", r.model.as_str()),
+            ("x-llmroute-cost-usd", cost.as_str()),
+            ("x-request-id", r.request_id.as_str()),
+        ];
+        set_headers(response.headers_mut(), &pairs);
+        (response, r.tenant_window, headroom)
+    };
+    if let Some(report) = rates.report(router, window, headroom).await {
+        report.set(response.headers_mut());
+    }
+    Ok(response)
+}

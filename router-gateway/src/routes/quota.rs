@@ -1,0 +1,35 @@
+//! `GET /v1/quota`: what `llmroute quota --tenant <caller> --json` shows, for the caller.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use crate::app::Shared;
+use crate::errors::ApiError;
+
+/// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant, over the
+/// deployments of the models its key may use.
+pub(crate) async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response_with(""),
+    };
+    let router = &shared.router;
+    let state = if router.ledger().remote() {
+        "redis"
+    } else {
+        "in-process"
+    };
+    let registry = router.registry();
+    let deployments = caller.deployments(registry);
+    let tenant = caller.tenant.as_deref();
+    let report =
+        router_sdk::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
+    match report {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => ApiError::logged(router_sdk::Error::Ledger(e), "").into_response_with(""),
+    }
+}

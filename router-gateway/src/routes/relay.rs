@@ -1,0 +1,171 @@
+//! A streamed answer relayed as SSE: OpenAI's `chat.completion.chunk`s as the router's stream
+//! yields them, the finish and usage, then `[DONE]`; or an error event when it breaks, is cut
+//! off, or is left unread past its deadline.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, PoisonError};
+
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::StreamExt;
+use router_sdk::{ChatChunk, ChatStream};
+
+use super::{now_secs, set_headers};
+use crate::app::Shared;
+use crate::cut::{Expiry, Slot, Streams, cut_off};
+use crate::errors::ApiError;
+use crate::{metrics, outbound};
+
+/// A streamed answer as SSE: chunks as they arrive, the finish reason, usage when asked for,
+/// then `[DONE]`. A stream that breaks ends with an error object and no `[DONE]`. When the
+/// client goes away, the stream is dropped, which cancels the upstream call and settles its
+/// reservation.
+pub(crate) fn streamed(
+    stream: ChatStream,
+    asked: String,
+    include_usage: bool,
+    counted: Counted,
+) -> Response {
+    let provider = stream.provider().to_owned();
+    let model = stream.model().to_owned();
+    let request_id = stream.request_id().to_owned();
+    let chunks = outbound::Chunks::new(
+        outbound::id(None, &request_id),
+        if model.is_empty() {
+            asked
+        } else {
+            model.clone()
+        },
+        now_secs(),
+    );
+    let slot = counted.shared.streams.hold(stream);
+    let state = Relay {
+        cut: Box::pin(cut_off(counted.shared.cut.clone())),
+        expiry: Streams::expire_unread(&slot),
+        stream: slot,
+        counted,
+        chunks,
+        include_usage,
+        pending: VecDeque::new(),
+        ended: false,
+    };
+    let events = futures_util::stream::unfold(state, |mut relay| async move {
+        let event = relay.next().await?;
+        Some((Ok::<Event, Infallible>(event), relay))
+    });
+    let mut response = Sse::new(events).into_response();
+    let pairs = [
+        ("x-llmroute-provider", provider.as_str()),
+        ("x-llmroute-model", model.as_str()),
+        ("x-request-id", request_id.as_str()),
+    ];
+    set_headers(response.headers_mut(), &pairs);
+    response
+}
+
+/// Where a stream's answer is counted when it ends.
+pub(crate) struct Counted {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) tenant: String,
+    pub(crate) request_id: String,
+}
+
+/// Turns the router's stream into SSE events.
+pub(crate) struct Relay {
+    /// Resolves when the gateway's grace period is over ([`Cut`]).
+    cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// The router's stream, until a cut or its deadline unread takes it.
+    stream: Arc<Slot>,
+    /// Its deadline timer, stopped with the relay.
+    expiry: Option<Expiry>,
+    counted: Counted,
+    chunks: outbound::Chunks,
+    include_usage: bool,
+    pending: VecDeque<Event>,
+    ended: bool,
+}
+
+impl Relay {
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            let data = |v: serde_json::Value| Event::default().data(v.to_string());
+            // The slot is locked only while the stream is polled: a cut takes it in between.
+            let slot = &self.stream;
+            let polled = futures_util::future::poll_fn(|cx| {
+                let mut stream = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                match stream.as_mut() {
+                    Some(stream) => stream.poll_next_unpin(cx).map(Some),
+                    None => std::task::Poll::Ready(None),
+                }
+            });
+            let taken = self.expiry.as_ref().map(|e| e.taken.clone());
+            let taken = async move {
+                match taken {
+                    Some(taken) => taken.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                biased;
+                () = &mut self.cut => None,
+                () = taken => None,
+                next = polled => next,
+            };
+            let Some(next) = next else {
+                // Cut off, or dropped past its deadline unread: the stream is dropped (by the
+                // cut, the timer, or here), which settles it.
+                self.stream
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                let error = if *self.counted.shared.cut.borrow() {
+                    ApiError::stopping()
+                } else {
+                    ApiError::unread_past_deadline()
+                };
+                self.pending.push_back(data(error.body()));
+                self.ended = true;
+                continue;
+            };
+            match next {
+                Some(Ok(ChatChunk::Delta(text))) => {
+                    self.pending.push_back(data(self.chunks.text(&text)));
+                }
+                Some(Ok(ChatChunk::ToolCallDelta(d))) => {
+                    self.pending.push_back(data(self.chunks.tool_call(&d)));
+                }
+                Some(Ok(ChatChunk::ToolCalls(_))) => {}
+                Some(Ok(ChatChunk::Done(receipt))) => {
+                    let who = metrics::Served {
+                        tenant: &self.counted.tenant,
+                        provider: &receipt.provider,
+                        model: &receipt.model,
+                    };
+                    self.counted.shared.metrics.answered(&who, &receipt);
+                    // Every chunk of one completion carries one `id` (clients group chunks by
+                    // it): the gateway's own, set before the first, not the provider's, which
+                    // only the answer's end brings.
+                    for chunk in self.chunks.end(&receipt, self.include_usage) {
+                        self.pending.push_back(data(chunk));
+                    }
+                    self.pending.push_back(Event::default().data("[DONE]"));
+                    self.ended = true;
+                }
+                Some(Err(e)) => {
+                    self.counted.shared.metrics.attempts(e.attempts());
+                    let error = ApiError::logged(e, &self.counted.request_id);
+                    self.pending.push_back(data(error.body()));
+                    self.ended = true;
+                }
+                None => self.ended = true,
+            }
+        }
+    }
+}
