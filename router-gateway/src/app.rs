@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::routing::{get, post};
 use router_sdk::Router;
+use tokio_util::sync::CancellationToken;
 
 use crate::Auth;
 use crate::auth::Access;
@@ -18,8 +19,8 @@ pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) access: Access,
     pub(crate) metrics: metrics::Metrics,
-    /// Turns `true` when what is in flight must end now ([`Cut`]).
-    pub(crate) cut: tokio::sync::watch::Receiver<bool>,
+    /// Cancelled when what is in flight must end now ([`Cut`]).
+    pub(crate) cut: CancellationToken,
     /// The streams being relayed, for [`Cut::now`] to end.
     pub(crate) streams: Arc<Streams>,
     /// Each model's last headroom reading, for callers without tier limits.
@@ -42,13 +43,13 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     let limit = router.registry().gateway.body_limit_bytes;
     let access = Access::new(&router.registry().gateway, auth);
     let metrics = metrics::Metrics::new();
-    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    let cut = CancellationToken::new();
     let streams = Arc::new(Streams::default());
     let shared = Arc::new(Shared {
         router,
         access,
         metrics,
-        cut: cut_rx,
+        cut: cut.clone(),
         streams: streams.clone(),
         headrooms: ratelimit::Headrooms::default(),
     });
@@ -88,7 +89,7 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         api,
         metrics,
         cut: Cut {
-            flag: Arc::new(cut),
+            token: cut,
             streams,
         },
     }

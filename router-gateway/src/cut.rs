@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use router_sdk::ChatStream;
+use tokio_util::sync::CancellationToken;
 
 /// A stream being relayed: `None` once [`Cut::now`], or its deadline unread
 /// ([`Streams::expire_unread`]), has taken (and dropped) it.
@@ -100,7 +101,8 @@ impl Streams {
 /// and with them reservations that nothing settles before the process ends.
 #[derive(Debug, Clone)]
 pub struct Cut {
-    pub(crate) flag: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Cancelled by [`Cut::now`]: what every request in flight waits on beside its answer.
+    pub(crate) token: CancellationToken,
     pub(crate) streams: Arc<Streams>,
 }
 
@@ -108,14 +110,7 @@ impl Cut {
     /// Ends what is in flight now: streams are dropped here, whether or not their client still
     /// reads; whole answers waiting for their provider end at once.
     pub fn now(&self) {
-        self.flag.send_replace(true);
+        self.token.cancel();
         self.streams.end_all();
-    }
-}
-
-/// Resolves once `cut` has turned `true` (at once if it has); never if its sender is gone.
-pub(crate) async fn cut_off(mut cut: tokio::sync::watch::Receiver<bool>) {
-    if cut.wait_for(|cut| *cut).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }

@@ -3,6 +3,11 @@
 
 use std::time::Duration;
 
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+
 /// How long a client may take to send a request's headers: a connection that trickles them (or
 /// sends none) is closed then, so that idle or slow clients cannot pile up connections.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -10,21 +15,20 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serves `app` on `listener` (HTTP/1.1, headers read within [`HEADER_READ_TIMEOUT`]) until
 /// `shutdown` completes, then stops accepting, lets the requests and streams in flight finish,
 /// and closes idle connections.
+///
+/// The loop is hyper-util's (an HTTP/1.1 builder with its header timer, `GracefulShutdown` for
+/// the connections in flight) rather than `axum::serve`, which takes no header timeout and
+/// sets no `TCP_NODELAY` on what it accepts: once it does both, it can take over.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
-    // Dropped when `shutdown` completes: every connection then finishes what it serves.
-    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(());
-    tokio::spawn(async move {
-        shutdown.await;
-        drop(stopping_rx);
-    });
-    // Each connection holds a receiver; all dropped, every connection is over.
-    let (closed_tx, closed_rx) = tokio::sync::watch::channel(());
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let connections = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let socket = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -42,7 +46,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = stopping_tx.closed() => break,
+            () = &mut shutdown => break,
         };
         // Each SSE event is a small write of its own: without this, one would wait for the
         // client's acknowledgement of the one before (Nagle's algorithm).
@@ -50,35 +54,15 @@ pub async fn serve(
             tracing::debug!(error = %e, "gateway: cannot set TCP_NODELAY");
         }
         let service = TowerToHyperService::new(app.clone());
-        let stopping = stopping_tx.clone();
-        let closed = closed_rx.clone();
+        let connection = http.serve_connection(TokioIo::new(socket), service);
+        let connection = connections.watch(connection);
         tokio::spawn(async move {
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
-            let conn = http.serve_connection(TokioIo::new(socket), service);
-            let mut conn = std::pin::pin!(conn);
-            let mut stop = std::pin::pin!(stopping.closed());
-            let mut stopped = false;
-            loop {
-                tokio::select! {
-                    result = conn.as_mut() => {
-                        if let Err(e) = result {
-                            tracing::debug!(error = %e, "gateway: a connection ended with an error");
-                        }
-                        break;
-                    }
-                    () = &mut stop, if !stopped => {
-                        stopped = true;
-                        conn.as_mut().graceful_shutdown();
-                    }
-                }
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "gateway: a connection ended with an error");
             }
-            drop(closed);
         });
     }
-    drop(closed_rx);
     drop(listener);
-    closed_tx.closed().await;
+    connections.shutdown().await;
     Ok(())
 }

@@ -14,7 +14,6 @@ use router_sdk::Priority;
 use super::relay::{Counted, streamed};
 use super::{header, now_secs, request_id_of, set_headers};
 use crate::app::Shared;
-use crate::cut::cut_off;
 use crate::errors::ApiError;
 use crate::{auth, body, inbound, metrics, outbound, ratelimit};
 
@@ -244,7 +243,7 @@ pub(crate) async fn answer(
     let (mut response, window, headroom) = if read.stream {
         let (stream, headroom) = tokio::select! {
             biased;
-            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            () = shared.cut.cancelled() => return Err(ApiError::stopping().into()),
             both = async { tokio::join!(router.chat_stream(req), headroom) } => both,
         };
         let stream = match stream {
@@ -272,7 +271,7 @@ pub(crate) async fn answer(
     } else {
         let (answer, headroom) = tokio::select! {
             biased;
-            () = cut_off(shared.cut.clone()) => return Err(ApiError::stopping().into()),
+            () = shared.cut.cancelled() => return Err(ApiError::stopping().into()),
             both = async { tokio::join!(router.chat(req), headroom) } => both,
         };
         let answer = match answer {

@@ -10,10 +10,11 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::StreamExt;
 use router_sdk::{ChatChunk, ChatStream};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{now_secs, set_headers};
 use crate::app::Shared;
-use crate::cut::{Expiry, Slot, Streams, cut_off};
+use crate::cut::{Expiry, Slot, Streams};
 use crate::errors::ApiError;
 use crate::{metrics, outbound};
 
@@ -41,7 +42,7 @@ pub(crate) fn streamed(
     );
     let slot = counted.shared.streams.hold(stream);
     let state = Relay {
-        cut: Box::pin(cut_off(counted.shared.cut.clone())),
+        cut: Box::pin(counted.shared.cut.clone().cancelled_owned()),
         expiry: Streams::expire_unread(&slot),
         stream: slot,
         counted,
@@ -74,7 +75,7 @@ pub(crate) struct Counted {
 /// Turns the router's stream into SSE events.
 pub(crate) struct Relay {
     /// Resolves when the gateway's grace period is over ([`Cut`]).
-    cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    cut: std::pin::Pin<Box<WaitForCancellationFutureOwned>>,
     /// The router's stream, until a cut or its deadline unread takes it.
     stream: Arc<Slot>,
     /// Its deadline timer, stopped with the relay.
@@ -125,7 +126,7 @@ impl Relay {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
-                let error = if *self.counted.shared.cut.borrow() {
+                let error = if self.counted.shared.cut.is_cancelled() {
                     ApiError::stopping()
                 } else {
                     ApiError::unread_past_deadline()
