@@ -21,6 +21,7 @@ mod body;
 mod cut;
 mod errors;
 mod inbound;
+mod lifecycle;
 mod metrics;
 mod outbound;
 mod ratelimit;
@@ -30,6 +31,7 @@ mod serve;
 pub use app::{Apps, app, apps};
 pub use auth::{Access, hash_key, new_key};
 pub use cut::Cut;
+pub use lifecycle::{CUT_GRACE, Listeners, run};
 pub use serve::{HEADER_READ_TIMEOUT, serve};
 
 /// How the gateway admits callers.
