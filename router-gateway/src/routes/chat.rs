@@ -2,15 +2,14 @@
 //! and answered whole or streamed, every refusal in OpenAI's shape, one access line.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use router_sdk::Priority;
 
+use super::options;
 use super::relay::{Counted, streamed};
 use super::{header, now_secs, request_id_of, set_headers};
 use crate::app::Shared;
@@ -193,40 +192,7 @@ pub(crate) async fn answer(
     req.tenant = caller.tenant.clone();
     req.key_id = caller.key_id.clone();
     req.request_id = Some(request_id.to_owned());
-    req.priority = match (caller.priority, header(headers, "x-llmroute-priority")) {
-        (Some(pinned), _) => pinned,
-        (None, None) => Priority::Interactive,
-        (None, Some("interactive")) => Priority::Interactive,
-        (None, Some("batch")) => Priority::Batch,
-        (None, Some(other)) => {
-            return Err(ApiError::bad_request(format!(
-                "header `x-llmroute-priority`: `{other}` is not `interactive` or `batch`"
-            ))
-            .into());
-        }
-    };
-    if let Some(secs) = header(headers, "x-llmroute-timeout") {
-        let deadline = secs
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "header `x-llmroute-timeout`: `{secs}` is not a number of seconds in (0, 86400]"
-                ))
-            })?;
-        req.deadline = Some(Duration::from_secs_f64(deadline));
-    }
-    for name in &shared.router.registry().gateway.forward_headers {
-        for value in headers.get_all(name.as_str()) {
-            if let Ok(value) = value.to_str() {
-                req.headers.push((name.clone(), value.to_owned()));
-            }
-        }
-    }
-    if let Some(list) = header(headers, "x-llmroute-providers") {
-        req.providers = caller.providers_asked(shared.router.registry(), list)?;
-    }
+    options::apply(&mut req, headers, caller, shared.router.registry())?;
     let router = &shared.router;
     let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
     // A refusal of the router: a 429 reports the window as the refusal found it, or the

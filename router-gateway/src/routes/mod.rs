@@ -4,6 +4,7 @@
 
 mod chat;
 mod models;
+mod options;
 mod quota;
 mod relay;
 mod usage;
