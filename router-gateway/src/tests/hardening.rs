@@ -273,8 +273,7 @@ async fn assert_stream_broken(r: &Running, how: &str) {
     assert_eq!(last["error"]["code"], "stream_broken", "{last}");
     let message = last["error"]["message"].as_str().unwrap();
     assert!(message.contains(how), "{message}");
-    let metrics = r.http.get(format!("{}/metrics", r.base)).send();
-    let metrics = metrics.await.unwrap().text().await.unwrap();
+    let metrics = r.metrics_text().await;
     let broken =
         r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
     assert!(metrics.contains(broken), "{metrics}");

@@ -48,6 +48,12 @@ impl Running {
         response.send().await.unwrap().json().await.unwrap()
     }
 
+    /// What `/metrics` shows now.
+    async fn metrics_text(&self) -> String {
+        let response = self.http.get(format!("{}/metrics", self.base)).send();
+        response.await.unwrap().text().await.unwrap()
+    }
+
     /// `ACME`'s request of `body` that may take 1 s at most.
     async fn post_with_deadline_1s(&self, body: &Value) -> reqwest::Response {
         let url = format!("{}/v1/chat/completions", self.base);

@@ -344,15 +344,7 @@ async fn refusals_after_the_key_count_under_its_tenant() {
     assert_eq!(r.post(Some(NARROW), &hello()).await.status(), 404);
     // No key: no tenant.
     assert_eq!(r.post(None, &bad).await.status(), 401);
-    let text = r
-        .http
-        .get(format!("{}/metrics", r.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = r.metrics_text().await;
     for line in [
         r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="invalid_request"} 1"#,
         r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="body_too_large"} 1"#,

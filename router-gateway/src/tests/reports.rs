@@ -10,15 +10,7 @@ async fn metrics_count_requests_tokens_cost_and_refusals() {
     let refused = r.post_with_deadline_1s(&hello()).await;
     assert_eq!(refused.status(), 429);
     assert_eq!(r.post(Some("llmr-nobody"), &hello()).await.status(), 401);
-    let text = r
-        .http
-        .get(format!("{}/metrics", r.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = r.metrics_text().await;
     for line in [
         r#"llmroute_requests_total{tenant="acme",provider="oa",model="small",outcome="ok"} 1"#,
         r#"llmroute_requests_total{tenant="acme",provider="-",model="-",outcome="rate_limit_exceeded"} 1"#,
