@@ -207,11 +207,7 @@ pub(crate) async fn answer(
     // Read beside the admission, never after the answer.
     let headroom = rates.headroom(router, &shared.headrooms);
     let (mut response, window, headroom) = if read.stream {
-        let (stream, headroom) = tokio::select! {
-            biased;
-            () = shared.cut.cancelled() => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat_stream(req), headroom) } => both,
-        };
+        let (stream, headroom) = beside(shared, router.chat_stream(req), headroom).await?;
         let stream = match stream {
             Ok(stream) => stream,
             Err(e) => return Err(refused(e, headroom).await),
@@ -235,11 +231,7 @@ pub(crate) async fn answer(
         let response = streamed(stream, model.clone(), read.include_usage, counted);
         (response, window, headroom)
     } else {
-        let (answer, headroom) = tokio::select! {
-            biased;
-            () = shared.cut.cancelled() => return Err(ApiError::stopping().into()),
-            both = async { tokio::join!(router.chat(req), headroom) } => both,
-        };
+        let (answer, headroom) = beside(shared, router.chat(req), headroom).await?;
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => return Err(refused(e, headroom).await),
@@ -271,4 +263,18 @@ pub(crate) async fn answer(
         report.set(response.headers_mut());
     }
     Ok(response)
+}
+
+/// The router's `call` and the model's `headroom` reading, run together, unless the gateway
+/// cuts off what is in flight first (503 `gateway_stopping`).
+async fn beside<T>(
+    shared: &Shared,
+    call: impl Future<Output = T>,
+    headroom: impl Future<Output = Option<ratelimit::Report>>,
+) -> Result<(T, Option<ratelimit::Report>), Failed> {
+    tokio::select! {
+        biased;
+        () = shared.cut.cancelled() => Err(ApiError::stopping().into()),
+        both = async { tokio::join!(call, headroom) } => Ok(both),
+    }
 }
