@@ -1,0 +1,394 @@
+use super::*;
+
+/// Who a block is asked for ([`Inner::ask_block`]).
+#[derive(Clone, Copy)]
+pub(super) enum BlockFor<'a> {
+    /// A request (its need, the candidate's rank, all its candidates), admitted from the block
+    /// the store grants.
+    For(&'a Need, usize, &'a [DeploymentId]),
+    /// The requests to come ([`Inner::refill`]).
+    Ahead,
+}
+
+/// What became of a block asked for.
+pub(super) enum Asked {
+    /// Granted, and the request it was asked for admitted from it.
+    Taken(Reservation),
+    /// Granted (the request it was asked for, if any, did not fit it).
+    Granted,
+    /// Not granted: no room, a cooldown, or (asked ahead) the store is not admitting.
+    Refused,
+    /// The instance no longer admits through the store, and decided the request there.
+    Decided(Result<Admission, LedgerError>),
+}
+
+/// How close to running out (ms before it stops admitting) a `lease: auto` block has its
+/// successor asked for ahead ([`Inner::refill`]).
+pub(super) const REFILL_AHEAD_MS: u64 = 2_000;
+
+impl Inner {
+    /// Takes `need` on candidate `rank` (`d`) from its open block.
+    pub(super) fn take_leased(
+        &self,
+        d: DeploymentId,
+        need: &Need,
+        rank: usize,
+    ) -> Option<Reservation> {
+        let mut st = self.lock();
+        let now = self.now();
+        let r = st.leases.take(d, need, rank, now);
+        if let Some(r) = &r
+            && st.leases.granted_in(d) != Some(r.bucket)
+        {
+            // Moved to its own second: should the store lose its keys, it is written back
+            // there, its grant's second keeping it too (an over-count, for a minute at most).
+            st.keep_own(self.shared.table(), &Admitted::request(r), now);
+        }
+        self.wake_for_moves(&st);
+        r
+    }
+
+    /// Admits `need` from a leased block, walking the candidates in order while each leases:
+    /// from its open block, or from a new one (one call). At most one block is asked for per
+    /// admission: after that call, later candidates are tried from their open blocks only, so
+    /// a request waits for two round trips at most before its provider call (the refused block
+    /// and the shared admission), however many candidates are full. `None`: a candidate that
+    /// does not lease was reached, or none had room: the shared store decides.
+    pub(super) async fn admit_leased(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+    ) -> Option<Result<Admission, LedgerError>> {
+        // A tenant's limits and budgets are checked in the shared store, request by request;
+        // so is a batch request's share of the limits (a block is sized from the whole limits,
+        // and would let batch requests take the room kept for interactive ones).
+        if need.tenant.is_some() || need.share_percent < 100 {
+            return None;
+        }
+        let mut asked_once = false;
+        for (rank, &d) in candidates.iter().enumerate() {
+            let spec = self.lease.get(d.0).copied().flatten()?;
+            if let Some(r) = self.take_leased(d, need, rank) {
+                return Some(Ok(Admission::Granted(r)));
+            }
+            let lacks_room = |this: &Self| {
+                let tokens = need.tokens_on(rank);
+                this.lock().leases.lacks_room(d, tokens, this.now())
+            };
+            if asked_once || lacks_room(self) {
+                continue;
+            }
+            let _one = self.leasing[d.0].lock().await;
+            if let Some(r) = self.take_leased(d, need, rank) {
+                return Some(Ok(Admission::Granted(r)));
+            }
+            // A call made while this request waited (a block asked for ahead) may have read the
+            // room since.
+            if lacks_room(self) {
+                continue;
+            }
+            asked_once = true;
+            let asking = BlockFor::For(need, rank, candidates);
+            match self.ask_block(d, spec, need.tokens_on(rank), asking).await {
+                Ok(Asked::Taken(r)) => return Some(Ok(Admission::Granted(r))),
+                Ok(Asked::Decided(decided)) => return Some(decided),
+                Ok(Asked::Granted | Asked::Refused) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        None
+    }
+
+    /// Asks the store for a new block of `d` (one call; the caller holds `d`'s `leasing` lock),
+    /// sized for requests of `tokens`, carrying what `d` owes. With [`BlockFor::For`], `d`'s
+    /// open block ends first, so that the call also hands back what it did not use, and the
+    /// request is admitted from the new block as the store granted it. With
+    /// [`BlockFor::Ahead`] (see [`Inner::refill`]) the open block ends first only if it has no
+    /// request left; else it admits on until the grant replaces it, and the new block waits
+    /// for the requests to come.
+    pub(super) async fn ask_block(
+        &self,
+        d: DeploymentId,
+        spec: Lease,
+        tokens: u64,
+        asking: BlockFor<'_>,
+    ) -> Result<Asked, LedgerError> {
+        let (size, secs) = self.lease_size(d, spec, tokens);
+        let (carried, call) = {
+            let mut st = self.lock();
+            match asking {
+                BlockFor::For(need, _, candidates) => {
+                    if let Some(decided) = st.elsewhere(self, need, candidates) {
+                        return Ok(Asked::Decided(decided));
+                    }
+                }
+                BlockFor::Ahead => {
+                    if st.mode() != Mode::Shared || st.awaiting.is_some() {
+                        return Ok(Asked::Refused);
+                    }
+                }
+            }
+            // A block asked for ahead leaves the open one admitting (smaller requests, or
+            // until it ends) while the call is out, unless no request is left in it: the grant
+            // ends it (`Leases::open`), and its next call or heartbeat hands back the rest.
+            if matches!(asking, BlockFor::For(..)) || st.leases.used_up(d) {
+                st.leases.end(d);
+            }
+            let owed = st.leases.take_owed(d);
+            let carried = Carried {
+                inner: self,
+                d,
+                call: fastrand::u64(..),
+                owed,
+                done: false,
+            };
+            (
+                carried,
+                self.register(&mut st, Calling::block(d, size.want)),
+            )
+        };
+        let sent = self.now();
+        let asked = self
+            .timed(
+                self.shared
+                    .lease(d, size, &carried.owed, carried.call)
+                    .boxed(),
+            )
+            .await;
+        carried.answered(asked.as_ref().err());
+        let now = self.now();
+        match asked? {
+            Leased::Granted(grant, room) => {
+                let mut st = self.lock();
+                // What the block admits after the grant's second must reach the store before
+                // that second leaves the windows (see `Granted::send_by`): on this instance's
+                // clock, less a call's time; the block stops admitting by then.
+                let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
+                let send_by = now + leaves.saturating_sub(self.move_margin());
+                let granted = Granted {
+                    requests: grant.requests,
+                    tokens: (size.want.1 != 0).then_some(grant.tokens),
+                    bucket: grant.bucket,
+                    store_now: grant.now,
+                    sent,
+                    now,
+                    send_by,
+                };
+                st.leases
+                    .open(d, granted, (now + secs * 1000).min(send_by).max(now + 1));
+                st.leases.saw_room(d, room, now);
+                let admitted = Admitted {
+                    deployment: d,
+                    bucket: grant.bucket,
+                    counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
+                    tenant: None,
+                };
+                st.remember(self.shared.table(), &admitted, now);
+                call.done(&mut st, Some(d));
+                let taken = match asking {
+                    BlockFor::For(need, rank, _) => st.leases.take_asked(d, need, rank, now),
+                    BlockFor::Ahead => None,
+                };
+                self.wake_for_moves(&st);
+                Ok(taken.map_or(Asked::Granted, Asked::Taken))
+            }
+            Leased::Refused(room, 0) => {
+                // Not even one request fits: for a while, only a request that fits what was
+                // left (with what this instance owes back since) asks again.
+                self.lock().leases.saw_room(d, room, now);
+                Ok(Asked::Refused)
+            }
+            Leased::Refused(_, cools) => {
+                self.lock().leases.saw_cooldown(d, cools, now);
+                Ok(Asked::Refused)
+            }
+        }
+    }
+
+    /// Asks for `d`'s next block ahead, as a request just took from its open block one that is
+    /// about to run out (`lease: auto` only: see [`ResilientStore::refill_soon`]), so that the
+    /// next request finds a block here rather than waiting for the call. Nothing when `d` was last
+    /// seen without room for a request of the recent mean size, when a request asked
+    /// meanwhile, or when the leases were settled since the admission that asked for it
+    /// (`closes` then).
+    pub(super) async fn refill(&self, d: DeploymentId, closes: u64) {
+        let _one = self.leasing[d.0].lock().await;
+        if self.closes.load(Ordering::Acquire) != closes {
+            return;
+        }
+        let tokens = {
+            let mut st = self.lock();
+            let now = self.now();
+            let tokens = st.leases.rate(now).1.max(1);
+            if !st.leases.runs_out(d, tokens, now, REFILL_AHEAD_MS)
+                || st.leases.lacks_room(d, tokens, now)
+            {
+                return;
+            }
+            tokens
+        };
+        if let Err(e) = self
+            .ask_block(d, Lease::Auto, tokens, BlockFor::Ahead)
+            .await
+        {
+            tracing::debug!(error = %e, "ledger: a block asked for ahead was not granted");
+        }
+    }
+
+    /// How much of `d` to lease for a request of `tokens` on it (the [`Ask`]), and for how long
+    /// (s). Tokens are leased only where a token limit applies.
+    /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
+    /// seconds (plus this request), and at most half of its share of what is left of each limit
+    /// (`parts`: twice the live instances), so that blocks shrink as the deployment fills and
+    /// its last room goes where the requests need it, a request at a time. A fixed block takes
+    /// what is left, up to its size.
+    pub(super) fn lease_size(&self, d: DeploymentId, spec: Lease, tokens: u64) -> (Ask, u64) {
+        let table = self.shared.table();
+        let tokens_limited = table.of(d).unwrap_or_default().iter().any(|&s| {
+            let l = table.limits(s);
+            l.tpm.or(l.itpm).or(l.otpm).is_some()
+        });
+        let mut st = self.lock();
+        let instances = st.seen.as_ref().map_or(1, |b| b.instances).max(1);
+        let (want, parts, secs) = match spec {
+            Lease::Block {
+                requests,
+                tokens: block_tokens,
+                secs,
+            } => {
+                let block_tokens = if block_tokens == u64::MAX {
+                    requests.saturating_mul(tokens)
+                } else {
+                    block_tokens
+                };
+                ((requests, block_tokens), 1, secs)
+            }
+            Lease::Auto => {
+                // The instance's whole leased rate, not `d`'s alone: when a cheaper deployment
+                // fills up, its traffic moves to `d` at once.
+                let (recent, mean) = st.leases.rate(self.now());
+                let requests = (recent * Lease::AUTO_SECS).div_ceil(10) + 1;
+                let block_tokens = requests.saturating_mul(mean.max(tokens));
+                ((requests, block_tokens), 2 * instances, Lease::AUTO_SECS)
+            }
+        };
+        drop(st);
+        // Where tokens are limited a block holds at least one (none: tokens are not leased).
+        let leased_tokens = if tokens_limited {
+            (want.1.max(1), tokens)
+        } else {
+            (0, 0)
+        };
+        let ask = Ask {
+            want: (want.0, leased_tokens.0),
+            least: (1, leased_tokens.1),
+            parts,
+        };
+        (ask, secs)
+    }
+
+    /// Keeps corrections that could not be sent (or may not have been applied) for later.
+    pub(super) fn owe_again(&self, owed: Vec<Owed>) {
+        let mut st = self.lock();
+        for o in owed {
+            st.leases.owe_again(o);
+        }
+    }
+
+    /// Sends again, under the same ids, the block calls that got no answer (see
+    /// [`Unanswered`]), asking for no block: each answers as its first run did, or runs now.
+    /// What they granted goes back with the next heartbeat. Called when a heartbeat found the
+    /// store answering, in the epoch this instance knows. The calls go together, so the next
+    /// beat waits for one call's time at most; those that fail, or that are dropped unanswered
+    /// with this future, are kept for the next.
+    pub(super) async fn ask_unanswered_again(&self) {
+        let calls = self.lock().leases.take_unanswered(self.now());
+        if calls.is_empty() {
+            return;
+        }
+        let mut asking = Asking { inner: self, calls };
+        let asks = asking.calls.iter().map(|u| {
+            self.timed(
+                self.shared
+                    .lease(u.deployment, Ask::NOTHING, &u.carried, u.call)
+                    .boxed(),
+            )
+        });
+        let answers = futures_util::future::join_all(asks).await;
+        let calls = std::mem::take(&mut asking.calls);
+        let mut st = self.lock();
+        for (u, asked) in calls.into_iter().zip(answers) {
+            match asked {
+                Ok(Leased::Granted(grant, _)) => st
+                    .leases
+                    .answered_late(u, Some((grant.bucket, grant.requests, grant.tokens))),
+                Ok(Leased::Refused(..)) => st.leases.answered_late(u, None),
+                // Not run in this epoch, nor will it be: what it carried stays owed as it is.
+                Err(LedgerError::Lost { .. }) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "ledger: a block call asked again got no answer");
+                    st.leases.still_unanswered(u);
+                }
+            }
+        }
+    }
+
+    /// Sends again, under its number, a beat whose corrections got no answer (see
+    /// [`State::carrying`]): applied once, whether or not the first was.
+    pub(super) async fn beat_again_if_unanswered(&self) {
+        if self.lock().carrying.is_some() {
+            self.tick().await;
+        }
+    }
+
+    /// Ends every leased block and sends what they owe the shared windows (at close), once the
+    /// blocks asked for ahead and on their way have landed (those not yet asked for are not):
+    /// with a heartbeat, which applies them all together and once; what it cannot carry (the
+    /// store is away, or in another epoch) with one call per deployment and bucket. Corrections whose
+    /// beat got no answer twice are not sent on their own: that beat may have been applied.
+    pub(super) async fn settle_leases(&self) {
+        // No block asked for ahead so far is asked for from now on; one on its way lands first.
+        self.closes.fetch_add(1, Ordering::AcqRel);
+        for one in &self.leasing {
+            drop(one.lock().await);
+        }
+        // Corrections a beat carried without an answer go again under their number first.
+        self.beat_again_if_unanswered().await;
+        self.lock().leases.end_all();
+        self.tick().await;
+        // The beat that carried the ended blocks got no answer: once more. (A call of their own
+        // could apply them a second time, should that beat have been run.)
+        self.beat_again_if_unanswered().await;
+        let owed = {
+            let mut st = self.lock();
+            let now = self.now();
+            st.leases.drain(now)
+        };
+        // In `drain`'s order (a move's addition before its subtraction, a report last on its
+        // deployment); after a failure, the rest is kept rather than sent without it.
+        let mut sending = Unleasing {
+            inner: self,
+            out: None,
+            rest: owed.into_iter(),
+        };
+        for o in sending.rest.by_ref() {
+            let o = sending.out.insert(o);
+            let sent = self
+                .timed(
+                    self.shared
+                        .unlease(o.deployment, o.bucket, o.deltas, o.observed.as_ref())
+                        .boxed(),
+                )
+                .await;
+            let Some(o) = sending.out.take() else {
+                continue;
+            };
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
+                self.lock().leases.owe_failed(o, &e);
+                // The rest is owed again as the guard drops.
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,258 @@
+use super::*;
+
+impl Ledger for ResilientStore {
+    fn admit<'a>(
+        &'a self,
+        need: &'a Need,
+        candidates: &'a [DeploymentId],
+    ) -> LedgerFuture<'a, Admission> {
+        async move {
+            // Read first: should the leases be settled while this admission is out, the block
+            // it would ask for ahead is not asked for (see `Inner::refill`).
+            let closes = self.inner.closes.load(Ordering::Acquire);
+            let admission = self.inner.admit(need, candidates).await;
+            if let Ok(Admission::Granted(r)) = &admission {
+                self.refill_soon(r, closes);
+            }
+            admission
+        }
+        .boxed()
+    }
+
+    fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
+        self.inner.finish(r, Some(actual)).boxed()
+    }
+
+    fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
+        self.inner.finish(r, None).boxed()
+    }
+
+    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
+        async move {
+            let local = {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                if st.leases.holds(r.id) {
+                    return Ok(true);
+                }
+                match &mut st.admitting {
+                    Admitting::Local(l) if l.log.contains_key(&r.id) => {
+                        let engine = Engine {
+                            table: &l.table,
+                            now,
+                        };
+                        let renewed = engine.renew(&mut l.cells, r, ttl)?;
+                        if let Some(e) = l.log.get_mut(&r.id) {
+                            e.expiry = now + slot_ttl_ms(ttl);
+                            e.version += 1;
+                        }
+                        Some(renewed)
+                    }
+                    Admitting::Open(ids) if ids.contains(&r.id) => Some(true),
+                    _ => None,
+                }
+            };
+            match local {
+                Some(renewed) => Ok(renewed),
+                None => {
+                    let renewed = self.inner.timed(self.inner.shared.renew(r, ttl)).await?;
+                    if let Some(h) = self.inner.lock().in_flight.get_mut(&r.id) {
+                        h.expiry = self.inner.now() + slot_ttl_ms(ttl);
+                    }
+                    Ok(renewed)
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
+        async move {
+            {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                // The provider is full: this instance's block there ends too.
+                st.leases.end(d);
+                if let Admitting::Local(l) = &mut st.admitting {
+                    let engine = Engine {
+                        table: &l.table,
+                        now,
+                    };
+                    return engine.cooldown(&mut l.cells, d, dur);
+                }
+            }
+            self.inner.timed(self.inner.shared.cooldown(d, dur)).await
+        }
+        .boxed()
+    }
+
+    fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
+        async move {
+            {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                if let Admitting::Local(l) = &mut st.admitting {
+                    let engine = Engine {
+                        table: &l.table,
+                        now,
+                    };
+                    return engine.observe(&mut l.cells, d, obs);
+                }
+            }
+            self.inner.timed(self.inner.shared.observe(d, obs)).await
+        }
+        .boxed()
+    }
+
+    fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
+        async move {
+            let shared = self.inner.timed(self.inner.shared.snapshot(ds)).await;
+            match shared {
+                Err(e) if unavailable(&e) => {
+                    let mut st = self.inner.lock();
+                    let now = self.inner.now();
+                    match &mut st.admitting {
+                        Admitting::Local(l) => Engine {
+                            table: &l.table,
+                            now,
+                        }
+                        .snapshot(&mut l.cells, ds),
+                        _ => Err(e),
+                    }
+                }
+                other => other,
+            }
+        }
+        .boxed()
+    }
+
+    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
+        async move {
+            let shared = self
+                .inner
+                .timed(self.inner.shared.tenant_snapshot(tenant))
+                .await;
+            match shared {
+                Err(e) if unavailable(&e) => {
+                    let mut st = self.inner.lock();
+                    let now = self.inner.now();
+                    match &mut st.admitting {
+                        Admitting::Local(l) => {
+                            let spec = tenant_share(tenant, l.instances);
+                            let spec = spec.as_ref().unwrap_or(tenant);
+                            Ok(Engine {
+                                table: &l.table,
+                                now,
+                            }
+                            .tenant_snapshot(&mut l.cells, spec))
+                        }
+                        _ => Err(e),
+                    }
+                }
+                other => other,
+            }
+        }
+        .boxed()
+    }
+
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [Settlement],
+    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        async move {
+            let mut out: Vec<Option<Result<bool, LedgerError>>> = Vec::with_capacity(batch.len());
+            let mut shared = Vec::new();
+            for s in batch {
+                if let Some(done) = self.settle_here(s) {
+                    out.push(Some(done));
+                    continue;
+                }
+                match self.inner.finish_here(&s.reservation, s.actual) {
+                    Ok(Some(done)) => {
+                        if let Some(obs) = s.observed {
+                            let observed = self.observe(s.reservation.deployment, obs).await;
+                            out.push(Some(observed.map(|()| done)));
+                        } else {
+                            out.push(Some(Ok(done)));
+                        }
+                    }
+                    Ok(None) => {
+                        shared.push(s.clone());
+                        out.push(None);
+                    }
+                    Err(e) => out.push(Some(Err(e))),
+                }
+            }
+            if !shared.is_empty() {
+                let after = self.inner.settings.timeout;
+                let answers = match tokio::time::timeout(
+                    after,
+                    self.inner.shared.settle_batch(&shared),
+                )
+                .await
+                {
+                    Ok(answers) => answers,
+                    Err(_) => shared
+                        .iter()
+                        .map(|_| {
+                            Err(LedgerError::Timeout {
+                                url: self.inner.shared.url().to_owned(),
+                                after,
+                            })
+                        })
+                        .collect(),
+                };
+                let mut answers = answers.into_iter();
+                for slot in out.iter_mut().filter(|o| o.is_none()) {
+                    *slot = answers.next();
+                }
+            }
+            out.into_iter()
+                .map(|o| {
+                    o.unwrap_or_else(|| {
+                        Err(LedgerError::Timeout {
+                            url: self.inner.shared.url().to_owned(),
+                            after: self.inner.settings.timeout,
+                        })
+                    })
+                })
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+
+    /// A reservation admitted from a leased block settles in this process (its block's
+    /// accounting, the provider's report kept for the next correction): no call.
+    fn settle_here(&self, s: &Settlement) -> Option<Result<bool, LedgerError>> {
+        {
+            let mut st = self.inner.lock();
+            if !st.leases.holds(s.reservation.id) {
+                return None;
+            }
+            if let Some(obs) = s.observed {
+                st.leases.report(s.reservation.deployment, obs);
+            }
+        }
+        Some(
+            self.inner
+                .finish_here(&s.reservation, s.actual)
+                .map(|d| d.unwrap_or(false)),
+        )
+    }
+
+    fn health(&self) -> Option<Health> {
+        Some(self.inner.health())
+    }
+
+    fn close(&self) -> LedgerFuture<'_, ()> {
+        async move {
+            self.inner.settle_leases().await;
+            self.inner.shared.close().await
+        }
+        .boxed()
+    }
+}
