@@ -175,16 +175,6 @@ impl RedisStore {
         self.epoch.store(epoch, Ordering::Relaxed);
     }
 
-    /// Number of limited scopes (the length of [`Beat::scopes`]).
-    pub(crate) fn scope_count(&self) -> usize {
-        self.table.len()
-    }
-
-    /// Number of deployments.
-    pub(crate) fn deployment_count(&self) -> usize {
-        self.table.deployments()
-    }
-
     /// Registers `instance` until `ttl_ms` from now and reads what local mode starts from;
     /// applies `corrections` (what leased blocks owe, see lua/unlease.lua, under a sequence
     /// number: applied once however often sent) in the same call when the store is in the epoch

@@ -1,39 +1,30 @@
+//! Admission: from a leased block, or through the shared store, with a second sending after a
+//! slow answer and a restore after a lost one; what the machine decides when the store fails.
+
 use super::*;
 
+/// The calls to the shared store one admission made: the last, and the one it superseded
+/// (sent again after a slow answer).
+pub(super) struct Sent<'a> {
+    last: Option<Called<'a>>,
+    superseded: Option<Called<'a>>,
+}
+
 impl Inner {
-    /// Admission when the shared store failed with `e`: per `ledger.on_error`.
-    pub(super) fn fall_back(
+    /// Where `need` goes now (see [`Machine::route`]): `None`, to the shared store; else what
+    /// was decided here.
+    pub(super) fn routed(
         &self,
-        e: LedgerError,
+        st: &mut Machine,
         need: &Need,
         candidates: &[DeploymentId],
-    ) -> Result<Admission, LedgerError> {
-        let mut st = self.lock();
-        match self.settings.on_error {
-            OnError::Closed => Err(e),
-            OnError::Open => {
-                if st.mode() == Mode::Shared {
-                    tracing::warn!(error = %e, "ledger mode: open (admitting without counting)");
-                    st.admitting = Admitting::Open(HashSet::new());
-                    st.since = self.now();
-                    st.changes += 1;
-                }
-                st.admit_elsewhere(self, need, candidates)
-            }
-            // Never seen by a heartbeat: how many instances share the limits is unknown, so no
-            // share is safe. Fail as `closed` would until Redis has answered once.
-            OnError::Local if st.seen.is_none() => Err(e),
-            OnError::Local => {
-                if st.mode() == Mode::Shared {
-                    let local = st.enter_local(self, None);
-                    tracing::warn!(
-                        error = %e,
-                        instances = local,
-                        "ledger mode: local (admitting within this instance's share of each limit)"
-                    );
-                }
-                st.admit_elsewhere(self, need, candidates)
-            }
+    ) -> Option<Result<Admission, LedgerError>> {
+        match st.route(need, candidates, self.now()) {
+            Route::Store => None,
+            Route::Here(decided) => Some(decided),
+            Route::Rebuilding => Some(Err(LedgerError::Lost {
+                url: self.shared.url().to_owned(),
+            })),
         }
     }
 
@@ -45,19 +36,13 @@ impl Inner {
         {
             let mut st = self.lock();
             if let Some(t) = &need.tenant {
-                let now = self.now();
-                match st.tenants.get_mut(&t.spec.name) {
-                    Some(at) => *at = now,
-                    None => {
-                        st.tenants.insert(t.spec.name.clone(), now);
-                    }
-                }
+                st.served(&t.spec.name, self.now());
             }
-            if let Some(decided) = st.elsewhere(self, need, candidates) {
+            if let Some(decided) = self.routed(&mut st, need, candidates) {
                 return decided;
             }
         }
-        let (mut result, mut call) = match self.admit_leased(need, candidates).await {
+        let (result, last) = match self.admit_leased(need, candidates).await {
             // Admitted from a block (the block's grant counted it), or decided elsewhere
             // meanwhile: nothing of it is held through the shared store.
             Some(Ok(admission)) => return Ok(admission),
@@ -67,70 +52,118 @@ impl Inner {
                 Err(decided) => return decided,
             },
         };
-        // One slow answer is not an outage: the same admission goes once more (Redis answers a
-        // repeat with the first one's grant if it ran it) before the instance goes local. One
-        // that went local on every slow call would admit on its own while the others, answered,
-        // fill the shared windows without counting what it admitted.
-        let mut superseded = None;
-        let retry = call.is_some() && self.settings.on_error == OnError::Local;
-        if retry && result.as_ref().is_err_and(slow) {
-            match self.admit_shared(need, candidates).await {
-                Ok((answer, again)) => {
-                    superseded = call.replace(again);
-                    result = answer;
-                }
-                Err(decided) => {
-                    // Decided in the local ledger, which counts the first call: the slot it
-                    // holds on the deployment admitted on is that admission's now.
-                    let granted = match &decided {
-                        Ok(Admission::Granted(r)) => Some(r.deployment),
-                        _ => None,
-                    };
-                    let mut st = self.lock();
-                    if let Some(first) = call.take() {
-                        first.done(&mut st, granted);
-                    }
-                    st.unsure(need, candidates, self.now());
-                    return decided;
-                }
-            }
-        }
+        let mut sent = Sent {
+            last,
+            superseded: None,
+        };
+        let result = match self
+            .again_if_slow(need, candidates, result, &mut sent)
+            .await
+        {
+            Ok(result) => result,
+            Err(decided) => return decided,
+        };
         // The first call may still be run late (on a connection Redis has not read yet).
-        let retried = superseded.is_some();
-        if let Err(LedgerError::Lost { .. }) = result {
-            drop(call.take());
-            result = match self.restore().await {
-                Ok(()) => match self.admit_shared(need, candidates).await {
-                    Ok((answer, again)) => {
-                        call = Some(again);
-                        answer
-                    }
-                    Err(decided) => return decided,
-                },
-                Err(e) => Err(e),
-            };
+        let retried = sent.superseded.is_some();
+        let result = match self
+            .again_if_lost(need, candidates, result, &mut sent)
+            .await
+        {
+            Ok(result) => result,
+            Err(decided) => return decided,
+        };
+        self.conclude(need, candidates, result, sent, retried)
+    }
+
+    /// One slow answer is not an outage: the same admission goes once more (Redis answers a
+    /// repeat with the first one's grant if it ran it) before the instance goes local. One that
+    /// went local on every slow call would admit on its own while the others, answered, fill
+    /// the shared windows without counting what it admitted. `Err`: decided here meanwhile.
+    async fn again_if_slow<'a>(
+        &'a self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        result: Result<Admission, LedgerError>,
+        sent: &mut Sent<'a>,
+    ) -> Result<Result<Admission, LedgerError>, Result<Admission, LedgerError>> {
+        let retry = sent.last.is_some() && self.settings.on_error == OnError::Local;
+        if !retry || !result.as_ref().is_err_and(slow) {
+            return Ok(result);
         }
-        if !matches!(result, Ok(Admission::Granted(_))) {
-            // Not admitted through the store: a local ledger started from now on does not
-            // count it (one started from a timeout admits it there instead).
-            let mut st = self.lock();
-            for call in [call.take(), superseded.take()].into_iter().flatten() {
-                call.done(&mut st, None);
+        match self.admit_shared(need, candidates).await {
+            Ok((answer, again)) => {
+                sent.superseded = sent.last.replace(again);
+                Ok(answer)
             }
+            Err(decided) => {
+                // Decided in the local ledger, which counts the first call: the slot it holds
+                // on the deployment admitted on is that admission's now.
+                let granted = match &decided {
+                    Ok(Admission::Granted(r)) => Some(r.deployment),
+                    _ => None,
+                };
+                let mut st = self.lock();
+                if let Some(first) = sent.last.take() {
+                    first.done(&mut st, granted);
+                }
+                st.unsure(need, candidates, self.now());
+                Err(decided)
+            }
+        }
+    }
+
+    /// The store lost its keys: restores them, then sends the admission again. `Err`: decided
+    /// here meanwhile.
+    async fn again_if_lost<'a>(
+        &'a self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        result: Result<Admission, LedgerError>,
+        sent: &mut Sent<'a>,
+    ) -> Result<Result<Admission, LedgerError>, Result<Admission, LedgerError>> {
+        let Err(LedgerError::Lost { .. }) = result else {
+            return Ok(result);
+        };
+        drop(sent.last.take());
+        if let Err(e) = self.restore().await {
+            return Ok(Err(e));
+        }
+        let (answer, again) = self.admit_shared(need, candidates).await?;
+        sent.last = Some(again);
+        Ok(answer)
+    }
+
+    /// What the store answered, taken in: a grant is held and counted as this instance's own;
+    /// a failure falls back per `ledger.on_error`. Either way the calls are answered.
+    fn conclude(
+        &self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        result: Result<Admission, LedgerError>,
+        sent: Sent<'_>,
+        retried: bool,
+    ) -> Result<Admission, LedgerError> {
+        let mut st = self.lock();
+        let now = self.now();
+        let calls = [sent.last, sent.superseded].into_iter().flatten();
+        let granted = match &result {
+            Ok(Admission::Granted(r)) => Some(r.deployment),
+            _ => None,
+        };
+        // Not admitted through the store: a local ledger started from now on does not count
+        // it (one started from a timeout admits it there instead).
+        for call in calls {
+            call.done(&mut st, granted);
         }
         match result {
             Ok(Admission::Granted(r)) => {
-                let expiry = self.now() + need.slot_ttl_ms();
+                st.remember(&Admitted::request(&r), now);
+                let expiry = now + need.slot_ttl_ms();
                 let held = Held {
                     reservation: r.clone(),
                     expiry,
                 };
-                let mut st = self.lock();
-                st.remember(self.shared.table(), &Admitted::request(&r), self.now());
                 st.in_flight.insert(r.id, held);
-                for call in [call, superseded].into_iter().flatten() {
-                    call.done(&mut st, Some(r.deployment));
-                }
                 // The router asks again under the same id after a denial: an earlier admission
                 // of this request kept as uncertain is this grant (Redis answers a repeat with
                 // the first grant), in use, not to be handed back.
@@ -141,21 +174,21 @@ impl Inner {
             }
             Ok(denied) => {
                 if retried {
-                    self.lock().unsure(need, candidates, self.now());
+                    st.unsure(need, candidates, now);
                 }
                 Ok(denied)
             }
             Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
                 if e.maybe_applied() || retried {
-                    self.lock().unsure(need, candidates, self.now());
+                    st.unsure(need, candidates, now);
                 }
-                self.fall_back(e, need, candidates)
+                st.fall_back(e, need, candidates, now)
             }
             Err(e) => Err(e),
         }
     }
 
-    /// Sends `need`'s admission to the shared store, registered in [`State::calling`] until
+    /// Sends `need`'s admission to the shared store, registered in [`Machine::calling`] until
     /// answered. `Err`: the instance no longer admits through the store, and decided there.
     pub(super) async fn admit_shared(
         &self,
@@ -164,13 +197,13 @@ impl Inner {
     ) -> Result<(Result<Admission, LedgerError>, Called<'_>), Result<Admission, LedgerError>> {
         let call = {
             let mut st = self.lock();
-            if let Some(decided) = st.elsewhere(self, need, candidates) {
+            if let Some(decided) = self.routed(&mut st, need, candidates) {
                 return Err(decided);
             }
             self.register(&mut st, Calling::request(need, candidates, self.now()))
         };
         // Dropped while the store has it (its caller went away), the admission is voided; one
-        // that times out is this instance's to settle (see `State::uncertain`).
+        // that times out is this instance's to settle (see `Machine::uncertain`).
         let abandoned = self.shared.abandoned(need, candidates);
         let answer = self
             .timed(self.shared.admit_inner(need, candidates).boxed())
@@ -180,8 +213,9 @@ impl Inner {
     }
 
     /// Registers `calling` in `st` (which admits through the shared store).
-    pub(super) fn register(&self, st: &mut State, calling: Calling) -> Called<'_> {
-        let key = self.calls.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn register(&self, st: &mut Machine, calling: Calling) -> Called<'_> {
+        let key = st.next_call;
+        st.next_call += 1;
         st.calling.insert(key, calling);
         Called {
             inner: self,

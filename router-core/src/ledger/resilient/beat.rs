@@ -1,3 +1,5 @@
+//! The heartbeat: the driver's timer, one beat's plan, sending and answer.
+
 use super::*;
 
 /// Heartbeats on the clock's multiples of `ledger.heartbeat_ms`, so that every instance reads
@@ -11,11 +13,7 @@ pub(super) async fn beat_forever(inner: Weak<Inner>) {
             return;
         };
         let now = inner.now();
-        let (rejoining, send_by) = {
-            let st = inner.lock();
-            (st.rejoining(), st.leases.send_by())
-        };
-        let wait = next_wake_in(inner.settings.heartbeat, rejoining, now, send_by, last);
+        let wait = inner.lock().poll_timeout(now, last);
         inner.beat_due.store(now + wait, Ordering::Relaxed);
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(wait)) => {
@@ -54,6 +52,95 @@ pub(super) fn next_beat_in(heartbeat: Duration, rejoining: bool, now: u64) -> u6
     every - now % every
 }
 
+/// What one beat sends: the tenants whose windows it reads, what this instance had admitted
+/// through the store as it went, how it stands, and the lease corrections it carries with
+/// their number.
+pub(super) struct BeatPlan {
+    tenants: Vec<String>,
+    base: Own,
+    me: BeatAs,
+    carried: Option<(u64, Vec<Owed>)>,
+}
+
+impl Machine {
+    /// The next beat, at `now`. What the leased blocks owe goes with it while the store is
+    /// shared: no call of its own. A beat that got no answer is sent again with the same
+    /// corrections under the same number (applied once); one the store was in another epoch
+    /// for gives them back to the leases.
+    pub(super) fn plan_beat(&mut self, now: u64) -> BeatPlan {
+        let tenants = self.recent_tenants(now);
+        let keep: HashSet<&String> = tenants.iter().collect();
+        self.own.tenants.retain(|name, _| keep.contains(name));
+        let me = BeatAs {
+            away: matches!(&self.admitting, Admitting::Local(l) if l.closing.is_none()),
+            // Totals read while local, or while the windows are being rebuilt, miss what is
+            // not written back yet.
+            reading: self.reads_whole(),
+        };
+        let carried = match self.carrying.take() {
+            Some(carried) => Some(carried),
+            None if self.admits_shared() && self.epoch != 0 => {
+                let owed = self.leases.drain(now);
+                let seq = self.next_seq();
+                (!owed.is_empty()).then_some((seq, owed))
+            }
+            None => None,
+        };
+        BeatPlan {
+            tenants,
+            base: self.own.clone(),
+            me,
+            carried,
+        }
+    }
+
+    /// A beat sent at `sent` under `plan` was answered with `beat`; `own`: this instance's
+    /// requests in flight as it went, per scope and per tenant. Returns whether the store is
+    /// in the epoch this instance knows and holds all it admitted: it admits through it.
+    fn beat_answered(&mut self, beat: Beat, base: Own, own: InFlight, sent: u64) -> bool {
+        let current = self.reads_whole() && beat.epoch != 0 && beat.epoch == self.epoch;
+        if current {
+            self.saw_rooms(&beat, sent);
+        }
+        // Recorded as its last reading in the store: what local mode starts from.
+        if beat.read != 0 {
+            self.reads.record(beat.read, beat.oldest, base);
+            let (own_in_flight, own_tenant_in_flight) = own;
+            self.seen = Some(Beat {
+                own_in_flight,
+                own_tenant_in_flight,
+                ..beat
+            });
+        }
+        current
+    }
+
+    /// What a heartbeat sent at `sent` read of every leased deployment's room: a request that
+    /// does not fit a full deployment skips it without a call, and one that fits asks as soon
+    /// as room comes back, without waiting for an earlier refusal's reading to expire. A
+    /// deployment another instance put a cooldown on ends this instance's block there: its
+    /// requests go to the store, which refuses them until the cooldown is over.
+    fn saw_rooms(&mut self, beat: &Beat, sent: u64) {
+        for &d in &self.leased {
+            let Some(scopes) = self.table.of(d) else {
+                continue;
+            };
+            let cooling = beat.cooling.get(scopes[0]).copied().unwrap_or(0);
+            if cooling > 0 {
+                self.leases.end(d);
+                self.leases.saw_cooldown(d, cooling, sent);
+                continue;
+            }
+            let totals = |s: usize| beat.scopes.get(s).copied().unwrap_or_default();
+            let limits = scopes.iter().map(|&s| (self.table.limits(s), totals(s)));
+            self.leases.beat_saw_room(d, Room::left(limits), sent);
+        }
+    }
+}
+
+/// Requests in flight, per scope and per tenant (see [`Machine::in_flight_by_scope`]).
+type InFlight = (Vec<u64>, Vec<u64>);
+
 impl Inner {
     /// One heartbeat: register, learn the instance count and epoch. When the store answers
     /// after an outage, or is not in the epoch this instance knows (it lost its keys, or another
@@ -62,119 +149,15 @@ impl Inner {
     pub(super) async fn tick(&self) {
         let _one = self.beating.lock().await;
         for _ in 0..2 {
-            let (tenants, base, me) = {
-                let mut st = self.lock();
-                let tenants = st.recent_tenants(self.now());
-                let keep: HashSet<&String> = tenants.iter().collect();
-                st.own.tenants.retain(|name, _| keep.contains(name));
-                let me = BeatAs {
-                    away: matches!(&st.admitting, Admitting::Local(l) if l.closing.is_none()),
-                    // Totals read while local, or while the windows are being rebuilt, miss
-                    // what is not written back yet.
-                    reading: st.mode() != Mode::Local && st.awaiting.is_none(),
-                };
-                (tenants, st.own.clone(), me)
-            };
-            let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
-            // What the leased blocks owe goes with the beat while the store is shared: no call
-            // of its own. A beat that got no answer is sent again with the same corrections
-            // under the same number (applied once); one the store was in another epoch for
-            // gives them back to the leases.
-            let carried = {
-                let mut st = self.lock();
-                let shared = st.mode() == Mode::Shared && st.awaiting.is_none() && st.epoch != 0;
-                match st.carrying.take() {
-                    Some(carried) => Some(carried),
-                    None if shared => {
-                        let owed = st.leases.drain(self.now());
-                        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-                        (!owed.is_empty()).then_some((seq, owed))
-                    }
-                    None => None,
-                }
-            };
-            let mut beating = Beating {
-                inner: self,
-                carried,
-            };
-            let corrections = beating
-                .carried
-                .as_ref()
-                .map(|(seq, owed)| (*seq, owed.as_slice()));
-            let sent = self.now();
-            let beat = || {
-                let beat = self
-                    .shared
-                    .heartbeat(&self.instance, ttl, &tenants, corrections, me);
-                self.timed(beat.boxed())
-            };
-            // This instance's own requests in flight as the beat goes: those that end later are
-            // still in the store's count (their settlement is sent after they leave this count),
-            // and so are those admitted whose answer is not in yet.
-            let mine = || {
-                self.lock()
-                    .in_flight_by_scope(self.shared.table(), &tenants)
-            };
-            let mut own = mine();
-            let mut answer = beat().await;
-            // As for an admission: one slow answer is not an outage. The beat goes once more
-            // with the same corrections under the same number (applied once).
-            if self.settings.on_error == OnError::Local && answer.as_ref().is_err_and(slow) {
-                own = mine();
-                answer = beat().await;
-            }
-            let (own_in_flight, own_tenant_in_flight) = own;
-            let carried = beating.carried.take();
-            let (beat, applied) = match answer {
-                Ok(answer) => answer,
-                Err(e) => {
-                    tracing::debug!(error = %e, "ledger heartbeat failed");
-                    let mut st = self.lock();
-                    st.carrying = carried;
-                    // Other instances may be admitting on their own now: this one does too,
-                    // so that it waits for them to write it back before it admits through
-                    // the store again.
-                    let local = self.settings.on_error == OnError::Local;
-                    if st.mode() == Mode::Local {
-                        st.away_again();
-                    } else if local && st.mode() == Mode::Shared && st.seen.is_some() {
-                        let n = st.enter_local(self, None);
-                        tracing::warn!(
-                            error = %e,
-                            instances = n,
-                            "ledger mode: local (the heartbeat got no answer)"
-                        );
-                    }
+            match self.beat_once().await {
+                None => return,
+                Some(true) => {
+                    self.lock()
+                        .go_shared(self.now(), "the shared ledger answers again");
+                    self.ask_unanswered_again().await;
                     return;
                 }
-            };
-            if !applied && let Some((_, owed)) = carried {
-                self.owe_again(owed);
-            }
-            let current = {
-                let mut st = self.lock();
-                let current = st.mode() != Mode::Local
-                    && st.awaiting.is_none()
-                    && beat.epoch != 0
-                    && beat.epoch == st.epoch;
-                if current {
-                    self.beat_saw_rooms(&mut st, &beat, sent);
-                }
-                // Recorded as its last reading in the store: what local mode starts from.
-                if beat.read != 0 {
-                    st.reads.record(beat.read, beat.oldest, base);
-                    st.seen = Some(Beat {
-                        own_in_flight,
-                        own_tenant_in_flight,
-                        ..beat
-                    });
-                }
-                current
-            };
-            if current {
-                self.set_mode_shared("the shared ledger answers again");
-                self.ask_unanswered_again().await;
-                return;
+                Some(false) => {}
             }
             if let Err(e) = self.restore().await {
                 tracing::debug!(error = %e, "ledger restore failed");
@@ -183,43 +166,63 @@ impl Inner {
         }
     }
 
-    /// What a heartbeat sent at `sent` read of every leased deployment's room: a request that
-    /// does not fit a full deployment skips it without a call, and one that fits asks as soon
-    /// as room comes back, without waiting for an earlier refusal's reading to expire. A
-    /// deployment another instance put a cooldown on ends this instance's block there: its
-    /// requests go to the store, which refuses them until the cooldown is over.
-    pub(super) fn beat_saw_rooms(&self, st: &mut State, beat: &Beat, sent: u64) {
-        let table = self.shared.table();
-        for (i, _) in self.lease.iter().enumerate().filter(|(_, l)| l.is_some()) {
-            let d = DeploymentId(i);
-            let Some(scopes) = table.of(d) else {
-                continue;
-            };
-            let cooling = beat.cooling.get(scopes[0]).copied().unwrap_or(0);
-            if cooling > 0 {
-                st.leases.end(d);
-                st.leases.saw_cooldown(d, cooling, sent);
-                continue;
+    /// Sends one beat and takes in its answer: whether the store is current (see
+    /// [`Machine::beat_answered`]); `None` when it got no answer.
+    async fn beat_once(&self) -> Option<bool> {
+        let plan = self.lock().plan_beat(self.now());
+        let mut beating = Beating {
+            inner: self,
+            carried: plan.carried,
+        };
+        let sent = self.now();
+        let (answer, own) = self
+            .send_beat(&plan.tenants, plan.me, beating.carried.as_ref())
+            .await;
+        let carried = beating.carried.take();
+        let (beat, applied) = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::debug!(error = %e, "ledger heartbeat failed");
+                let mut st = self.lock();
+                st.carrying = carried;
+                st.beat_failed(&e, self.now());
+                return None;
             }
-            let totals = |s: usize| beat.scopes.get(s).copied().unwrap_or_default();
-            let room = Room::left(scopes.iter().map(|&s| (table.limits(s), totals(s))));
-            st.leases.beat_saw_room(d, room, sent);
+        };
+        if !applied && let Some((_, owed)) = carried {
+            self.owe_again(owed);
         }
+        let current = self.lock().beat_answered(beat, plan.base, own, sent);
+        Some(current)
     }
 
-    pub(super) fn set_mode_shared(&self, why: &str) {
-        let mut st = self.lock();
-        if st.mode() != Mode::Shared {
-            let since = Duration::from_millis(self.now().saturating_sub(st.since));
-            tracing::warn!(
-                from = st.mode().as_str(),
-                after = ?since,
-                "ledger mode: shared ({why})"
-            );
-            st.admitting = Admitting::Shared;
-            st.since = self.now();
-            st.changes += 1;
+    /// Sends a beat, and once more after a slow answer (as for an admission, one slow answer
+    /// is not an outage: the same corrections go under the same number, applied once). With
+    /// the answer, this instance's own requests in flight as the beat went: those that end
+    /// later are still in the store's count (their settlement is sent after they leave this
+    /// count), and so are those admitted whose answer is not in yet.
+    async fn send_beat(
+        &self,
+        tenants: &[String],
+        me: BeatAs,
+        carried: Option<&(u64, Vec<Owed>)>,
+    ) -> (Result<(Beat, bool), LedgerError>, InFlight) {
+        let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
+        let corrections = carried.map(|(seq, owed)| (*seq, owed.as_slice()));
+        let beat = || {
+            let beat = self
+                .shared
+                .heartbeat(&self.instance, ttl, tenants, corrections, me);
+            self.timed(beat.boxed())
+        };
+        let mine = || self.lock().in_flight_by_scope(tenants);
+        let mut own = mine();
+        let mut answer = beat().await;
+        if self.settings.on_error == OnError::Local && answer.as_ref().is_err_and(slow) {
+            own = mine();
+            answer = beat().await;
         }
+        (answer, own)
     }
 }
 

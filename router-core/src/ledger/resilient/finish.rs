@@ -1,46 +1,37 @@
+//! Settling and releasing: where a reservation was admitted decides where it is finished.
+
 use super::*;
 
+impl Machine {
+    /// Settles (`actual`) or releases (`None`) `r` where it was admitted, at `now`: its leased
+    /// block, the local ledger, or open mode. `Ok(None)`: it was admitted by the shared store,
+    /// which must settle it (the slot it holds in a local ledger is freed here).
+    pub(super) fn finish_here(
+        &mut self,
+        r: &Reservation,
+        actual: Option<ActualUsage>,
+        now: u64,
+    ) -> Result<Option<bool>, LedgerError> {
+        if self.leases.finish(r.id, actual) {
+            return Ok(Some(true));
+        }
+        self.in_flight.remove(&r.id);
+        match &mut self.admitting {
+            Admitting::Local(l) => l.finish(r, actual, now).transpose(),
+            Admitting::Open(ids) => Ok(ids.remove(&r.id).then_some(true)),
+            Admitting::Shared | Admitting::Rebuilding(_) => Ok(None),
+        }
+    }
+}
+
 impl Inner {
-    /// Settles (`actual`) or releases (`None`) `r` where it was admitted. `Ok(None)`: it was
-    /// admitted by the shared store, which must settle it.
+    /// See [`Machine::finish_here`].
     pub(super) fn finish_here(
         &self,
         r: &Reservation,
         actual: Option<ActualUsage>,
     ) -> Result<Option<bool>, LedgerError> {
-        let mut st = self.lock();
-        if st.leases.finish(r.id, actual) {
-            return Ok(Some(true));
-        }
-        st.in_flight.remove(&r.id);
-        let now = self.now();
-        match &mut st.admitting {
-            Admitting::Local(l) => {
-                let Some(entry) = l.log.get_mut(&r.id) else {
-                    // A shared reservation: free the slot it holds here too.
-                    free_slot(&l.table, &mut l.cells, r);
-                    return Ok(None);
-                };
-                let engine = Engine {
-                    table: &l.table,
-                    now,
-                };
-                let done = engine.finish(
-                    &mut l.cells,
-                    r,
-                    actual.unwrap_or_default(),
-                    actual.is_none(),
-                )?;
-                if done {
-                    entry.actual = actual;
-                    entry.released = actual.is_none();
-                    entry.version += 1;
-                }
-                Ok(Some(done))
-            }
-            Admitting::Open(ids) => Ok(ids.remove(&r.id).then_some(true)),
-            Admitting::Shared => Ok(None),
-        }
+        self.lock().finish_here(r, actual, self.now())
     }
 
     pub(super) async fn finish(

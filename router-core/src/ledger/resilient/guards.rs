@@ -12,7 +12,7 @@ pub(super) struct Called<'a> {
 impl Called<'_> {
     /// Its answer is handled, in `st` (what it admitted, if anything, counted as this
     /// instance's own); `granted`: the deployment it admitted on.
-    pub(super) fn done(mut self, st: &mut State, granted: Option<DeploymentId>) {
+    pub(super) fn done(mut self, st: &mut Machine, granted: Option<DeploymentId>) {
         self.open = false;
         if let Some(c) = st.calling.remove(&self.key)
             && let Admitting::Local(l) = &mut st.admitting
@@ -82,7 +82,7 @@ impl Carried<'_> {
 }
 
 /// A beat's corrections and their number while the beat is out: if its caller goes away
-/// before the answer, they are kept to go again under that number (see [`State::carrying`]),
+/// before the answer, they are kept to go again under that number (see [`Machine::carrying`]),
 /// as after a beat that got no answer.
 pub(super) struct Beating<'a> {
     pub(super) inner: &'a Inner,

@@ -42,7 +42,7 @@ impl Inner {
         {
             // Moved to its own second: should the store lose its keys, it is written back
             // there, its grant's second keeping it too (an over-count, for a minute at most).
-            st.keep_own(self.shared.table(), &Admitted::request(r), now);
+            st.keep_own(&Admitted::request(r), now);
         }
         self.wake_for_moves(&st);
         r
@@ -118,12 +118,12 @@ impl Inner {
             let mut st = self.lock();
             match asking {
                 BlockFor::For(need, _, candidates) => {
-                    if let Some(decided) = st.elsewhere(self, need, candidates) {
+                    if let Some(decided) = self.routed(&mut st, need, candidates) {
                         return Ok(Asked::Decided(decided));
                     }
                 }
                 BlockFor::Ahead => {
-                    if st.mode() != Mode::Shared || st.awaiting.is_some() {
+                    if !st.admits_shared() {
                         return Ok(Asked::Refused);
                     }
                 }
@@ -183,7 +183,7 @@ impl Inner {
                     counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
                     tenant: None,
                 };
-                st.remember(self.shared.table(), &admitted, now);
+                st.remember(&admitted, now);
                 call.done(&mut st, Some(d));
                 let taken = match asking {
                     BlockFor::For(need, rank, _) => st.leases.take_asked(d, need, rank, now),
@@ -334,7 +334,7 @@ impl Inner {
     }
 
     /// Sends again, under its number, a beat whose corrections got no answer (see
-    /// [`State::carrying`]): applied once, whether or not the first was.
+    /// [`Machine::carrying`]): applied once, whether or not the first was.
     pub(super) async fn beat_again_if_unanswered(&self) {
         if self.lock().carrying.is_some() {
             self.tick().await;

@@ -36,32 +36,19 @@ impl Ledger for ResilientStore {
                     return Ok(true);
                 }
                 match &mut st.admitting {
-                    Admitting::Local(l) if l.log.contains_key(&r.id) => {
-                        let engine = Engine {
-                            table: &l.table,
-                            now,
-                        };
-                        let renewed = engine.renew(&mut l.cells, r, ttl)?;
-                        if let Some(e) = l.log.get_mut(&r.id) {
-                            e.expiry = now + slot_ttl_ms(ttl);
-                            e.version += 1;
-                        }
-                        Some(renewed)
-                    }
-                    Admitting::Open(ids) if ids.contains(&r.id) => Some(true),
+                    Admitting::Local(l) => l.renew(r, ttl, now),
+                    Admitting::Open(ids) if ids.contains(&r.id) => Some(Ok(true)),
                     _ => None,
                 }
             };
-            match local {
-                Some(renewed) => Ok(renewed),
-                None => {
-                    let renewed = self.inner.timed(self.inner.shared.renew(r, ttl)).await?;
-                    if let Some(h) = self.inner.lock().in_flight.get_mut(&r.id) {
-                        h.expiry = self.inner.now() + slot_ttl_ms(ttl);
-                    }
-                    Ok(renewed)
-                }
+            if let Some(renewed) = local {
+                return renewed;
             }
+            let renewed = self.inner.timed(self.inner.shared.renew(r, ttl)).await?;
+            if let Some(h) = self.inner.lock().in_flight.get_mut(&r.id) {
+                h.expiry = self.inner.now() + slot_ttl_ms(ttl);
+            }
+            Ok(renewed)
         }
         .boxed()
     }
@@ -74,11 +61,7 @@ impl Ledger for ResilientStore {
                 // The provider is full: this instance's block there ends too.
                 st.leases.end(d);
                 if let Admitting::Local(l) = &mut st.admitting {
-                    let engine = Engine {
-                        table: &l.table,
-                        now,
-                    };
-                    return engine.cooldown(&mut l.cells, d, dur);
+                    return l.with_engine(now, |e, cells| e.cooldown(cells, d, dur));
                 }
             }
             self.inner.timed(self.inner.shared.cooldown(d, dur)).await
@@ -92,11 +75,7 @@ impl Ledger for ResilientStore {
                 let mut st = self.inner.lock();
                 let now = self.inner.now();
                 if let Admitting::Local(l) = &mut st.admitting {
-                    let engine = Engine {
-                        table: &l.table,
-                        now,
-                    };
-                    return engine.observe(&mut l.cells, d, obs);
+                    return l.with_engine(now, |e, cells| e.observe(cells, d, obs));
                 }
             }
             self.inner.timed(self.inner.shared.observe(d, obs)).await
@@ -112,11 +91,7 @@ impl Ledger for ResilientStore {
                     let mut st = self.inner.lock();
                     let now = self.inner.now();
                     match &mut st.admitting {
-                        Admitting::Local(l) => Engine {
-                            table: &l.table,
-                            now,
-                        }
-                        .snapshot(&mut l.cells, ds),
+                        Admitting::Local(l) => l.with_engine(now, |e, cells| e.snapshot(cells, ds)),
                         _ => Err(e),
                     }
                 }
@@ -140,11 +115,7 @@ impl Ledger for ResilientStore {
                         Admitting::Local(l) => {
                             let spec = tenant_share(tenant, l.instances);
                             let spec = spec.as_ref().unwrap_or(tenant);
-                            Ok(Engine {
-                                table: &l.table,
-                                now,
-                            }
-                            .tenant_snapshot(&mut l.cells, spec))
+                            Ok(l.with_engine(now, |e, cells| e.tenant_snapshot(cells, spec)))
                         }
                         _ => Err(e),
                     }

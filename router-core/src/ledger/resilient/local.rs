@@ -1,3 +1,5 @@
+//! The local ledger: this instance's share of every limit while the shared store is away.
+
 use super::*;
 
 /// One instance's own ledger while the shared one is away.
@@ -12,6 +14,9 @@ pub(super) struct Local {
     /// Writing its log back, or written and waiting for the other instances to (see
     /// [`Inner::restore`]): it admits nothing, until the time given (ms) at the latest.
     pub(super) closing: Option<u64>,
+    /// The store lost its keys: the other instances write theirs back before this one
+    /// admits through it again.
+    pub(super) awaiting: Option<Awaiting>,
 }
 
 /// Scope and tenant state of the local ledger.
@@ -44,58 +49,153 @@ pub(super) struct Entry {
     pub(super) version: u64,
 }
 
-/// Holds `slot` in a local ledger (`cells` over `table`) on every scope of each of
-/// `deployments`, and on `tenant`'s.
-pub(super) fn hold(
-    table: &ScopeTable,
-    cells: &mut LocalCells,
-    deployments: impl IntoIterator<Item = DeploymentId>,
-    tenant: Option<&str>,
-    slot: Slot,
-) {
-    for d in deployments {
-        for &s in table.of(d).unwrap_or_default() {
-            cells.scope(s).slots.take(slot);
-        }
-    }
-    if let Some(name) = tenant {
-        cells.tenant(name).scope.slots.take(slot);
-    }
-}
-
-/// Holds, in a local ledger about to start, slots that stand in for the other instances'
-/// requests in flight at the last heartbeat (`beat`): in each scope, and each tenant, this
-/// instance counts at least its share (of `n` instances, rounded up) of every instance's live
-/// slots then, its own then included (those of its own that ended since freed their room; those
-/// still in flight are held already). Without them an instance holding few requests would admit
-/// up to its share of a concurrency limit while one holding many went on holding them: together
-/// over the limit. They last as long as the longest slot, as nothing says when the requests they
-/// stand for end.
-pub(super) fn stand_in_for_others(beat: &Beat, n: u64, cells: &mut LocalCells, now: u64) {
-    let nb = bucket_of(now);
-    let expiry = now.saturating_add(millis(MAX_SLOT_TTL));
-    let mut next_id = u64::MAX;
-    let mut stand_in = |slots: &mut crate::ledger::window::Slots, total: u64, own: u64| {
-        for _ in 0..share_up(total, n).saturating_sub(own) {
-            slots.take(Slot {
-                id: next_id,
-                expiry,
-                bucket: nb,
-            });
-            next_id -= 1;
-        }
-    };
-    let own = |list: &[u64], i: usize| list.get(i).copied().unwrap_or(0);
-    for (s, &total) in beat.in_flight.iter().enumerate() {
-        stand_in(
-            &mut cells.scope(s).slots,
-            total,
-            own(&beat.own_in_flight, s),
+impl Local {
+    /// An empty ledger of one of `n` instances' share of every limit of `shared`. A scope
+    /// where that share of some limit is zero admits nothing: its deployments are put in
+    /// cooldown for the whole outage.
+    pub(super) fn start(shared: &ScopeTable, n: u64, closing: Option<u64>) -> Self {
+        let (table, zero) = shared.share(n);
+        let mut cells = LocalCells(
+            (0..shared.len()).map(|_| ScopeState::default()).collect(),
+            HashMap::new(),
         );
+        for d in 0..shared.deployments() {
+            let blocked = table
+                .of(DeploymentId(d))
+                .is_some_and(|scopes| scopes.iter().any(|&s| zero[s]));
+            if blocked {
+                cells.scope(d).cooldown = crate::ledger::window::TIME_CAP_MS;
+            }
+        }
+        Self {
+            table,
+            cells,
+            instances: n,
+            log: IdMap::default(),
+            closing,
+            awaiting: None,
+        }
     }
-    for (t, ((name, ..), &total)) in beat.tenants.iter().zip(&beat.tenant_in_flight).enumerate() {
-        let own = own(&beat.own_tenant_in_flight, t);
-        stand_in(&mut cells.tenant(name).scope.slots, total, own);
+
+    /// Admits `need` on its own share. Nothing while it writes back or waits for the other
+    /// instances (ask again in a tenth of a `heartbeat`), nor for a tenant whose share of some
+    /// limit is zero (ask again at the next `heartbeat`).
+    pub(super) fn admit(
+        &mut self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        now: u64,
+        heartbeat: Duration,
+    ) -> Result<Admission, LedgerError> {
+        if self.closing.is_some() {
+            return Ok(not_now(candidates, Scope::Deployment, heartbeat / 10));
+        }
+        let scaled;
+        let need = match &need.tenant {
+            Some(t) => match tenant_share(&t.spec, self.instances) {
+                Some(spec) => {
+                    let costs = t.costs.clone();
+                    let tenant = Some(TenantNeed { spec, costs });
+                    scaled = Need {
+                        tenant,
+                        ..need.clone()
+                    };
+                    &scaled
+                }
+                None => return Ok(not_now(candidates, Scope::Tenant, heartbeat)),
+            },
+            None => need,
+        };
+        let engine = Engine {
+            table: &self.table,
+            now,
+        };
+        let mut admission = engine.admit(&mut self.cells, need, candidates)?;
+        match &mut admission {
+            Admission::Granted(r) => {
+                let entry = Entry {
+                    reservation: r.clone(),
+                    actual: None,
+                    released: false,
+                    expiry: now + need.slot_ttl_ms(),
+                    version: 0,
+                };
+                self.log.insert(r.id, entry);
+            }
+            // A share is a stand-in until the next heartbeat, which may find the shared store
+            // back: a request does not wait longer than that to ask again.
+            Admission::Denied(denial) => {
+                for refusal in &mut denial.refusals {
+                    if let Verdict::NotNow(d) = &mut refusal.verdict {
+                        *d = (*d).min(heartbeat);
+                    }
+                }
+            }
+        }
+        Ok(admission)
+    }
+
+    /// Settles (`actual`) or releases (`None`) `r`. `None`: not admitted here (a shared
+    /// reservation: the slot it holds here is freed, and the shared store settles it).
+    pub(super) fn finish(
+        &mut self,
+        r: &Reservation,
+        actual: Option<ActualUsage>,
+        now: u64,
+    ) -> Option<Result<bool, LedgerError>> {
+        let Some(entry) = self.log.get_mut(&r.id) else {
+            free_slot(&self.table, &mut self.cells, r);
+            return None;
+        };
+        let engine = Engine {
+            table: &self.table,
+            now,
+        };
+        let done = engine.finish(
+            &mut self.cells,
+            r,
+            actual.unwrap_or_default(),
+            actual.is_none(),
+        );
+        if let Ok(true) = done {
+            entry.actual = actual;
+            entry.released = actual.is_none();
+            entry.version += 1;
+        }
+        Some(done)
+    }
+
+    /// Renews `r`'s slot for `ttl`. `None`: not admitted here.
+    pub(super) fn renew(
+        &mut self,
+        r: &Reservation,
+        ttl: Duration,
+        now: u64,
+    ) -> Option<Result<bool, LedgerError>> {
+        let entry = self.log.get_mut(&r.id)?;
+        let engine = Engine {
+            table: &self.table,
+            now,
+        };
+        let renewed = engine.renew(&mut self.cells, r, ttl);
+        if renewed.is_ok() {
+            entry.expiry = now + slot_ttl_ms(ttl);
+            entry.version += 1;
+        }
+        Some(renewed)
+    }
+
+    /// Runs `f` with the engine over this ledger at `now`, and its cells.
+    pub(super) fn with_engine<T>(
+        &mut self,
+        now: u64,
+        f: impl FnOnce(&Engine<'_>, &mut LocalCells) -> T,
+    ) -> T {
+        let engine = Engine {
+            table: &self.table,
+            now,
+        };
+        f(&engine, &mut self.cells)
     }
 }
 
@@ -109,50 +209,6 @@ pub(super) fn free_slot(table: &ScopeTable, cells: &mut LocalCells, r: &Reservat
     if let Some(t) = &r.tenant {
         cells.tenant(&t.name).scope.slots.free(r.id);
     }
-}
-
-/// A local entry as the restore writes it (nothing for a released one).
-pub(super) fn replayed(e: &Entry) -> Option<Replayed> {
-    if e.released {
-        return None;
-    }
-    let r = &e.reservation;
-    let hold_cost = r.tenant.as_ref().map_or(0, |t| t.cost_micros);
-    Some(match e.actual {
-        Some(a) => Replayed {
-            reservation: r.clone(),
-            counts: [1, a.tokens, a.input_tokens, a.output_tokens()],
-            expiry: 0,
-            cost: a.cost_micros,
-        },
-        None => Replayed {
-            reservation: r.clone(),
-            counts: [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens],
-            expiry: e.expiry,
-            cost: hold_cost,
-        },
-    })
-}
-
-/// `v` ÷ `n`, rounded up (a share of what was used errs on the used side).
-pub(super) fn share_up(v: u64, n: u64) -> u64 {
-    v.div_ceil(n.max(1))
-}
-
-/// A tenant's share of its limits and budgets on one of `n` instances; `None` when its share of
-/// some limit is zero.
-pub(super) fn tenant_share(spec: &TenantSpec, n: u64) -> Option<TenantSpec> {
-    let (limits, zero) = share_of(spec.limits, n);
-    let n = n.max(1);
-    let budget = BudgetMicros {
-        daily: spec.budget.daily.map(|b| (b / n).max(1)),
-        monthly: spec.budget.monthly.map(|b| (b / n).max(1)),
-    };
-    (!zero).then(|| TenantSpec {
-        name: spec.name.clone(),
-        limits,
-        budget,
-    })
 }
 
 /// The refusal in local mode when this instance cannot admit on its own now: a tenant's share

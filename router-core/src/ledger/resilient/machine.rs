@@ -1,3 +1,7 @@
+//! The machine: the mode, every change of it, and where each admission goes. It does no I/O
+//! and reads no clock: each call is given the time (ms), and the driver ([`Inner`]) makes the
+//! calls to the shared store that its answers lead to.
+
 use super::*;
 
 /// How long a tenant stays on the heartbeat's list after its last request.
@@ -12,15 +16,45 @@ pub(super) struct Held {
     pub(super) expiry: u64,
 }
 
+/// After the store lost its keys: how many instances write theirs back (those seen before),
+/// and until when (ms) the machine waits for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Awaiting {
+    pub(super) instances: u64,
+    pub(super) until: u64,
+}
+
+/// Where admissions go: the mode, with what each mode holds.
 #[derive(Debug)]
 pub(super) enum Admitting {
+    /// Through the shared store.
     Shared,
+    /// `closed` only: the store lost its keys and the other instances write theirs back.
+    /// Requests fail until they have, or the wait is over.
+    Rebuilding(Awaiting),
+    /// On its own share (see [`Local`]), with its way back.
     Local(Box<Local>),
+    /// Uncounted: the ids admitted so.
     Open(HashSet<u64>),
 }
 
+/// Where one admission goes now.
+pub(super) enum Route {
+    /// To the shared store.
+    Store,
+    /// Decided here: local or open mode.
+    Here(Result<Admission, LedgerError>),
+    /// Nowhere: the shared store is being rebuilt ([`Admitting::Rebuilding`]).
+    Rebuilding,
+}
+
 #[derive(Debug)]
-pub(super) struct State {
+pub(super) struct Machine {
+    /// The scopes of every limit, whole.
+    pub(super) table: ScopeTable,
+    /// The deployments that lease blocks.
+    pub(super) leased: Vec<DeploymentId>,
+    pub(super) settings: LedgerSettings,
     pub(super) admitting: Admitting,
     /// When the mode last changed, ms.
     pub(super) since: u64,
@@ -38,12 +72,16 @@ pub(super) struct State {
     pub(super) in_flight: IdMap<u64, Held>,
     /// Calls to the shared store that may admit, sent and not answered yet, by call number.
     pub(super) calling: IdMap<u64, Calling>,
+    /// The next call number.
+    pub(super) next_call: u64,
+    /// The last number given to a beat's corrections or a restore (each applied once).
+    pub(super) seq: u64,
     /// Tenants served lately, and when last (ms).
     pub(super) tenants: HashMap<String, u64>,
     /// Admissions that got no answer ([`LedgerError::maybe_applied`]), or a denial only on
     /// being sent again: Redis may have counted them after all. Each is kept until the next
     /// restore voids it, or until Redis can no longer hold anything of it (see
-    /// [`State::unsure`]).
+    /// [`Machine::unsure`]).
     pub(super) uncertain: Vec<Uncertain>,
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
     /// it late, so it is sent again under the same number (applied at most once).
@@ -53,98 +91,194 @@ pub(super) struct State {
     /// Lease corrections sent with a beat that got no answer, and their sequence number: sent
     /// again as they are with the next beat.
     pub(super) carrying: Option<(u64, Vec<Owed>)>,
-    /// After the store lost its keys: until this many instances have written their own back
-    /// (those seen before), or this time (ms) has passed, admissions stay local.
-    pub(super) awaiting: Option<(u64, u64)>,
     pub(super) changes: u64,
     pub(super) local_admissions: u64,
 }
 
-impl State {
-    /// Keeps `need` over `candidates` as uncertain, once however often it is denied after a
-    /// slow first sending: the next restore voids it. Those Redis can hold nothing of any more
-    /// go first, so that an instance that stays shared through many slow answers keeps only
-    /// the last hours' (each void is a call of the restore that follows).
-    pub(super) fn unsure(&mut self, need: &Need, candidates: &[DeploymentId], now: u64) {
-        self.forget_settled_uncertain(now);
-        let until = now
-            .saturating_add(SLOTS_TTL_MS)
-            .saturating_add(WINDOW_BUCKETS * BUCKET_MS);
-        self.keep_uncertain(Uncertain {
-            need: need.clone(),
-            candidates: candidates.to_vec(),
-            until,
-        });
-    }
-
-    /// Adds `u` to the uncertain admissions, or extends the one of the same request over the
-    /// same candidates.
-    pub(super) fn keep_uncertain(&mut self, u: Uncertain) {
-        let same = |k: &&mut Uncertain| k.need.id == u.need.id && k.candidates == u.candidates;
-        match self.uncertain.iter_mut().find(same) {
-            Some(k) => k.until = k.until.max(u.until),
-            None => self.uncertain.push(u),
+impl Machine {
+    /// A machine admitting through the shared store (over `table`), started at `now`.
+    pub(super) fn new(
+        table: ScopeTable,
+        leased: Vec<DeploymentId>,
+        settings: LedgerSettings,
+        now: u64,
+    ) -> Self {
+        let scopes = table.len();
+        Self {
+            table,
+            leased,
+            settings,
+            admitting: Admitting::Shared,
+            since: now,
+            seen: None,
+            own: Own {
+                scopes: vec![[0; 4]; scopes],
+                tenants: HashMap::new(),
+            },
+            reads: Reads::default(),
+            own_windows: vec![Window::default(); scopes],
+            own_tenant_windows: HashMap::new(),
+            epoch: 0,
+            in_flight: IdMap::default(),
+            calling: IdMap::default(),
+            next_call: 0,
+            seq: now,
+            tenants: HashMap::new(),
+            uncertain: Vec::new(),
+            pending: None,
+            leases: Leases::default(),
+            carrying: None,
+            changes: 0,
+            local_admissions: 0,
         }
     }
 
-    /// Drops the uncertain admissions Redis can hold nothing of any more.
-    pub(super) fn forget_settled_uncertain(&mut self, now: u64) {
-        self.uncertain.retain(|u| u.until > now);
+    pub(super) fn mode(&self) -> Mode {
+        match self.admitting {
+            Admitting::Shared | Admitting::Rebuilding(_) => Mode::Shared,
+            Admitting::Local(_) => Mode::Local,
+            Admitting::Open(_) => Mode::Open,
+        }
     }
 
-    /// Adds `admitted` to what this instance admitted through the store, and to its own windows.
-    pub(super) fn remember(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
-        self.own.add(table, admitted);
-        self.keep_own(table, admitted, now);
+    /// Whether admissions go through the shared store, in the epoch this instance knows.
+    pub(super) fn admits_shared(&self) -> bool {
+        matches!(self.admitting, Admitting::Shared)
     }
 
-    /// Adds `admitted` to this instance's own windows (in its bucket, if still in the window):
-    /// what it writes back should the store lose its keys.
-    pub(super) fn keep_own(&mut self, table: &ScopeTable, admitted: &Admitted<'_>, now: u64) {
-        let bucket = admitted.bucket;
-        let counts = table.kept(admitted.deployment, admitted.counts);
-        let nb = bucket_of(now).max(bucket);
-        let add = |w: &mut Window| {
-            w.expire(nb);
-            if w.is_live(bucket) {
-                w.add(bucket, counts);
+    /// Whether what the store reads now holds all this instance admitted: not while it is
+    /// local (its log is not written back yet), nor while the windows are being rebuilt.
+    pub(super) fn reads_whole(&self) -> bool {
+        matches!(self.admitting, Admitting::Shared | Admitting::Open(_))
+    }
+
+    /// Back from local mode and waiting for the other instances: it admits nothing.
+    pub(super) fn rejoining(&self) -> bool {
+        matches!(&self.admitting, Admitting::Local(l) if l.closing.is_some())
+    }
+
+    /// What the machine waits for after the store lost its keys.
+    pub(super) fn awaiting(&self) -> Option<Awaiting> {
+        match &self.admitting {
+            Admitting::Rebuilding(a) => Some(*a),
+            Admitting::Local(l) => l.awaiting,
+            Admitting::Shared | Admitting::Open(_) => None,
+        }
+    }
+
+    /// The number for the next beat's corrections or restore.
+    pub(super) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// How long an instance back from local mode waits for the others to write back what they
+    /// admitted on their own, ms: five heartbeats. Those that cannot (stopped, or cut off from
+    /// the store) leave the instances zset within three.
+    pub(super) fn rejoin_grace(&self) -> u64 {
+        5 * self.settings.heartbeat.as_millis() as u64
+    }
+
+    /// How long until the driver sends a beat, ms, at `now`, its `last` beat sent at `last`:
+    /// the machine's one timer (see [`next_wake_in`]).
+    pub(super) fn poll_timeout(&self, now: u64, last: u64) -> u64 {
+        let heartbeat = self.settings.heartbeat;
+        next_wake_in(
+            heartbeat,
+            self.rejoining(),
+            now,
+            self.leases.send_by(),
+            last,
+        )
+    }
+
+    pub(super) fn health(&self, now: u64) -> Health {
+        Health {
+            mode: self.mode(),
+            since: Duration::from_millis(now.saturating_sub(self.since)),
+            instances: self.seen.as_ref().map_or(0, |b| b.instances),
+            changes: self.changes,
+            local_admissions: self.local_admissions,
+            in_flight: self.in_flight.len() as u64,
+        }
+    }
+
+    /// Where `need`'s admission goes at `now`.
+    pub(super) fn route(&mut self, need: &Need, candidates: &[DeploymentId], now: u64) -> Route {
+        match &self.admitting {
+            Admitting::Shared => Route::Store,
+            Admitting::Rebuilding(_) => Route::Rebuilding,
+            Admitting::Local(_) | Admitting::Open(_) => {
+                Route::Here(self.admit_here(need, candidates, now))
+            }
+        }
+    }
+
+    /// Admission in local or open mode.
+    fn admit_here(
+        &mut self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        now: u64,
+    ) -> Result<Admission, LedgerError> {
+        let admission = match &mut self.admitting {
+            Admitting::Open(ids) => admit_open(ids, need, candidates, now),
+            Admitting::Local(l) => l.admit(need, candidates, now, self.settings.heartbeat)?,
+            Admitting::Shared | Admitting::Rebuilding(_) => {
+                unreachable!("admit_here runs in local or open mode")
             }
         };
-        for &s in table.of(admitted.deployment).unwrap_or_default() {
-            if let Some(w) = self.own_windows.get_mut(s) {
-                add(w);
+        if let Admission::Granted(_) = admission {
+            self.local_admissions += 1;
+        }
+        Ok(admission)
+    }
+
+    /// Admission at `now` when the shared store failed with `e`: per `ledger.on_error`.
+    pub(super) fn fall_back(
+        &mut self,
+        e: LedgerError,
+        need: &Need,
+        candidates: &[DeploymentId],
+        now: u64,
+    ) -> Result<Admission, LedgerError> {
+        match self.settings.on_error {
+            OnError::Closed => return Err(e),
+            // Never seen by a heartbeat: how many instances share the limits is unknown, so no
+            // share is safe. Fail as `closed` would until Redis has answered once.
+            OnError::Local if self.seen.is_none() => return Err(e),
+            OnError::Open if self.mode() == Mode::Shared => {
+                tracing::warn!(error = %e, "ledger mode: open (admitting without counting)");
+                self.enter(Admitting::Open(HashSet::new()), now);
             }
+            OnError::Local if self.mode() == Mode::Shared => {
+                let local = self.go_local(now, None, None);
+                tracing::warn!(
+                    error = %e,
+                    instances = local,
+                    "ledger mode: local (admitting within this instance's share of each limit)"
+                );
+            }
+            OnError::Open | OnError::Local => {}
         }
-        if let Some(t) = admitted.tenant {
-            add(self.own_tenant_windows.entry(t.name.clone()).or_default());
-        }
+        self.admit_here(need, candidates, now)
     }
 
-    /// This instance's own windows as restore rows; tenants' windows that emptied are dropped.
-    pub(super) fn own_rows(&mut self, now: u64) -> Vec<(WindowOf, u64, Counts)> {
-        let nb = bucket_of(now);
-        let mut rows = Vec::new();
-        for (s, w) in self.own_windows.iter_mut().enumerate() {
-            w.expire(nb);
-            rows.extend(w.buckets().map(|(k, c)| (WindowOf::Scope(s), k, c)));
-        }
-        self.own_tenant_windows.retain(|name, w| {
-            w.expire(nb);
-            let before = rows.len();
-            rows.extend(
-                w.buckets()
-                    .map(|(k, c)| (WindowOf::Tenant(name.clone()), k, c)),
+    /// A heartbeat got no answer (`e`). Other instances may be admitting on their own now:
+    /// this one does too, so that it waits for them to write it back before it admits through
+    /// the store again.
+    pub(super) fn beat_failed(&mut self, e: &LedgerError, now: u64) {
+        let local = self.settings.on_error == OnError::Local;
+        if self.mode() == Mode::Local {
+            self.away_again();
+        } else if local && self.mode() == Mode::Shared && self.seen.is_some() {
+            let n = self.go_local(now, None, None);
+            tracing::warn!(
+                error = %e,
+                instances = n,
+                "ledger mode: local (the heartbeat got no answer)"
             );
-            rows.len() > before
-        });
-        rows
-    }
-
-    /// What this instance admitted through the shared store since the reading it counts its own
-    /// from (see [`Reads`]).
-    pub(super) fn own_since_read(&self, now: u64) -> Beat {
-        self.own
-            .since(self.reads.base().unwrap_or(&Own::default()), now)
+        }
     }
 
     /// The store failed again while this instance wrote back or waited for the others: back to
@@ -155,247 +289,110 @@ impl State {
         }
     }
 
-    /// Back from local mode and waiting for the other instances: it admits nothing.
-    pub(super) fn rejoining(&self) -> bool {
-        matches!(&self.admitting, Admitting::Local(l) if l.closing.is_some())
-    }
-
-    pub(super) fn mode(&self) -> Mode {
-        match self.admitting {
-            Admitting::Shared => Mode::Shared,
-            Admitting::Local(_) => Mode::Local,
-            Admitting::Open(_) => Mode::Open,
+    /// Admits through the shared store again (`why`, for the log).
+    pub(super) fn go_shared(&mut self, now: u64, why: &str) {
+        if self.mode() != Mode::Shared {
+            let since = Duration::from_millis(now.saturating_sub(self.since));
+            tracing::warn!(
+                from = self.mode().as_str(),
+                after = ?since,
+                "ledger mode: shared ({why})"
+            );
+            self.enter(Admitting::Shared, now);
         }
     }
 
-    /// The tenants served in the last two minutes, most recent first, at most
-    /// [`TENANTS_PER_BEAT`]; older ones are forgotten.
-    pub(super) fn recent_tenants(&mut self, now: u64) -> Vec<String> {
-        self.tenants
-            .retain(|_, at| now.saturating_sub(*at) <= TENANT_MEMORY_MS);
-        let mut names: Vec<(&String, u64)> = self.tenants.iter().map(|(n, at)| (n, *at)).collect();
-        names.sort_by_key(|n| std::cmp::Reverse(n.1));
-        names
-            .into_iter()
-            .take(TENANTS_PER_BEAT)
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-
-    /// This instance's requests in flight through the shared store, per scope (by index) and
-    /// per tenant of `tenants` (in that order).
-    pub(super) fn in_flight_by_scope(
-        &self,
-        table: &ScopeTable,
-        tenants: &[String],
-    ) -> (Vec<u64>, Vec<u64>) {
-        let mut scopes = vec![0u64; table.len()];
-        let mut by_tenant: HashMap<&str, u64> = HashMap::new();
-        for h in self.in_flight.values() {
-            for &s in table.of(h.reservation.deployment).unwrap_or_default() {
-                if let Some(n) = scopes.get_mut(s) {
-                    *n += 1;
-                }
+    /// After a restore at `now`: whether admissions wait until the other instances have
+    /// written back what the store lost (at most [`Self::rejoin_grace`]).
+    pub(super) fn await_others(&mut self, restored: &Restored, now: u64) {
+        let until = now + self.rejoin_grace();
+        // `open` admits uncounted anyway: nothing to wait for.
+        if restored.stale && self.settings.on_error != OnError::Open {
+            let instances = self.seen.as_ref().map_or(1, |b| b.instances);
+            let awaiting = (restored.restored < instances).then_some(Awaiting { instances, until });
+            if awaiting.is_some()
+                && self.mode() == Mode::Shared
+                && self.settings.on_error == OnError::Local
+            {
+                // Admitting nothing on its own while it waits: what it admitted would be
+                // missing from the windows when the others go back to them.
+                let n = self.go_local(now, Some(until), None);
+                tracing::warn!(
+                    instances = n,
+                    "ledger mode: local (the shared ledger lost its windows; waiting for the \
+                     other instances to write theirs back)"
+                );
             }
-            if let Some(t) = &h.reservation.tenant {
-                *by_tenant.entry(t.name.as_str()).or_default() += 1;
-            }
+            self.set_awaiting(awaiting);
+        } else if let Some(a) = self.awaiting()
+            && (restored.restored >= a.instances || now >= a.until)
+        {
+            self.set_awaiting(None);
         }
-        let tenants = tenants
-            .iter()
-            .map(|name| by_tenant.get(name.as_str()).copied().unwrap_or(0))
-            .collect();
-        (scopes, tenants)
     }
 
-    /// Switches to local mode: a ledger of this instance's share of every limit, seeded with its
-    /// share of what the shared windows and spends held at the last heartbeat and with its own
-    /// requests in flight. `closing`: it admits nothing on its own either, until then (ms; see
-    /// [`Local::closing`]). Returns the instance count it divides by.
-    pub(super) fn enter_local(&mut self, inner: &Inner, closing: Option<u64>) -> u64 {
-        let now = inner.now();
+    fn set_awaiting(&mut self, awaiting: Option<Awaiting>) {
+        match (&mut self.admitting, awaiting) {
+            (Admitting::Local(l), _) => l.awaiting = awaiting,
+            (Admitting::Shared | Admitting::Rebuilding(_), Some(a)) => {
+                self.admitting = Admitting::Rebuilding(a);
+            }
+            (Admitting::Rebuilding(_), None) => self.admitting = Admitting::Shared,
+            (Admitting::Shared | Admitting::Open(_), None) | (Admitting::Open(_), Some(_)) => {}
+        }
+    }
+
+    /// Switches to local mode at `now`: a ledger of this instance's share of every limit,
+    /// seeded (see [`Local::seed`]). `closing`: it admits nothing on its own either, until then
+    /// (ms; see [`Local::closing`]). Returns the instance count it divides by.
+    pub(super) fn go_local(
+        &mut self,
+        now: u64,
+        closing: Option<u64>,
+        awaiting: Option<Awaiting>,
+    ) -> u64 {
         let n = self.seen.as_ref().map_or(1, |b| b.instances).max(1);
-        let (table, zero) = inner.shared.table().share(n);
-        let mut cells = LocalCells(
-            (0..inner.shared.scope_count())
-                .map(|_| ScopeState::default())
-                .collect(),
-            HashMap::new(),
-        );
-        let nb = bucket_of(now);
-        // Its share of what the windows held at the last heartbeat, plus all it admitted since
-        // (no heartbeat saw that): together the instances start from at least what was used.
-        let mut seed = |beat: &Beat, divide: u64| {
-            for (s, counts) in beat.scopes.iter().enumerate() {
-                let st = cells.scope(s);
-                let k = st.window.expire(nb);
-                st.window.add(k, counts.map(|v| share_up(v, divide)));
-            }
-            for (name, counts, day, month) in &beat.tenants {
-                let st = cells.tenant(name);
-                let k = st.scope.window.expire(nb);
-                st.scope.window.add(k, counts.map(|v| share_up(v, divide)));
-                let (d, m) = st.spend.current(&crate::ledger::period::periods(now));
-                st.spend = crate::ledger::engine::Spend {
-                    day: beat.day,
-                    day_micros: d + share_up(*day, divide),
-                    month: beat.month,
-                    month_micros: m + share_up(*month, divide),
-                };
-            }
-        };
-        if let Some(beat) = &self.seen {
-            seed(beat, n);
-        }
-        seed(&self.own_since_read(now), 1);
-        for h in self.in_flight.values() {
-            let slot = Slot {
-                id: h.reservation.id,
-                expiry: h.expiry,
-                bucket: nb,
-            };
-            let tenant = h.reservation.tenant.as_ref().map(|t| t.name.as_str());
-            hold(&table, &mut cells, [h.reservation.deployment], tenant, slot);
-        }
-        for c in self.calling.values() {
-            c.charge(&table, &mut cells, now);
-        }
-        if let Some(beat) = &self.seen {
-            stand_in_for_others(beat, n, &mut cells, now);
-        }
-        // A scope where this instance's share of some limit is zero admits nothing: its
-        // deployments are put in cooldown for the whole outage.
-        let far = crate::ledger::window::TIME_CAP_MS;
-        for d in 0..inner.shared.deployment_count() {
-            let blocked = table
-                .of(DeploymentId(d))
-                .is_some_and(|scopes| scopes.iter().any(|&s| zero[s]));
-            if blocked {
-                cells.scope(d).cooldown = far;
-            }
-        }
-        self.admitting = Admitting::Local(Box::new(Local {
-            table,
-            cells,
-            instances: n,
-            log: IdMap::default(),
-            closing,
-        }));
-        self.since = now;
-        self.changes += 1;
+        let mut local = Local::start(&self.table, n, closing);
+        local.awaiting = awaiting;
+        local.seed(self, now);
+        self.enter(Admitting::Local(Box::new(local)), now);
         n
     }
 
-    /// The admission of `need`, when this instance does not admit through the shared store
-    /// now: in local or open mode, or (`closed`) while the other instances write back what a
-    /// restarted Redis lost. `None`: the shared store decides.
-    pub(super) fn elsewhere(
-        &mut self,
-        inner: &Inner,
-        need: &Need,
-        candidates: &[DeploymentId],
-    ) -> Option<Result<Admission, LedgerError>> {
-        if self.mode() != Mode::Shared {
-            return Some(self.admit_elsewhere(inner, need, candidates));
-        }
-        self.awaiting.is_some().then(|| {
-            Err(LedgerError::Lost {
-                url: inner.shared.url().to_owned(),
-            })
-        })
+    fn enter(&mut self, admitting: Admitting, now: u64) {
+        self.admitting = admitting;
+        self.since = now;
+        self.changes += 1;
     }
+}
 
-    /// Admission in local or open mode.
-    pub(super) fn admit_elsewhere(
-        &mut self,
-        inner: &Inner,
-        need: &Need,
-        candidates: &[DeploymentId],
-    ) -> Result<Admission, LedgerError> {
-        let now = inner.now();
-        let admission = match &mut self.admitting {
-            Admitting::Shared => unreachable!("admit_elsewhere runs in local or open mode"),
-            Admitting::Open(ids) => {
-                let Some(&deployment) = candidates.first() else {
-                    return Ok(Admission::Denied(Denial {
-                        refusals: Vec::new(),
-                    }));
-                };
-                ids.insert(need.id);
-                let p = crate::ledger::period::periods(now);
-                Admission::Granted(Reservation {
-                    id: need.id,
-                    deployment,
-                    bucket: bucket_of(now),
-                    tokens: need.tokens_on(0),
-                    input_tokens: need.input_on(0),
-                    rank: 0,
-                    tenant: need.tenant.as_ref().map(|t| TenantHold {
-                        name: t.spec.name.clone(),
-                        cost_micros: need.cost(0),
-                        day: p.day,
-                        month: p.month,
-                        window: None,
-                    }),
-                })
-            }
-            Admitting::Local(l) if l.closing.is_some() => {
-                let poll = inner.settings.heartbeat / 10;
-                return Ok(not_now(candidates, Scope::Deployment, poll));
-            }
-            Admitting::Local(l) => {
-                let scaled;
-                let need = match &need.tenant {
-                    Some(t) => match tenant_share(&t.spec, l.instances) {
-                        Some(spec) => {
-                            scaled = Need {
-                                tenant: Some(TenantNeed {
-                                    spec,
-                                    costs: t.costs.clone(),
-                                }),
-                                ..need.clone()
-                            };
-                            &scaled
-                        }
-                        None => {
-                            let beat = inner.settings.heartbeat;
-                            return Ok(not_now(candidates, Scope::Tenant, beat));
-                        }
-                    },
-                    None => need,
-                };
-                let engine = Engine {
-                    table: &l.table,
-                    now,
-                };
-                let mut admission = engine.admit(&mut l.cells, need, candidates)?;
-                match &mut admission {
-                    Admission::Granted(r) => {
-                        let entry = Entry {
-                            reservation: r.clone(),
-                            actual: None,
-                            released: false,
-                            expiry: now + need.slot_ttl_ms(),
-                            version: 0,
-                        };
-                        l.log.insert(r.id, entry);
-                    }
-                    // A share is a stand-in until the next heartbeat, which may find the shared
-                    // store back: a request does not wait longer than that to ask again.
-                    Admission::Denied(denial) => {
-                        for refusal in &mut denial.refusals {
-                            if let Verdict::NotNow(d) = &mut refusal.verdict {
-                                *d = (*d).min(inner.settings.heartbeat);
-                            }
-                        }
-                    }
-                }
-                admission
-            }
-        };
-        if let Admission::Granted(_) = admission {
-            self.local_admissions += 1;
-        }
-        Ok(admission)
-    }
+/// Admits `need` uncounted (open mode), on its first candidate.
+fn admit_open(
+    ids: &mut HashSet<u64>,
+    need: &Need,
+    candidates: &[DeploymentId],
+    now: u64,
+) -> Admission {
+    let Some(&deployment) = candidates.first() else {
+        return Admission::Denied(Denial {
+            refusals: Vec::new(),
+        });
+    };
+    ids.insert(need.id);
+    let p = crate::ledger::period::periods(now);
+    Admission::Granted(Reservation {
+        id: need.id,
+        deployment,
+        bucket: bucket_of(now),
+        tokens: need.tokens_on(0),
+        input_tokens: need.input_on(0),
+        rank: 0,
+        tenant: need.tenant.as_ref().map(|t| TenantHold {
+            name: t.spec.name.clone(),
+            cost_micros: need.cost(0),
+            day: p.day,
+            month: p.month,
+            window: None,
+        }),
+    })
 }

@@ -99,6 +99,7 @@ pub struct Health {
 
 mod admit;
 mod beat;
+mod book;
 mod calling;
 mod finish;
 mod guards;
@@ -108,20 +109,24 @@ mod local;
 mod machine;
 mod own;
 mod restore;
+mod seed;
 mod store;
-mod uncertain;
+mod written;
 
 pub use store::ResilientStore;
 
 use beat::*;
+use book::*;
 use calling::*;
 use guards::*;
 use leased::*;
 use local::*;
 use machine::*;
 use own::*;
+use restore::*;
+use seed::*;
 use store::*;
-use uncertain::*;
+use written::*;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -17,10 +17,7 @@ pub(super) struct Inner {
     pub(super) closes: AtomicU64,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) instance: String,
-    pub(super) state: Mutex<State>,
-    pub(super) seq: AtomicU64,
-    /// Numbers the calls in [`State::calling`].
-    pub(super) calls: AtomicU64,
+    pub(super) state: Mutex<Machine>,
     /// One restore at a time.
     pub(super) restoring: tokio::sync::Mutex<()>,
     /// When the heartbeat task wakes next (ms), and what wakes it sooner: a move owed (see
@@ -81,7 +78,11 @@ impl ResilientStore {
         let leasing = lease.iter().map(|_| tokio::sync::Mutex::new(())).collect();
         let refilling = lease.iter().map(|_| AtomicBool::new(false)).collect();
         let now = clock.now_ms();
-        let own_scopes = shared.scope_count();
+        let leased = (0..lease.len())
+            .filter(|&d| lease[d].is_some())
+            .map(DeploymentId)
+            .collect();
+        let machine = Machine::new(shared.table().clone(), leased, settings, now);
         let inner = Arc::new(Inner {
             shared,
             settings,
@@ -93,31 +94,7 @@ impl ResilientStore {
             closes: AtomicU64::new(0),
             clock,
             instance: format!("{:016x}", fastrand::u64(..)),
-            state: Mutex::new(State {
-                admitting: Admitting::Shared,
-                since: now,
-                seen: None,
-                own: Own {
-                    scopes: vec![[0; 4]; own_scopes],
-                    tenants: HashMap::new(),
-                },
-                reads: Reads::default(),
-                own_windows: vec![Window::default(); own_scopes],
-                own_tenant_windows: HashMap::new(),
-                epoch: 0,
-                in_flight: IdMap::default(),
-                calling: IdMap::default(),
-                tenants: HashMap::new(),
-                uncertain: Vec::new(),
-                pending: None,
-                leases: Leases::default(),
-                carrying: None,
-                awaiting: None,
-                changes: 0,
-                local_admissions: 0,
-            }),
-            seq: AtomicU64::new(now),
-            calls: AtomicU64::new(0),
+            state: Mutex::new(machine),
             restoring: tokio::sync::Mutex::new(()),
             beat_due: AtomicU64::new(u64::MAX),
             moved: tokio::sync::Notify::new(),
@@ -193,7 +170,7 @@ impl ResilientStore {
 }
 
 impl Inner {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Machine> {
         // The state is plain bookkeeping: after a panic elsewhere, carry on with it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -203,7 +180,7 @@ impl Inner {
     }
 
     /// Wakes the heartbeat task if a move owed must reach the store before it would wake.
-    pub(super) fn wake_for_moves(&self, st: &State) {
+    pub(super) fn wake_for_moves(&self, st: &Machine) {
         let due = self.beat_due.load(Ordering::Relaxed);
         if st.leases.send_by().is_some_and(|t| t < due) {
             self.moved.notify_one();
@@ -214,13 +191,6 @@ impl Inner {
     /// (ms): a call's time twice, and a second to spare.
     pub(super) fn move_margin(&self) -> u64 {
         1_000 + 2 * self.settings.timeout.as_millis() as u64
-    }
-
-    /// How long an instance back from local mode waits for the others to write back what they
-    /// admitted on their own, ms: five heartbeats. Those that cannot (stopped, or cut off from
-    /// the store) leave the instances zset within three.
-    pub(super) fn rejoin_grace(&self) -> u64 {
-        5 * self.settings.heartbeat.as_millis() as u64
     }
 
     /// `fut` bounded by `ledger.timeout_ms`.
@@ -236,14 +206,6 @@ impl Inner {
     }
 
     pub(super) fn health(&self) -> Health {
-        let st = self.lock();
-        Health {
-            mode: st.mode(),
-            since: Duration::from_millis(self.now().saturating_sub(st.since)),
-            instances: st.seen.as_ref().map_or(0, |b| b.instances),
-            changes: st.changes,
-            local_admissions: st.local_admissions,
-            in_flight: st.in_flight.len() as u64,
-        }
+        self.lock().health(self.now())
     }
 }

@@ -1,4 +1,3 @@
-use super::restore::Next;
 use super::*;
 use crate::clock::SystemClock;
 use crate::ledger::RedisStoreOptions;
@@ -37,7 +36,7 @@ async fn uncertain_admissions_are_kept_once_and_only_while_redis_can_hold_them()
     st.uncertain.clear();
     st.unsure(&need, &[d], 1_000);
     st.unsure(&need, &[d], 2_000);
-    let kept = |st: &State| -> Vec<(u64, Vec<DeploymentId>, u64)> {
+    let kept = |st: &Machine| -> Vec<(u64, Vec<DeploymentId>, u64)> {
         st.uncertain
             .iter()
             .map(|u| (u.need.id, u.candidates.clone(), u.until))
@@ -111,7 +110,11 @@ async fn what_it_wrote_back_counts_whole_when_it_goes_local_before_its_next_read
         stale: false,
         waiting: 0,
     };
-    assert_eq!(inner.after_restore(&restored, &written).1, Next::Done);
+    let now = inner.now();
+    assert_eq!(
+        inner.lock().restored(&restored, &written, now).1,
+        Next::Done
+    );
     assert_eq!(ledger.status().mode, Mode::Shared);
 
     // Cut off again before any heartbeat: the same reading, and the 4 on top of its share
