@@ -1,4 +1,8 @@
+//! Leased blocks: admitting from them, asking the store for them (for a request, or ahead),
+//! sending back what they owe, and ending them at close.
+
 use super::*;
+use crate::ledger::redis::lease::Grant;
 
 /// Who a block is asked for ([`Inner::ask_block`]).
 #[derive(Clone, Copy)]
@@ -20,6 +24,53 @@ pub(super) enum Asked {
     Refused,
     /// The instance no longer admits through the store, and decided the request there.
     Decided(Result<Admission, LedgerError>),
+}
+
+/// How a granted block is held: whether it leases tokens, for how long (s), when its call was
+/// sent (ms), and how long before its grant's second leaves the windows its moves go (ms).
+pub(super) struct Terms {
+    pub(super) tokens: bool,
+    pub(super) secs: u64,
+    pub(super) sent: u64,
+    pub(super) margin: u64,
+}
+
+impl Machine {
+    /// The store granted `grant` of `d`, answered at `now` with `room` left: the block opens,
+    /// and what it counted is this instance's own. What the block admits after the grant's
+    /// second must reach the store before that second leaves the windows (see
+    /// `Granted::send_by`): on this instance's clock, less a call's time; the block stops
+    /// admitting by then.
+    pub(super) fn block_granted(
+        &mut self,
+        d: DeploymentId,
+        grant: &Grant,
+        room: Room,
+        terms: Terms,
+        now: u64,
+    ) {
+        let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
+        let send_by = now + leaves.saturating_sub(terms.margin);
+        let granted = Granted {
+            requests: grant.requests,
+            tokens: terms.tokens.then_some(grant.tokens),
+            bucket: grant.bucket,
+            store_now: grant.now,
+            sent: terms.sent,
+            now,
+            send_by,
+        };
+        let ends = (now + terms.secs * 1000).min(send_by).max(now + 1);
+        self.leases.open(d, granted, ends);
+        self.leases.saw_room(d, room, now);
+        let admitted = Admitted {
+            deployment: d,
+            bucket: grant.bucket,
+            counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
+            tenant: None,
+        };
+        self.remember(&admitted, now);
+    }
 }
 
 /// How close to running out (ms before it stops admitting) a `lease: auto` block has its
@@ -114,76 +165,26 @@ impl Inner {
         asking: BlockFor<'_>,
     ) -> Result<Asked, LedgerError> {
         let (size, secs) = self.lease_size(d, spec, tokens);
-        let (carried, call) = {
-            let mut st = self.lock();
-            match asking {
-                BlockFor::For(need, _, candidates) => {
-                    if let Some(decided) = self.routed(&mut st, need, candidates) {
-                        return Ok(Asked::Decided(decided));
-                    }
-                }
-                BlockFor::Ahead => {
-                    if !st.admits_shared() {
-                        return Ok(Asked::Refused);
-                    }
-                }
-            }
-            // A block asked for ahead leaves the open one admitting (smaller requests, or
-            // until it ends) while the call is out, unless no request is left in it: the grant
-            // ends it (`Leases::open`), and its next call or heartbeat hands back the rest.
-            if matches!(asking, BlockFor::For(..)) || st.leases.used_up(d) {
-                st.leases.end(d);
-            }
-            let owed = st.leases.take_owed(d);
-            let carried = Carried {
-                inner: self,
-                d,
-                call: fastrand::u64(..),
-                owed,
-                done: false,
-            };
-            (
-                carried,
-                self.register(&mut st, Calling::block(d, size.want)),
-            )
+        let (carried, call) = match self.block_call(d, size, asking) {
+            Ok(opened) => opened,
+            Err(asked) => return Ok(asked),
         };
         let sent = self.now();
-        let asked = self
-            .timed(
-                self.shared
-                    .lease(d, size, &carried.owed, carried.call)
-                    .boxed(),
-            )
-            .await;
+        let lease = self.shared.lease(d, size, &carried.owed, carried.call);
+        let asked = self.timed(lease.boxed()).await;
         carried.answered(asked.as_ref().err());
+        let asked = asked?;
         let now = self.now();
-        match asked? {
+        let mut st = self.lock();
+        match asked {
             Leased::Granted(grant, room) => {
-                let mut st = self.lock();
-                // What the block admits after the grant's second must reach the store before
-                // that second leaves the windows (see `Granted::send_by`): on this instance's
-                // clock, less a call's time; the block stops admitting by then.
-                let leaves = expiry_of(grant.bucket).saturating_sub(grant.now);
-                let send_by = now + leaves.saturating_sub(self.move_margin());
-                let granted = Granted {
-                    requests: grant.requests,
-                    tokens: (size.want.1 != 0).then_some(grant.tokens),
-                    bucket: grant.bucket,
-                    store_now: grant.now,
+                let terms = Terms {
+                    tokens: size.want.1 != 0,
+                    secs,
                     sent,
-                    now,
-                    send_by,
+                    margin: self.move_margin(),
                 };
-                st.leases
-                    .open(d, granted, (now + secs * 1000).min(send_by).max(now + 1));
-                st.leases.saw_room(d, room, now);
-                let admitted = Admitted {
-                    deployment: d,
-                    bucket: grant.bucket,
-                    counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
-                    tenant: None,
-                };
-                st.remember(&admitted, now);
+                st.block_granted(d, &grant, room, terms, now);
                 call.done(&mut st, Some(d));
                 let taken = match asking {
                     BlockFor::For(need, rank, _) => st.leases.take_asked(d, need, rank, now),
@@ -192,17 +193,54 @@ impl Inner {
                 self.wake_for_moves(&st);
                 Ok(taken.map_or(Asked::Granted, Asked::Taken))
             }
-            Leased::Refused(room, 0) => {
-                // Not even one request fits: for a while, only a request that fits what was
-                // left (with what this instance owes back since) asks again.
-                self.lock().leases.saw_room(d, room, now);
-                Ok(Asked::Refused)
-            }
-            Leased::Refused(_, cools) => {
-                self.lock().leases.saw_cooldown(d, cools, now);
+            Leased::Refused(room, cools) => {
+                if cools == 0 {
+                    // Not even one request fits: for a while, only a request that fits what
+                    // was left (with what this instance owes back since) asks again.
+                    st.leases.saw_room(d, room, now);
+                } else {
+                    st.leases.saw_cooldown(d, cools, now);
+                }
+                call.done(&mut st, None);
                 Ok(Asked::Refused)
             }
         }
+    }
+
+    /// Opens the call for a block of `d` of `size`, asked for `asking`: the corrections it
+    /// carries, and the call registered (see [`Calling`]). `Err`: not asked, and why. A block
+    /// asked for ahead leaves the open one admitting (smaller requests, or until it ends) while
+    /// the call is out, unless no request is left in it: the grant ends it (`Leases::open`),
+    /// and its next call or heartbeat hands back the rest.
+    fn block_call(
+        &self,
+        d: DeploymentId,
+        size: Ask,
+        asking: BlockFor<'_>,
+    ) -> Result<(Carried<'_>, Called<'_>), Asked> {
+        let mut st = self.lock();
+        match asking {
+            BlockFor::For(need, _, candidates) => {
+                if let Some(decided) = self.routed(&mut st, need, candidates) {
+                    return Err(Asked::Decided(decided));
+                }
+            }
+            BlockFor::Ahead if !st.admits_shared() => return Err(Asked::Refused),
+            BlockFor::Ahead => {}
+        }
+        if matches!(asking, BlockFor::For(..)) || st.leases.used_up(d) {
+            st.leases.end(d);
+        }
+        let owed = st.leases.take_owed(d);
+        let carried = Carried {
+            inner: self,
+            d,
+            call: fastrand::u64(..),
+            owed,
+            done: false,
+        };
+        let call = self.register(&mut st, Calling::block(d, size.want));
+        Ok((carried, call))
     }
 
     /// Asks for `d`'s next block ahead, as a request just took from its open block one that is
@@ -235,56 +273,18 @@ impl Inner {
         }
     }
 
-    /// How much of `d` to lease for a request of `tokens` on it (the [`Ask`]), and for how long
-    /// (s). Tokens are leased only where a token limit applies.
-    /// `auto` asks for [`Lease::AUTO_SECS`] of this instance's leased rate over the last ten
-    /// seconds (plus this request), and at most half of its share of what is left of each limit
-    /// (`parts`: twice the live instances), so that blocks shrink as the deployment fills and
-    /// its last room goes where the requests need it, a request at a time. A fixed block takes
-    /// what is left, up to its size.
+    /// How much of `d` to lease for a request of `tokens` on it, and for how long (s): see
+    /// [`Leases::size`].
     pub(super) fn lease_size(&self, d: DeploymentId, spec: Lease, tokens: u64) -> (Ask, u64) {
         let table = self.shared.table();
         let tokens_limited = table.of(d).unwrap_or_default().iter().any(|&s| {
             let l = table.limits(s);
             l.tpm.or(l.itpm).or(l.otpm).is_some()
         });
+        let now = self.now();
         let mut st = self.lock();
         let instances = st.seen.as_ref().map_or(1, |b| b.instances).max(1);
-        let (want, parts, secs) = match spec {
-            Lease::Block {
-                requests,
-                tokens: block_tokens,
-                secs,
-            } => {
-                let block_tokens = if block_tokens == u64::MAX {
-                    requests.saturating_mul(tokens)
-                } else {
-                    block_tokens
-                };
-                ((requests, block_tokens), 1, secs)
-            }
-            Lease::Auto => {
-                // The instance's whole leased rate, not `d`'s alone: when a cheaper deployment
-                // fills up, its traffic moves to `d` at once.
-                let (recent, mean) = st.leases.rate(self.now());
-                let requests = (recent * Lease::AUTO_SECS).div_ceil(10) + 1;
-                let block_tokens = requests.saturating_mul(mean.max(tokens));
-                ((requests, block_tokens), 2 * instances, Lease::AUTO_SECS)
-            }
-        };
-        drop(st);
-        // Where tokens are limited a block holds at least one (none: tokens are not leased).
-        let leased_tokens = if tokens_limited {
-            (want.1.max(1), tokens)
-        } else {
-            (0, 0)
-        };
-        let ask = Ask {
-            want: (want.0, leased_tokens.0),
-            least: (1, leased_tokens.1),
-            parts,
-        };
-        (ask, secs)
+        st.leases.size(spec, tokens, tokens_limited, instances, now)
     }
 
     /// Keeps corrections that could not be sent (or may not have been applied) for later.
