@@ -6,8 +6,8 @@ use super::*;
 /// The calls to the shared store one admission made: the last, and the one it superseded
 /// (sent again after a slow answer).
 pub(super) struct Sent<'a> {
-    last: Option<Called<'a>>,
-    superseded: Option<Called<'a>>,
+    last: Option<Out<'a>>,
+    superseded: Option<Out<'a>>,
 }
 
 impl Inner {
@@ -125,7 +125,7 @@ impl Inner {
             return Ok(result);
         };
         drop(sent.last.take());
-        if let Err(e) = self.restore().await {
+        if let Err(e) = self.restore_by_driver().await {
             return Ok(Err(e));
         }
         let (answer, again) = self.admit_shared(need, candidates).await?;
@@ -194,7 +194,7 @@ impl Inner {
         &self,
         need: &Need,
         candidates: &[DeploymentId],
-    ) -> Result<(Result<Admission, LedgerError>, Called<'_>), Result<Admission, LedgerError>> {
+    ) -> Result<(Result<Admission, LedgerError>, Out<'_>), Result<Admission, LedgerError>> {
         let call = {
             let mut st = self.lock();
             if let Some(decided) = self.routed(&mut st, need, candidates) {
@@ -213,14 +213,7 @@ impl Inner {
     }
 
     /// Registers `calling` in `st` (which admits through the shared store).
-    pub(super) fn register(&self, st: &mut Machine, calling: Calling) -> Called<'_> {
-        let key = st.next_call;
-        st.next_call += 1;
-        st.calling.insert(key, calling);
-        Called {
-            inner: self,
-            key,
-            open: true,
-        }
+    pub(super) fn register(&self, st: &mut Machine, calling: Calling) -> Out<'_> {
+        Out::register(self, st, calling, None)
     }
 }

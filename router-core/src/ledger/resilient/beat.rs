@@ -2,30 +2,6 @@
 
 use super::*;
 
-/// Heartbeats on the clock's multiples of `ledger.heartbeat_ms`, so that every instance reads
-/// the windows at about the same moment: what one instance admitted after its last heartbeat is
-/// then in no other's reading either, and each adds its own (see [`Own`]).
-pub(super) async fn beat_forever(inner: Weak<Inner>) {
-    // When this task last beat (ms).
-    let mut last = 0;
-    loop {
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let now = inner.now();
-        let wait = inner.lock().poll_timeout(now, last);
-        inner.beat_due.store(now + wait, Ordering::Relaxed);
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(wait)) => {
-                last = inner.now();
-                inner.tick().await;
-            }
-            // A move owed before then: wait again, for it.
-            () = inner.moved.notified() => {}
-        }
-    }
-}
-
 /// How long until the heartbeat task sends a beat, ms, at `now` (ms): at the next beat, or by
 /// `send_by` (ms) if moves are owed by then. A deadline already past waits for a tenth of a
 /// heartbeat (at most a second) after the `last` beat (ms): while the store does not answer, or
@@ -147,7 +123,6 @@ impl Inner {
     /// instance restored them), restore first, from what was seen before, and read again: a
     /// reading of emptied windows must not replace the last good one.
     pub(super) async fn tick(&self) {
-        let _one = self.beating.lock().await;
         for _ in 0..2 {
             match self.beat_once().await {
                 None => return,
@@ -170,15 +145,11 @@ impl Inner {
     /// [`Machine::beat_answered`]); `None` when it got no answer.
     async fn beat_once(&self) -> Option<bool> {
         let plan = self.lock().plan_beat(self.now());
-        let mut beating = Beating {
-            inner: self,
-            carried: plan.carried,
-        };
+        let carried = plan.carried;
         let sent = self.now();
         let (answer, own) = self
-            .send_beat(&plan.tenants, plan.me, beating.carried.as_ref())
+            .send_beat(&plan.tenants, plan.me, carried.as_ref())
             .await;
-        let carried = beating.carried.take();
         let (beat, applied) = match answer {
             Ok(answer) => answer,
             Err(e) => {

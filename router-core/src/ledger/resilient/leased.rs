@@ -165,14 +165,15 @@ impl Inner {
         asking: BlockFor<'_>,
     ) -> Result<Asked, LedgerError> {
         let (size, secs) = self.lease_size(d, spec, tokens);
-        let (carried, call) = match self.block_call(d, size, asking) {
-            Ok(opened) => opened,
+        let mut call = match self.block_call(d, size, asking) {
+            Ok(call) => call,
             Err(asked) => return Ok(asked),
         };
         let sent = self.now();
-        let lease = self.shared.lease(d, size, &carried.owed, carried.call);
+        let (owed, id) = call.carried();
+        let lease = self.shared.lease(d, size, owed, id);
         let asked = self.timed(lease.boxed()).await;
-        carried.answered(asked.as_ref().err());
+        call.answered(asked.as_ref().err());
         let asked = asked?;
         let now = self.now();
         let mut st = self.lock();
@@ -208,7 +209,7 @@ impl Inner {
     }
 
     /// Opens the call for a block of `d` of `size`, asked for `asking`: the corrections it
-    /// carries, and the call registered (see [`Calling`]). `Err`: not asked, and why. A block
+    /// carries, and the call registered (see [`Out`]). `Err`: not asked, and why. A block
     /// asked for ahead leaves the open one admitting (smaller requests, or until it ends) while
     /// the call is out, unless no request is left in it: the grant ends it (`Leases::open`),
     /// and its next call or heartbeat hands back the rest.
@@ -217,7 +218,7 @@ impl Inner {
         d: DeploymentId,
         size: Ask,
         asking: BlockFor<'_>,
-    ) -> Result<(Carried<'_>, Called<'_>), Asked> {
+    ) -> Result<Out<'_>, Asked> {
         let mut st = self.lock();
         match asking {
             BlockFor::For(need, _, candidates) => {
@@ -233,14 +234,12 @@ impl Inner {
         }
         let owed = st.leases.take_owed(d);
         let carried = Carried {
-            inner: self,
             d,
             call: fastrand::u64(..),
             owed,
-            done: false,
         };
-        let call = self.register(&mut st, Calling::block(d, size.want));
-        Ok((carried, call))
+        let calling = Calling::block(d, size.want);
+        Ok(Out::register(self, &mut st, calling, Some(carried)))
     }
 
     /// Asks for `d`'s next block ahead, as a request just took from its open block one that is
@@ -306,16 +305,13 @@ impl Inner {
         if calls.is_empty() {
             return;
         }
-        let mut asking = Asking { inner: self, calls };
-        let asks = asking.calls.iter().map(|u| {
-            self.timed(
-                self.shared
-                    .lease(u.deployment, Ask::NOTHING, &u.carried, u.call)
-                    .boxed(),
-            )
+        let asks = calls.iter().map(|u| {
+            let ask = self
+                .shared
+                .lease(u.deployment, Ask::NOTHING, &u.carried, u.call);
+            self.timed(ask.boxed())
         });
         let answers = futures_util::future::join_all(asks).await;
-        let calls = std::mem::take(&mut asking.calls);
         let mut st = self.lock();
         for (u, asked) in calls.into_iter().zip(answers) {
             match asked {
@@ -366,27 +362,18 @@ impl Inner {
         };
         // In `drain`'s order (a move's addition before its subtraction, a report last on its
         // deployment); after a failure, the rest is kept rather than sent without it.
-        let mut sending = Unleasing {
-            inner: self,
-            out: None,
-            rest: owed.into_iter(),
-        };
-        for o in sending.rest.by_ref() {
-            let o = sending.out.insert(o);
-            let sent = self
-                .timed(
-                    self.shared
-                        .unlease(o.deployment, o.bucket, o.deltas, o.observed.as_ref())
-                        .boxed(),
-                )
-                .await;
-            let Some(o) = sending.out.take() else {
-                continue;
-            };
-            if let Err(e) = sent {
+        let mut rest = owed.into_iter();
+        while let Some(o) = rest.next() {
+            let unlease =
+                self.shared
+                    .unlease(o.deployment, o.bucket, o.deltas, o.observed.as_ref());
+            if let Err(e) = self.timed(unlease.boxed()).await {
                 tracing::debug!(error = %e, "ledger: a lease correction failed; kept for later");
-                self.lock().leases.owe_failed(o, &e);
-                // The rest is owed again as the guard drops.
+                let mut st = self.lock();
+                st.leases.owe_failed(o, &e);
+                for o in rest {
+                    st.leases.owe_again(o);
+                }
                 return;
             }
         }

@@ -221,7 +221,7 @@ impl Ledger for ResilientStore {
 
     fn close(&self) -> LedgerFuture<'_, ()> {
         async move {
-            self.inner.settle_leases().await;
+            self.inner.ordered(Order::Close).await;
             self.inner.shared.close().await
         }
         .boxed()

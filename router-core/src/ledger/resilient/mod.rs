@@ -36,8 +36,8 @@
 //! and handed back (`RedisStore::void`) before the restore.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -101,12 +101,13 @@ mod admit;
 mod beat;
 mod book;
 mod calling;
+mod driver;
 mod finish;
-mod guards;
 mod leased;
 mod ledger;
 mod local;
 mod machine;
+mod out;
 mod own;
 mod restore;
 mod seed;
@@ -118,10 +119,11 @@ pub use store::ResilientStore;
 use beat::*;
 use book::*;
 use calling::*;
-use guards::*;
+use driver::*;
 use leased::*;
 use local::*;
 use machine::*;
+use out::*;
 use own::*;
 use restore::*;
 use seed::*;

@@ -9,7 +9,6 @@ impl Inner {
     /// admissions Redis may have counted without this instance knowing go first (voided);
     /// rounds repeat while local admissions keep arriving, each one call.
     pub(super) async fn restore(&self) -> Result<(), LedgerError> {
-        let _one = self.restoring.lock().await;
         self.void_uncertain().await?;
         loop {
             let round = self.lock().plan_restore(self.now());
