@@ -31,4 +31,5 @@ mod redis_retry;
 mod resilient;
 mod sqlite;
 mod support;
+mod sweep;
 mod tenants;

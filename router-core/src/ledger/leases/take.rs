@@ -165,6 +165,11 @@ impl Leases {
         true
     }
 
+    /// How many requests admitted from blocks are in flight.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.admitted.len()
+    }
+
     /// Whether `id` was admitted from a block and is still in flight.
     pub(crate) fn holds(&self, id: u64) -> bool {
         self.admitted.contains_key(&id)

@@ -200,6 +200,8 @@ impl Machine {
             changes: self.changes,
             local_admissions: self.local_admissions,
             in_flight: self.in_flight.len() as u64,
+            calls_out: self.calling.len() as u64,
+            leased_in_flight: self.leases.in_flight() as u64,
         }
     }
 

@@ -95,6 +95,10 @@ pub struct Health {
     pub local_admissions: u64,
     /// Requests admitted through the shared store (not from a leased block) and not finished.
     pub in_flight: u64,
+    /// Calls to the shared store that may admit (requests and blocks) and await their answer.
+    pub calls_out: u64,
+    /// Requests admitted from leased blocks and not finished.
+    pub leased_in_flight: u64,
 }
 
 mod admit;

@@ -1,0 +1,209 @@
+//! Cancellation sweeps over the resilient ledger: an admission, or a close, dropped by its
+//! caller after k polls, for every k up to the poll that finishes it. After each, the
+//! instance holds nothing in its book (no call out, no request in flight) and the shared
+//! windows hold what was used and no slot.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use llmroute_tests::{TestRedis, redis_server};
+use router_core::clock::SystemClock;
+use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
+use router_core::ledger::{
+    ActualUsage, Admission, Health, Ledger, Need, RedisStore, RedisStoreOptions, ResilientStore,
+};
+use tokio::sync::Notify;
+
+use crate::support::one_model;
+
+const M: DeploymentId = DeploymentId(0);
+
+/// A waker that says when it was woken, so that a future is polled only when it can move.
+struct Woken(Notify);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.notify_one();
+    }
+}
+
+/// Polls `fut` at most `k` times, each after it asked to be (the first at once). `Some`: it
+/// finished, with its output.
+async fn poll_up_to<F: Future + Unpin>(fut: &mut F, k: usize) -> Option<F::Output> {
+    let woken = Arc::new(Woken(Notify::new()));
+    let waker = Waker::from(woken.clone());
+    let mut cx = Context::from_waker(&waker);
+    for poll in 0..k {
+        if poll > 0 {
+            woken.0.notified().await;
+        }
+        if let Poll::Ready(out) = Pin::new(&mut *fut).poll(&mut cx) {
+            return Some(out);
+        }
+    }
+    None
+}
+
+async fn instance(redis: &TestRedis, limits: &str, lease: Option<&str>) -> ResilientStore {
+    let mut yaml = one_model(limits);
+    if let Some(lease) = lease {
+        yaml = yaml.replace(
+            "        limits:",
+            &format!("        lease: {lease}\n        limits:"),
+        );
+    }
+    let mut registry = Registry::from_yaml_str(&yaml, "sweep.yaml").unwrap();
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let ledger = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    ledger.heartbeat_now().await;
+    ledger
+}
+
+/// Requests, tokens and slots in the shared window of `M`.
+async fn shared(redis: &TestRedis) -> (u64, u64, u64) {
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        ..RedisStoreOptions::default()
+    };
+    let registry = Registry::from_yaml_str(&one_model("rpm: 1000"), "sweep.yaml").unwrap();
+    let reader = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    let u = reader.snapshot(&[M]).await.unwrap()[0].usage;
+    (u.requests, u.tokens, u.in_flight)
+}
+
+fn book_is_empty(h: &Health) -> bool {
+    h.in_flight == 0 && h.calls_out == 0 && h.leased_in_flight == 0
+}
+
+#[tokio::test]
+async fn an_admission_dropped_after_any_number_of_polls_leaves_nothing_behind() {
+    let mut finished_at = None;
+    for k in 0..64 {
+        let redis = redis_server();
+        let a = instance(&redis, "rpm: 1000, concurrency: 100", None).await;
+        let need = Need::new(10, Duration::from_secs(60));
+        let mut admit = a.admit(&need, &[M]);
+        let done = poll_up_to(&mut admit, k).await;
+        drop(admit);
+        let finished = done.is_some();
+        let admitted = match done {
+            Some(Ok(Admission::Granted(r))) => {
+                assert!(a.settle(&r, ActualUsage::tokens(7)).await.unwrap());
+                1
+            }
+            Some(other) => panic!("after {k} polls: {other:?}"),
+            None => 0,
+        };
+        a.close().await.unwrap();
+        assert!(
+            book_is_empty(&a.status()),
+            "after {k} polls: {:?}",
+            a.status()
+        );
+        // A dropped admission is voided: its request leaves the window with its slot.
+        assert_eq!(
+            shared(&redis).await,
+            (admitted, 7 * admitted, 0),
+            "after {k} polls"
+        );
+        if finished {
+            finished_at = Some(k);
+            break;
+        }
+    }
+    assert!(finished_at.is_some_and(|k| k > 1), "{finished_at:?}");
+}
+
+#[tokio::test]
+async fn a_close_dropped_after_any_number_of_polls_still_hands_back_every_block() {
+    let mut finished_at = None;
+    for k in 0..64 {
+        let redis = redis_server();
+        let a = instance(&redis, "rpm: 1000", Some("{ requests: 30, secs: 60 }")).await;
+        let mut taken = Vec::new();
+        for _ in 0..4 {
+            let need = Need::new(10, Duration::from_secs(60));
+            match a.admit(&need, &[M]).await.unwrap() {
+                Admission::Granted(r) => taken.push(r),
+                Admission::Denied(d) => panic!("{d:?}"),
+            }
+        }
+        for r in &taken {
+            assert!(a.settle(r, ActualUsage::tokens(5)).await.unwrap());
+        }
+        // The block of 30 is counted whole until it is handed back.
+        assert_eq!(shared(&redis).await.0, 30);
+        let mut close = a.close();
+        let done = poll_up_to(&mut close, k).await;
+        drop(close);
+        // A second close waits for the first, which its caller's going away did not stop.
+        a.close().await.unwrap();
+        assert!(
+            book_is_empty(&a.status()),
+            "after {k} polls: {:?}",
+            a.status()
+        );
+        assert_eq!(shared(&redis).await, (4, 20, 0), "after {k} polls");
+        if done.is_some() {
+            finished_at = Some(k);
+            break;
+        }
+    }
+    assert!(finished_at.is_some_and(|k| k > 1), "{finished_at:?}");
+}
+
+#[tokio::test]
+async fn an_admission_dropped_while_it_asks_for_a_block_leaves_nothing_behind_after_close() {
+    let mut finished_at = None;
+    for k in 0..64 {
+        let redis = redis_server();
+        let a = instance(&redis, "rpm: 1000", Some("{ requests: 30, secs: 60 }")).await;
+        let need = Need::new(10, Duration::from_secs(60));
+        let mut admit = a.admit(&need, &[M]);
+        let done = poll_up_to(&mut admit, k).await;
+        drop(admit);
+        let finished = done.is_some();
+        let admitted = match done {
+            Some(Ok(Admission::Granted(r))) => {
+                assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+                1
+            }
+            Some(other) => panic!("after {k} polls: {other:?}"),
+            None => 0,
+        };
+        a.close().await.unwrap();
+        assert!(
+            book_is_empty(&a.status()),
+            "after {k} polls: {:?}",
+            a.status()
+        );
+        // A block granted to a call whose caller went away is asked again and handed back.
+        assert_eq!(
+            shared(&redis).await,
+            (admitted, 5 * admitted, 0),
+            "after {k} polls"
+        );
+        if finished {
+            finished_at = Some(k);
+            break;
+        }
+    }
+    assert!(finished_at.is_some_and(|k| k > 1), "{finished_at:?}");
+}
