@@ -1,11 +1,31 @@
 //! Staying within the limits when Redis is slow, away, or comes back empty.
 //!
 //! [`ResilientStore`] wraps the [`RedisStore`] every instance shares. Each call to Redis has
-//! `ledger.timeout_ms`; one that fails or times out puts the instance in the mode
-//! `ledger.on_error` names (in `local`, an admission or a heartbeat that times out is first sent
-//! once more, and Redis answers a repeated admission with the first one's grant if it ran it:
-//! one slow answer is not an outage, and an instance that went local on it would admit on its
-//! own while the others fill the shared windows):
+//! `ledger.timeout_ms`. One slow answer is not an outage: under `on_error: local` an admission
+//! or a heartbeat that times out is sent once more, and Redis answers a repeated admission with
+//! the first one's grant if it ran it. A call that fails again puts the instance in the mode
+//! `ledger.on_error` names.
+//!
+//! # Modes
+//!
+//! | Mode | Admissions go | It enters when | It leaves when |
+//! |---|---|---|---|
+//! | shared | to Redis | it starts; a restore is done | a call fails (per `on_error`) |
+//! | rebuilding (`closed`) | nowhere: they fail | Redis lost its keys | the others wrote theirs back, or 5 heartbeats |
+//! | local | its own share of each limit | a call or a heartbeat fails (`local`) | a restore wrote its log back and the others are back |
+//! | local, closing | nowhere: "not now" | a restore begins writing its log back | Redis fails again (back to local), or done |
+//! | open | uncounted | a call fails (`open`) | a heartbeat finds Redis answering |
+//!
+//! ```text
+//!             call fails (local)                 restore writes the log back
+//!   shared ──────────────────────────▶ local ─────────────────────────────▶ local, closing
+//!     ▲  ▲                               ▲                                      │
+//!     │  │                               └──────── Redis fails again ───────────┤
+//!     │  └────────── log written, the others back (or 5 heartbeats) ────────────┘
+//!     │
+//!     ├──── Redis answers ──── open ◀── call fails (open)
+//!     └──── the others wrote back ──── rebuilding ◀── Redis lost its keys (closed)
+//! ```
 //!
 //! - **local** (the default; an instance that has not had one heartbeat answered yet fails as
 //!   `closed` does, since it cannot know its share): the instance admits against an in-process
@@ -15,13 +35,14 @@
 //!   all this instance put into them since (its admissions, and what it wrote back after an
 //!   earlier outage), with its admissions still awaiting an answer as if granted, and with its
 //!   requests in flight, at least its share of every instance's requests in flight at the last
-//!   heartbeat, so the instances together stay within each limit while Redis is away. The heartbeat keeps checking; when Redis answers, what was admitted locally is
-//!   written into the shared windows (lua/restore.lua) before shared admission resumes, so the
-//!   minute after the outage stays within the limits too. Until every other live instance has
-//!   done the same (or said with a heartbeat that it admitted nothing on its own), an instance
-//!   back from local mode admits nothing: the shared windows would miss what the others
-//!   admitted meanwhile. A heartbeat that fails puts an instance in local mode too, so that one
-//!   idle through an outage waits for the others as well (see lua/common.lua, the rejoin set).
+//!   heartbeat. So the instances together stay within each limit while Redis is away.
+//! - The heartbeat keeps checking. When Redis answers, what was admitted locally is written
+//!   into the shared windows (lua/restore.lua) before shared admission resumes, so the minute
+//!   after the outage stays within the limits too. Until every other live instance has done the
+//!   same (or said with a heartbeat that it admitted nothing on its own), an instance back from
+//!   local mode admits nothing: the shared windows would miss what the others admitted
+//!   meanwhile. A heartbeat that fails puts an instance in local mode too, so that one idle
+//!   through an outage waits for the others as well (see lua/common.lua, the rejoin set).
 //! - **closed**: the request fails with the store's error.
 //! - **open**: admit without counting anything until Redis answers again.
 //!
@@ -32,8 +53,20 @@
 //! windows before that. What an instance that has exited since admitted in that minute is not
 //! written back: the windows miss it until it leaves them.
 //!
-//! An admission whose reply timed out may still have been counted by Redis later: it is remembered
-//! and handed back (`RedisStore::void`) before the restore.
+//! An admission whose reply timed out may still have been counted by Redis later: it is
+//! remembered and handed back (`RedisStore::void`) before the restore.
+//!
+//! # Layout
+//!
+//! The [`Machine`] decides: the mode and every change of it, where each admission goes, what
+//! each beat and restore sends and what their answers change. It does no I/O and reads no
+//! clock. Its pieces: `own.rs` (what this instance admitted, and its readings), `book.rs`
+//! (calls and requests in flight, tenants served, admissions it is unsure of), `local.rs` and
+//! `seed.rs` (the local ledger and how it starts), `written.rs` (restore rounds), `calling.rs`
+//! (what a call out may count). The [`Driver`] task owns the background work (`driver.rs`,
+//! `beat.rs`, `restore.rs`, `leased.rs`); callers admit (`admit.rs`) and settle (`finish.rs`,
+//! `ledger.rs`). One guard, [`Out`], tells the machine what became of a call whose caller went
+//! away.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

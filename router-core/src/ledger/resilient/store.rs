@@ -57,10 +57,10 @@ pub(super) fn slow(e: &LedgerError) -> bool {
 }
 
 impl ResilientStore {
-    /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](super::RedisStoreOptions) so
+    /// Wraps `shared` (connect it with [`RedisStoreOptions::lazy`](crate::ledger::RedisStoreOptions) so
     /// that an instance can start while Redis is away). Sends a first heartbeat and loads the
     /// ledger's scripts ([`RedisStore::load_scripts`], within `ledger.timeout_ms`), then starts
-    /// its [`Driver`] on the current Tokio runtime, which sends a heartbeat every
+    /// its driver task on the current Tokio runtime, which sends a heartbeat every
     /// `settings.heartbeat`.
     pub async fn new(shared: RedisStore, registry: &Registry, clock: Arc<dyn Clock>) -> Self {
         let settings = registry.ledger;
