@@ -35,7 +35,7 @@ pub(super) struct BeatPlan {
     tenants: Vec<String>,
     base: Own,
     me: BeatAs,
-    carried: Option<(u64, Vec<Owed>)>,
+    carried: Option<Numbered<Vec<Owed>>>,
 }
 
 impl Machine {
@@ -58,7 +58,7 @@ impl Machine {
             None if self.admits_shared() && self.epoch != 0 => {
                 let owed = self.leases.drain(now);
                 let seq = self.next_seq();
-                (!owed.is_empty()).then_some((seq, owed))
+                (!owed.is_empty()).then_some(Numbered { seq, sent: owed })
             }
             None => None,
         };
@@ -81,10 +81,9 @@ impl Machine {
         // Recorded as its last reading in the store: what local mode starts from.
         if beat.read != 0 {
             self.reads.record(beat.read, beat.oldest, base);
-            let (own_in_flight, own_tenant_in_flight) = own;
             self.seen = Some(Beat {
-                own_in_flight,
-                own_tenant_in_flight,
+                own_in_flight: own.scopes,
+                own_tenant_in_flight: own.tenants,
                 ..beat
             });
         }
@@ -113,9 +112,6 @@ impl Machine {
         }
     }
 }
-
-/// Requests in flight, per scope and per tenant (see [`Machine::in_flight_by_scope`]).
-type InFlight = (Vec<u64>, Vec<u64>);
 
 impl Inner {
     /// One heartbeat: register, learn the instance count and epoch. When the store answers
@@ -160,8 +156,8 @@ impl Inner {
                 return None;
             }
         };
-        if !applied && let Some((_, owed)) = carried {
-            self.owe_again(owed);
+        if !applied && let Some(carried) = carried {
+            self.owe_again(carried.sent);
         }
         let current = self.lock().beat_answered(beat, plan.base, own, sent);
         Some(current)
@@ -176,10 +172,10 @@ impl Inner {
         &self,
         tenants: &[String],
         me: BeatAs,
-        carried: Option<&(u64, Vec<Owed>)>,
+        carried: Option<&Numbered<Vec<Owed>>>,
     ) -> (Result<(Beat, bool), LedgerError>, InFlight) {
         let ttl = 3 * self.settings.heartbeat.as_millis() as u64;
-        let corrections = carried.map(|(seq, owed)| (*seq, owed.as_slice()));
+        let corrections = carried.map(|c| (c.seq, c.sent.as_slice()));
         let beat = || {
             let beat = self
                 .shared

@@ -19,6 +19,13 @@ pub(super) struct Uncertain {
     pub(super) until: u64,
 }
 
+/// Requests in flight, per scope (by index) and per tenant (in the order asked).
+#[derive(Debug, Clone, Default)]
+pub(super) struct InFlight {
+    pub(super) scopes: Vec<u64>,
+    pub(super) tenants: Vec<u64>,
+}
+
 impl Machine {
     /// Keeps `need` over `candidates` as uncertain, once however often it is denied after a
     /// slow first sending: the next restore voids it. Those Redis can hold nothing of any more
@@ -132,7 +139,7 @@ impl Machine {
 
     /// This instance's requests in flight through the shared store, per scope (by index) and
     /// per tenant of `tenants` (in that order).
-    pub(super) fn in_flight_by_scope(&self, tenants: &[String]) -> (Vec<u64>, Vec<u64>) {
+    pub(super) fn in_flight_by_scope(&self, tenants: &[String]) -> InFlight {
         let mut scopes = vec![0u64; self.table.len()];
         let mut by_tenant: HashMap<&str, u64> = HashMap::new();
         for h in self.in_flight.values() {
@@ -149,6 +156,6 @@ impl Machine {
             .iter()
             .map(|name| by_tenant.get(name.as_str()).copied().unwrap_or(0))
             .collect();
-        (scopes, tenants)
+        InFlight { scopes, tenants }
     }
 }

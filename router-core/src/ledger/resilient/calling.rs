@@ -10,10 +10,18 @@ pub(super) struct Calling {
     pub(super) id: u64,
     /// What it may count, on each deployment it may be admitted on.
     pub(super) on: Vec<(DeploymentId, Counts)>,
-    /// Its tenant, and the most it may count and cost there (micro-USD).
-    pub(super) tenant: Option<(String, Counts, u64)>,
+    /// Its tenant, and the most it may count and cost there.
+    pub(super) tenant: Option<TenantMost>,
     /// Its slot's expiry, ms.
     pub(super) expiry: u64,
+}
+
+/// The most a call may count and cost for its tenant, whichever candidate admits it.
+#[derive(Debug, Clone)]
+pub(super) struct TenantMost {
+    pub(super) name: String,
+    pub(super) counts: Counts,
+    pub(super) cost_micros: u64,
 }
 
 impl Calling {
@@ -41,7 +49,11 @@ impl Calling {
                 }
                 cost = cost.max(need.cost(rank));
             }
-            (t.spec.name.clone(), most, cost)
+            TenantMost {
+                name: t.spec.name.clone(),
+                counts: most,
+                cost_micros: cost,
+            }
         });
         Self {
             id: need.id,
@@ -79,13 +91,14 @@ impl Calling {
                 add(cells.scope(s), table.kept(d, counts));
             }
         }
-        if let Some((name, counts, cost)) = &self.tenant {
-            let t = cells.tenant(name);
-            add(&mut t.scope, *counts);
-            t.spend.add(&crate::ledger::period::periods(now), *cost);
+        if let Some(most) = &self.tenant {
+            let t = cells.tenant(&most.name);
+            add(&mut t.scope, most.counts);
+            t.spend
+                .add(&crate::ledger::period::periods(now), most.cost_micros);
         }
         if self.id != 0 {
-            let tenant = self.tenant.as_ref().map(|(name, _, _)| name.as_str());
+            let tenant = self.tenant.as_ref().map(|t| t.name.as_str());
             hold(table, cells, self.on.iter().map(|&(d, _)| d), tenant, slot);
         }
     }
@@ -108,9 +121,9 @@ impl Calling {
             }
         }
         if granted.is_none()
-            && let Some((name, _, _)) = &self.tenant
+            && let Some(t) = &self.tenant
         {
-            cells.tenant(name).scope.slots.free(self.id);
+            cells.tenant(&t.name).scope.slots.free(self.id);
         }
     }
 }

@@ -24,6 +24,14 @@ pub(super) struct Awaiting {
     pub(super) until: u64,
 }
 
+/// What a beat or a restore sent under its number: applied at most once by the store, so
+/// sent again under it when no answer came.
+#[derive(Debug, Clone)]
+pub(super) struct Numbered<T> {
+    pub(super) seq: u64,
+    pub(super) sent: T,
+}
+
 /// Where admissions go: the mode, with what each mode holds.
 #[derive(Debug)]
 pub(super) enum Admitting {
@@ -85,12 +93,12 @@ pub(super) struct Machine {
     pub(super) uncertain: Vec<Uncertain>,
     /// A restore whose reply never came, with the local admissions it wrote: Redis may apply
     /// it late, so it is sent again under the same number (applied at most once).
-    pub(super) pending: Option<(u64, Vec<Entry>)>,
+    pub(super) pending: Option<Numbered<Vec<Entry>>>,
     /// The blocks of limits this instance leases.
     pub(super) leases: Leases,
     /// Lease corrections sent with a beat that got no answer, and their sequence number: sent
     /// again as they are with the next beat.
-    pub(super) carrying: Option<(u64, Vec<Owed>)>,
+    pub(super) carrying: Option<Numbered<Vec<Owed>>>,
     pub(super) changes: u64,
     pub(super) local_admissions: u64,
 }

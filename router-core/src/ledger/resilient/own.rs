@@ -11,7 +11,14 @@ pub(super) const READS_KEPT: usize = 8;
 #[derive(Debug, Clone, Default)]
 pub(super) struct Own {
     pub(super) scopes: Vec<Counts>,
-    pub(super) tenants: HashMap<String, (Counts, u64)>,
+    pub(super) tenants: HashMap<String, TenantOwn>,
+}
+
+/// What this instance admitted through the shared store for one tenant, and its cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TenantOwn {
+    pub(super) counts: Counts,
+    pub(super) cost_micros: u64,
 }
 
 impl Own {
@@ -28,9 +35,9 @@ impl Own {
             }
         }
         if let Some(t) = admitted.tenant {
-            let (to, cost) = self.tenants.entry(t.name.clone()).or_default();
-            plus(to);
-            *cost += t.cost_micros;
+            let to = self.tenants.entry(t.name.clone()).or_default();
+            plus(&mut to.counts);
+            to.cost_micros += t.cost_micros;
         }
     }
 
@@ -58,10 +65,13 @@ impl Own {
             tenants: self
                 .tenants
                 .iter()
-                .map(|(name, (c, cost))| {
+                .map(|(name, own)| {
                     let before = base.tenants.get(name);
-                    let spent = cost.saturating_sub(before.map_or(0, |b| b.1));
-                    (name.clone(), minus(c, before.map(|b| &b.0)), spent, spent)
+                    let spent = own
+                        .cost_micros
+                        .saturating_sub(before.map_or(0, |b| b.cost_micros));
+                    let counts = minus(&own.counts, before.map(|b| &b.counts));
+                    (name.clone(), counts, spent, spent)
                 })
                 .collect(),
             ..Beat::default()
@@ -79,17 +89,24 @@ impl Own {
 /// counted in full. (Counting only what it admitted since its own last reading would miss, but
 /// for one share, what it admitted between another instance's last reading and its own.)
 #[derive(Debug, Clone, Default)]
-pub(super) struct Reads(pub(super) VecDeque<(u64, Own)>);
+pub(super) struct Reads(pub(super) VecDeque<Reading>);
+
+/// A recorded reading: its number, and what this instance had admitted when it sent the beat.
+#[derive(Debug, Clone)]
+pub(super) struct Reading {
+    pub(super) read: u64,
+    pub(super) base: Own,
+}
 
 impl Reads {
     /// Reading number `read` was recorded with `base` sent; `oldest` is the oldest live one.
     pub(super) fn record(&mut self, read: u64, oldest: u64, base: Own) {
         // The numbers restart when the store loses its keys.
-        if self.0.back().is_some_and(|(n, _)| *n >= read) {
+        if self.0.back().is_some_and(|r| r.read >= read) {
             self.0.clear();
         }
-        self.0.push_back((read, base));
-        while self.0.len() > READS_KEPT || self.0.get(1).is_some_and(|(n, _)| *n <= oldest) {
+        self.0.push_back(Reading { read, base });
+        while self.0.len() > READS_KEPT || self.0.get(1).is_some_and(|r| r.read <= oldest) {
             self.0.pop_front();
         }
     }
@@ -97,7 +114,7 @@ impl Reads {
     /// What this instance had admitted when it sent the beat it counts its own from (none
     /// before its first reading: it counts all).
     pub(super) fn base(&self) -> Option<&Own> {
-        self.0.front().map(|(_, own)| own)
+        self.0.front().map(|r| &r.base)
     }
 }
 

@@ -60,7 +60,10 @@ impl Inner {
             Err(e) => {
                 let mut st = self.lock();
                 if e.maybe_applied() {
-                    st.pending = Some((round.seq, round.snapshot));
+                    st.pending = Some(Numbered {
+                        seq: round.seq,
+                        sent: round.snapshot,
+                    });
                 }
                 st.away_again();
                 return Err(e);

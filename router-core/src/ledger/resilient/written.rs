@@ -64,7 +64,10 @@ impl Machine {
             _ => None,
         };
         let (seq, snapshot, complete) = match self.pending.take() {
-            Some((seq, snapshot)) => {
+            Some(Numbered {
+                seq,
+                sent: snapshot,
+            }) => {
                 let sent: HashSet<u64> = snapshot.iter().map(|e| e.reservation.id).collect();
                 let complete = log.is_none_or(|log| log.keys().all(|id| sent.contains(id)));
                 (seq, snapshot, complete)
