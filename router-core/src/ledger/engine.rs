@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::LedgerError;
+use super::counts::Deltas;
 use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
@@ -157,8 +158,8 @@ impl<'a> Engine<'a> {
                 st.spend.add(&p, need.cost(rank));
                 let totals = st.scope.window.totals();
                 hold.window = Some(WindowUse {
-                    requests: totals[Dim::Requests as usize],
-                    tokens: totals[Dim::Tokens as usize],
+                    requests: totals.requests,
+                    tokens: totals.tokens,
                 });
             }
             return Ok(Admission::Granted(granted));
@@ -244,7 +245,7 @@ impl<'a> Engine<'a> {
             let over = windowed(limits)
                 .into_iter()
                 .skip(1)
-                .find(|&(_, limit, dim)| limit.is_some_and(|l| counts[dim as usize] > l.get()));
+                .find(|&(_, limit, dim)| limit.is_some_and(|l| counts[dim] > l.get()));
             if let Some((kind, _, _)) = over {
                 return Some(refusal(kind, scope, Verdict::Never));
             }
@@ -498,8 +499,8 @@ impl<'a> Engine<'a> {
             // Less left than we believe (nothing left included): count the difference as used
             // until the provider's reset. A deployment we filled ourselves is left as it is.
             if remaining < believed {
-                let mut counts = [0; 4];
-                counts[dim as usize] = believed - remaining;
+                let mut counts = Counts::ZERO;
+                counts[dim] = believed - remaining;
                 window.add(k, counts);
             }
         }
@@ -587,15 +588,13 @@ pub(crate) fn signed_diff(a: u64, b: u64) -> i64 {
 /// What admitting `need` on candidate `rank` (`d`) counts: one request, its tokens, and its input
 /// and output tokens where `d` counts them apart ([`ScopeTable::counts_apart`]).
 fn need_counts(table: &ScopeTable, need: &Need, rank: usize, d: DeploymentId) -> Counts {
-    table.kept(
-        d,
-        [
-            1,
-            need.tokens_on(rank),
-            need.input_on(rank),
-            need.output_on(rank),
-        ],
-    )
+    let counts = Counts::new(
+        1,
+        need.tokens_on(rank),
+        need.input_on(rank),
+        need.output_on(rank),
+    );
+    table.kept(d, counts)
 }
 
 /// The corrections settling `r` with `actual` makes to its bucket's token, input and output
@@ -607,19 +606,17 @@ pub(crate) fn settle_deltas(
     actual: ActualUsage,
 ) -> [(Dim, i64); 3] {
     let reserved_output = r.tokens.saturating_sub(r.input_tokens);
-    let [_, tokens, input, output] = table.kept(
-        r.deployment,
-        [
-            0,
-            signed_diff(actual.tokens, r.tokens),
-            signed_diff(actual.input_tokens, r.input_tokens),
-            signed_diff(actual.output_tokens(), reserved_output),
-        ],
+    let deltas = Deltas::new(
+        0,
+        signed_diff(actual.tokens, r.tokens),
+        signed_diff(actual.input_tokens, r.input_tokens),
+        signed_diff(actual.output_tokens(), reserved_output),
     );
+    let kept = table.kept(r.deployment, deltas);
     [
-        (Dim::Tokens, tokens),
-        (Dim::Input, input),
-        (Dim::Output, output),
+        (Dim::Tokens, kept.tokens),
+        (Dim::Input, kept.input),
+        (Dim::Output, kept.output),
     ]
 }
 
@@ -651,8 +648,10 @@ fn blocked(
 ) -> impl Iterator<Item = LimitKind> {
     let totals = w.totals();
     let windows = windowed(limits).map(|(kind, limit, dim)| {
-        let d = dim as usize;
-        (kind, limit.is_some_and(|l| totals[d] + counts[d] > l.get()))
+        (
+            kind,
+            limit.is_some_and(|l| totals[dim] + counts[dim] > l.get()),
+        )
     });
     let concurrency = (
         LimitKind::Concurrency,
@@ -682,7 +681,7 @@ fn free_at(
 ) -> u64 {
     let window = windowed(limits).into_iter().find(|&(k, _, _)| k == kind);
     match window {
-        Some((_, limit, dim)) => w.fits_at(dim, counts[dim as usize], limit.map_or(0, |l| l.get())),
+        Some((_, limit, dim)) => w.fits_at(dim, counts[dim], limit.map_or(0, |l| l.get())),
         None => slots
             .earliest_expiry(now)
             .unwrap_or(now)
@@ -691,12 +690,11 @@ fn free_at(
 }
 
 pub(crate) fn scope_usage(limits: Limits, counts: Counts, in_flight: u64) -> ScopeUsage {
-    let [requests, tokens, input_tokens, output_tokens] = counts;
     ScopeUsage {
-        requests,
-        tokens,
-        input_tokens,
-        output_tokens,
+        requests: counts.requests,
+        tokens: counts.tokens,
+        input_tokens: counts.input,
+        output_tokens: counts.output,
         in_flight,
         rpm_limit: limits.rpm.map(|v| v.get()),
         tpm_limit: limits.tpm.map(|v| v.get()),

@@ -43,6 +43,7 @@
 //! over state kept in memory or loaded from and written back to the file; the Redis scripts in
 //! `lua/` are its twin.
 
+mod counts;
 mod engine;
 mod leases;
 mod memory;

@@ -1,5 +1,6 @@
 //! Limited scopes: every deployment and every provider of a registry, with their limits.
 
+use super::counts::PerDim;
 use std::num::NonZeroU64;
 
 use crate::config::{DeploymentId, Limits, Registry};
@@ -130,11 +131,15 @@ impl ScopeTable {
 
     /// `counts` (requests, tokens, input tokens, output tokens, or corrections of them) as
     /// `d`'s windows keep them: input and output are zero unless it counts them apart.
-    pub(crate) fn kept<T: Copy + Default>(&self, d: DeploymentId, counts: [T; 4]) -> [T; 4] {
+    pub(crate) fn kept<T: Copy + Default>(&self, d: DeploymentId, counts: PerDim<T>) -> PerDim<T> {
         if self.counts_apart(d) {
             counts
         } else {
-            [counts[0], counts[1], T::default(), T::default()]
+            PerDim {
+                input: T::default(),
+                output: T::default(),
+                ..counts
+            }
         }
     }
 

@@ -64,14 +64,14 @@ pub(crate) enum Dim {
     Output = 3,
 }
 
-/// One value per counter, indexed by `Dim as usize`: requests, tokens, input, output.
-pub(crate) type Counts = [u64; 4];
+pub(crate) use super::counts::Counts;
 
 /// One scope's sliding window: a ring of live buckets and running totals, per counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Window {
     cells: [[u64; LIVE]; 4],
-    totals: Counts,
+    /// Per counter, in [`Dim`] order.
+    totals: [u64; 4],
     /// Oldest bucket that may hold anything; every stored bucket is in `oldest ..= oldest + 60`.
     oldest: Option<u64>,
 }
@@ -144,14 +144,14 @@ impl Window {
         let range = self.oldest.map(|o| o..=o + WINDOW_BUCKETS);
         range.into_iter().flatten().filter_map(|k| {
             let i = Self::slot(k);
-            let counts = self.cells.map(|c| c[i]);
-            (counts != [0; 4]).then_some((k, counts))
+            let counts = Counts::from(self.cells.map(|c| c[i]));
+            (counts != Counts::ZERO).then_some((k, counts))
         })
     }
 
     /// What is counted in the window, per counter (after [`Window::expire`]).
     pub(crate) fn totals(&self) -> Counts {
-        self.totals
+        Counts::from(self.totals)
     }
 
     /// The total of one counter (after [`Window::expire`]).
@@ -168,7 +168,7 @@ impl Window {
     /// Adds `counts` to bucket `k`, which must be live.
     pub(crate) fn add(&mut self, k: u64, counts: Counts) {
         let i = Self::slot(k);
-        for (d, n) in counts.into_iter().enumerate() {
+        for (d, n) in counts.array().into_iter().enumerate() {
             self.cells[d][i] = self.cells[d][i].saturating_add(n);
             self.totals[d] = self.totals[d].saturating_add(n);
         }
@@ -330,11 +330,11 @@ mod tests {
     fn a_bucket_leaves_the_window_61_buckets_later() {
         let mut w = Window::default();
         let b = w.expire(1_000);
-        w.add(b, [1, 10, 4, 6]);
+        w.add(b, Counts::from([1, 10, 4, 6]));
         assert_eq!(w.expire(1_060), 1_060);
         assert_eq!(w.totals(), [1, 10, 4, 6]);
         w.expire(1_061);
-        assert_eq!(w.totals(), [0; 4]);
+        assert_eq!(w.totals(), Counts::ZERO);
         assert_eq!(expiry_of(1_000), 1_061_000);
     }
 
@@ -342,9 +342,9 @@ mod tests {
     fn a_long_idle_gap_clears_everything() {
         let mut w = Window::default();
         let b = w.expire(5);
-        w.add(b, [3, 30, 10, 20]);
+        w.add(b, Counts::from([3, 30, 10, 20]));
         w.expire(10_000);
-        assert_eq!(w.totals(), [0; 4]);
+        assert_eq!(w.totals(), Counts::ZERO);
         assert!(!w.is_live(5));
     }
 
@@ -353,7 +353,7 @@ mod tests {
         let mut w = Window::default();
         for (nb, n) in [(100, 2), (110, 3), (120, 1)] {
             let b = w.expire(nb);
-            w.add(b, [n, 0, 0, 0]);
+            w.add(b, Counts::from([n, 0, 0, 0]));
         }
         // limit 6, full; one more fits when bucket 100 leaves.
         assert_eq!(w.fits_at(Dim::Requests, 1, 6), expiry_of(100));
@@ -365,13 +365,13 @@ mod tests {
     fn adjust_never_goes_below_zero_and_ignores_dead_buckets() {
         let mut w = Window::default();
         let b = w.expire(50);
-        w.add(b, [1, 100, 60, 40]);
+        w.add(b, Counts::from([1, 100, 60, 40]));
         w.adjust(b, Dim::Tokens, -500);
         w.adjust(b, Dim::Output, -10);
         assert_eq!(w.totals(), [1, 0, 60, 30]);
         w.expire(200);
         w.adjust(b, Dim::Tokens, 40);
-        assert_eq!(w.totals(), [0; 4]);
+        assert_eq!(w.totals(), Counts::ZERO);
     }
 
     #[test]
@@ -379,17 +379,17 @@ mod tests {
         let mut w = Window::default();
         for (nb, n) in [(100, 2), (130, 3), (160, 1)] {
             let b = w.expire(nb);
-            w.add(b, [n, 10 * n, 7 * n, 3 * n]);
+            w.add(b, Counts::from([n, 10 * n, 7 * n, 3 * n]));
         }
         let rows: Vec<_> = w.buckets().collect();
         let want = [
-            (100, [2, 20, 14, 6]),
-            (130, [3, 30, 21, 9]),
-            (160, [1, 10, 7, 3]),
+            (100, Counts::from([2, 20, 14, 6])),
+            (130, Counts::from([3, 30, 21, 9])),
+            (160, Counts::from([1, 10, 7, 3])),
         ];
         assert_eq!(rows, want);
         // A row outside the live range is dropped.
-        let stray = rows.iter().copied().chain([(5, [9; 4])]);
+        let stray = rows.iter().copied().chain([(5, Counts::from([9; 4]))]);
         assert_eq!(Window::from_parts(w.oldest(), stray), w);
         assert_eq!(Window::from_parts(None, []), Window::default());
     }

@@ -38,14 +38,14 @@ impl Block {
     /// What to add to the shared windows when this block ends: used less granted (the grant
     /// counted its tokens against tokens, input and output alike). Requests still in flight are
     /// counted as reserved; their settlements correct the rest.
-    pub(super) fn correction(&self) -> [i64; 4] {
+    pub(super) fn correction(&self) -> Deltas {
         let d = |used: u64, granted: u64| used as i64 - granted as i64;
         let tokens = self.tokens.unwrap_or(0);
-        [
-            d(self.used[0], self.requests),
-            d(self.used[1], tokens),
-            d(self.used[2], tokens),
-            d(self.used[3], tokens),
-        ]
+        Deltas::new(
+            d(self.used.requests, self.requests),
+            d(self.used.tokens, tokens),
+            d(self.used.input, tokens),
+            d(self.used.output, tokens),
+        )
     }
 }

@@ -9,9 +9,10 @@
 use std::collections::VecDeque;
 
 use super::LedgerError;
+use super::counts::{Counts, Deltas};
 use super::redis::lease::Room;
 use super::types::{ActualUsage, Need, Observation, Reservation};
-use super::window::{Counts, bucket_of, expiry_of};
+use super::window::{bucket_of, expiry_of};
 use crate::IdMap;
 use crate::config::DeploymentId;
 
@@ -60,7 +61,7 @@ pub(crate) struct Granted {
 pub(crate) struct Owed {
     pub(crate) deployment: DeploymentId,
     pub(crate) bucket: u64,
-    pub(crate) deltas: [i64; 4],
+    pub(crate) deltas: Deltas,
     pub(crate) observed: Option<Observation>,
 }
 
@@ -75,7 +76,7 @@ pub(crate) struct Leases {
     blocks: u64,
     /// Corrections to send, by deployment and bucket: the deployment's next block's call, or
     /// the next heartbeat, carries them.
-    owed: IdMap<(DeploymentId, u64), [i64; 4]>,
+    owed: IdMap<(DeploymentId, u64), Deltas>,
     /// The provider's latest report per leased deployment, sent with the next correction.
     reports: IdMap<DeploymentId, Observation>,
     /// The earliest [`Granted::send_by`] of the moves owed (ms): a heartbeat goes by then.
@@ -111,13 +112,13 @@ pub(crate) struct Unanswered {
     /// The call's id (its record in the store).
     pub(crate) call: u64,
     /// The corrections it carried: bucket and deltas.
-    pub(crate) carried: Vec<(u64, [i64; 4])>,
+    pub(crate) carried: Vec<(u64, Deltas)>,
     /// When it was sent (ms).
     pub(crate) sent: u64,
 }
 
 fn counts(r: &Reservation) -> Counts {
-    [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens]
+    Counts::request(r.tokens, r.input_tokens)
 }
 
 #[cfg(test)]

@@ -3,20 +3,18 @@
 use super::*;
 
 impl Leases {
-    pub(super) fn owe(&mut self, d: DeploymentId, bucket: u64, deltas: [i64; 4]) {
-        let owed = self.owed.entry((d, bucket)).or_insert([0; 4]);
-        for (o, v) in owed.iter_mut().zip(deltas) {
-            *o += v;
-        }
+    pub(super) fn owe(&mut self, d: DeploymentId, bucket: u64, deltas: Deltas) {
+        let owed = self.owed.entry((d, bucket)).or_default();
+        *owed = owed.zip(deltas, |o, v| o + v);
     }
 
     /// The corrections owed on `d`, for its next block's call to carry.
-    pub(crate) fn take_owed(&mut self, d: DeploymentId) -> Vec<(u64, [i64; 4])> {
+    pub(crate) fn take_owed(&mut self, d: DeploymentId) -> Vec<(u64, Deltas)> {
         let keys: Vec<(DeploymentId, u64)> =
             self.owed.keys().filter(|(o, _)| *o == d).copied().collect();
         keys.into_iter()
             .filter_map(|k| self.owed.remove(&k).map(|deltas| (k.1, deltas)))
-            .filter(|(_, deltas)| deltas.iter().any(|&v| v != 0))
+            .filter(|(_, deltas)| *deltas != Deltas::ZERO)
             .collect()
     }
 
@@ -35,7 +33,7 @@ impl Leases {
         let mut out: Vec<Owed> = due
             .into_iter()
             .filter_map(|k| self.owed.remove(&k).map(|deltas| (k, deltas)))
-            .filter(|(_, deltas)| deltas.iter().any(|&v| v != 0))
+            .filter(|(_, deltas)| *deltas != Deltas::ZERO)
             .map(|((deployment, bucket), deltas)| Owed {
                 deployment,
                 bucket,
@@ -54,7 +52,7 @@ impl Leases {
                 None => out.push(Owed {
                     deployment: d,
                     bucket: 0,
-                    deltas: [0; 4],
+                    deltas: Deltas::ZERO,
                     observed: Some(obs),
                 }),
             }
@@ -101,7 +99,7 @@ impl Leases {
                 observed: None,
             });
         }
-        if u.carried.iter().any(|(_, d)| d.iter().any(|&v| v > 0)) {
+        if u.carried.iter().any(|(_, d)| d.into_iter().any(|v| v > 0)) {
             self.send_by = Some(self.send_by.map_or(u.sent, |t| t.min(u.sent)));
         }
         self.unanswered.push(u);
@@ -124,7 +122,7 @@ impl Leases {
         }
         if let Some((bucket, requests, tokens)) = granted {
             let (r, t) = (requests as i64, tokens as i64);
-            self.owe(u.deployment, bucket, [-r, -t, -t, -t]);
+            self.owe(u.deployment, bucket, Deltas::new(-r, -t, -t, -t));
         }
     }
 

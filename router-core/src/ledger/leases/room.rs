@@ -91,17 +91,19 @@ impl Leases {
                 gone if gone <= now => deltas.map(|v| v.min(0)),
                 _ => deltas,
             };
-            requests -= i128::from(deltas[0]);
+            requests -= i128::from(deltas.requests);
             // The room read is the tightest of the token, input and output limits: the largest
             // change takes the least off (or adds the least to) any of them.
-            room_tokens -= i128::from(deltas[1].max(deltas[2]).max(deltas[3]));
+            room_tokens -= i128::from(deltas.tokens.max(deltas.input).max(deltas.output));
         }
         requests <= 0 || i128::from(tokens) > room_tokens
     }
 
     /// Whether `d`'s open block has handed out every request it holds (`false` without one).
     pub(crate) fn used_up(&self, d: DeploymentId) -> bool {
-        self.open.get(&d).is_some_and(|b| b.used[0] >= b.requests)
+        self.open
+            .get(&d)
+            .is_some_and(|b| b.used.requests >= b.requests)
     }
 
     /// Whether `d`'s open block is about to run out, at `now` (ms): it cannot take another
@@ -109,8 +111,8 @@ impl Leases {
     /// block.
     pub(crate) fn runs_out(&self, d: DeploymentId, tokens: u64, now: u64, ahead: u64) -> bool {
         self.open.get(&d).is_some_and(|b| {
-            b.used[0] >= b.requests
-                || b.tokens.is_some_and(|t| b.used[1] + tokens > t)
+            b.used.requests >= b.requests
+                || b.tokens.is_some_and(|t| b.used.tokens + tokens > t)
                 || b.ends <= now.saturating_add(ahead)
         })
     }

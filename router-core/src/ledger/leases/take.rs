@@ -49,10 +49,10 @@ impl Leases {
         self.end_expired(now);
         let block = self.open.get_mut(&d)?;
         let tokens = need.tokens_on(rank);
-        let fits = block.used[0] < block.requests
+        let fits = block.used.requests < block.requests
             && block
                 .tokens
-                .is_none_or(|t| block.used[1].saturating_add(tokens) <= t);
+                .is_none_or(|t| block.used.tokens.saturating_add(tokens) <= t);
         if !fits {
             return None;
         }
@@ -68,9 +68,7 @@ impl Leases {
             tenant: None,
         };
         let c = counts(&r);
-        for (u, v) in block.used.iter_mut().zip(c) {
-            *u = u.saturating_add(v);
-        }
+        block.used = block.used.plus(c);
         let (block_id, send_by) = (block.id, block.send_by);
         if bucket != home {
             self.shift(d, home, bucket, c.map(|v| v as i64));
@@ -83,7 +81,7 @@ impl Leases {
     }
 
     /// Moves `counts` of `d` from bucket `from` to `to`: owed together, so applied together.
-    pub(super) fn shift(&mut self, d: DeploymentId, from: u64, to: u64, counts: [i64; 4]) {
+    pub(super) fn shift(&mut self, d: DeploymentId, from: u64, to: u64, counts: Deltas) {
         self.owe(d, to, counts);
         self.owe(d, from, counts.map(|v| -v));
     }
@@ -106,7 +104,7 @@ impl Leases {
             bucket: grant.bucket,
             requests: grant.requests,
             tokens: grant.tokens,
-            used: [0; 4],
+            used: Counts::ZERO,
             ends,
             skew: (earliest, latest),
             send_by: grant.send_by,
@@ -142,18 +140,16 @@ impl Leases {
             return false;
         };
         let after = match actual {
-            Some(a) => [1, a.tokens, a.input_tokens, a.output_tokens()],
-            None => [0; 4],
+            Some(a) => Counts::new(1, a.tokens, a.input_tokens, a.output_tokens()),
+            None => Counts::ZERO,
         };
-        let delta = [0, 1, 2, 3].map(|i| after[i] as i64 - before[i] as i64);
+        let delta = after.zip(before, |a, b| a as i64 - b as i64);
         match self.open.get_mut(&d) {
             // Still admitting: the block's own count changes (what it hands out depends on it),
             // and goes with the block's correction to its bucket; a request moved to a later
             // bucket has it moved there too.
             Some(block) if block.id == block_id => {
-                for (u, v) in block.used.iter_mut().zip(delta) {
-                    *u = u.saturating_add_signed(v);
-                }
+                block.used = block.used.zip(delta, u64::saturating_add_signed);
                 let home = block.bucket;
                 if bucket != home {
                     self.shift(d, home, bucket, delta);

@@ -65,11 +65,11 @@ fn a_block_admits_up_to_its_size_then_owes_what_was_unused() {
             observed: None,
         }]
     };
-    assert_eq!(l.drain(3), owe([-1, -65, -80, -85]));
+    assert_eq!(l.drain(3), owe(Deltas::from([-1, -65, -80, -85])));
     // The third settles for 10 in and 25 out: 15 more than it reserved, owed on its own.
     let third = *l.admitted.keys().next().unwrap();
     l.finish(third, Some(ActualUsage::split(10, 25)));
-    assert_eq!(l.drain(4), owe([0, 15, 0, 15]));
+    assert_eq!(l.drain(4), owe(Deltas::from([0, 15, 0, 15])));
 }
 
 #[test]
@@ -101,10 +101,13 @@ fn a_request_whose_second_the_store_could_read_either_way_counts_in_the_later() 
     l.end(D);
     let mut owed = l.drain(1_100);
     owed.sort_by_key(|o| o.bucket);
-    let deltas: Vec<(u64, [i64; 4])> = owed.iter().map(|o| (o.bucket, o.deltas)).collect();
+    let deltas: Vec<(u64, Deltas)> = owed.iter().map(|o| (o.bucket, o.deltas)).collect();
     assert_eq!(
         deltas,
-        vec![(7, [-8, -920, -960, -960]), (8, [3, 120, 60, 60])]
+        vec![
+            (7, Deltas::from([-8, -920, -960, -960])),
+            (8, Deltas::from([3, 120, 60, 60]))
+        ]
     );
 }
 
@@ -143,7 +146,10 @@ fn a_request_admitted_in_a_later_second_than_the_grant_is_moved_to_its_own() {
     };
     assert_eq!(
         owed,
-        vec![at(7, [-1, -15, -10, -5]), at(10, [1, 15, 10, 5])]
+        vec![
+            at(7, Deltas::from([-1, -15, -10, -5])),
+            at(10, Deltas::from([1, 15, 10, 5]))
+        ]
     );
     assert_eq!(l.send_by(), None, "sent");
 }
@@ -167,7 +173,10 @@ fn a_block_that_ends_with_requests_in_flight_hands_back_its_unused_part_to_the_n
     // Asking for the next block ends this one: its 400 unused tokens and 3 requests go with
     // that call, while the first request is still in flight.
     l.end(D);
-    assert_eq!(l.take_owed(D), vec![(7, [-3, -400, -700, -700])]);
+    assert_eq!(
+        l.take_owed(D),
+        vec![(7, Deltas::from([-3, -400, -700, -700]))]
+    );
     l.finish(a.id, Some(ActualUsage::split(300, 300)));
     assert_eq!(l.take_owed(D), vec![], "it used what it reserved");
 }
@@ -336,11 +345,14 @@ fn a_block_call_asked_again_counts_what_it_carried_once_and_gives_its_grant_back
     let call = |sent| Unanswered {
         deployment: D,
         call: 1,
-        carried: vec![(7, [0, 20, 20, 0]), (8, [0, -980, 0, -980])],
+        carried: vec![
+            (7, Deltas::from([0, 20, 20, 0])),
+            (8, Deltas::from([0, -980, 0, -980])),
+        ],
         sent,
     };
     let drained = |l: &mut Leases| {
-        let mut owed: Vec<(u64, [i64; 4])> = l
+        let mut owed: Vec<(u64, Deltas)> = l
             .drain(0)
             .into_iter()
             .map(|o| (o.bucket, o.deltas))
@@ -350,7 +362,7 @@ fn a_block_call_asked_again_counts_what_it_carried_once_and_gives_its_grant_back
     };
     l.unanswered(call(1_000));
     // Until it is answered, what it adds is owed again (a heartbeat carries it).
-    assert_eq!(drained(&mut l), vec![(7, [0, 20, 20, 0])]);
+    assert_eq!(drained(&mut l), vec![(7, Deltas::from([0, 20, 20, 0]))]);
     let again = l.take_unanswered(2_000);
     assert_eq!(again, vec![call(1_000)]);
     assert!(l.take_unanswered(2_000).is_empty(), "taken");
@@ -361,7 +373,10 @@ fn a_block_call_asked_again_counts_what_it_carried_once_and_gives_its_grant_back
     }
     assert_eq!(
         drained(&mut l),
-        vec![(7, [0, -20, -20, 0]), (9, [-2, -1_000, -1_000, -1_000])]
+        vec![
+            (7, Deltas::from([0, -20, -20, 0])),
+            (9, Deltas::from([-2, -1_000, -1_000, -1_000]))
+        ]
     );
     // Not answered again: kept; sent too long ago to be answered as it was: given up.
     l.unanswered(call(1_000));
@@ -381,7 +396,7 @@ fn a_correction_that_may_have_been_applied_keeps_what_it_adds_and_not_what_it_ta
     l.owe_unsure(Owed {
         deployment: D,
         bucket: 7,
-        deltas: [0, -980, 20, -1000],
+        deltas: Deltas::from([0, -980, 20, -1000]),
         observed: Some(report),
     });
     assert_eq!(
@@ -389,7 +404,7 @@ fn a_correction_that_may_have_been_applied_keeps_what_it_adds_and_not_what_it_ta
         vec![Owed {
             deployment: D,
             bucket: 7,
-            deltas: [0, 0, 20, 0],
+            deltas: Deltas::from([0, 0, 20, 0]),
             observed: Some(report),
         }]
     );
@@ -397,7 +412,7 @@ fn a_correction_that_may_have_been_applied_keeps_what_it_adds_and_not_what_it_ta
     l.owe_unsure(Owed {
         deployment: D,
         bucket: 7,
-        deltas: [-1, -980, 0, 0],
+        deltas: Deltas::from([-1, -980, 0, 0]),
         observed: None,
     });
     assert!(l.drain(0).is_empty());

@@ -6,8 +6,8 @@ use std::num::NonZeroU64;
 use super::{LEASE, RedisStore, UNLEASE};
 use crate::config::{DeploymentId, Limits};
 use crate::ledger::LedgerError;
+use crate::ledger::counts::{Counts, Deltas};
 use crate::ledger::types::Observation;
-use crate::ledger::window::Counts;
 
 /// A block granted: its requests and tokens, counted in `bucket` of the deployment's (and its
 /// provider's) window.
@@ -57,13 +57,13 @@ impl Room {
             requests: u64::MAX,
             tokens: u64::MAX,
         };
-        for (l, [r, t, i, x]) in scopes {
-            room.requests = room.requests.min(left(l.rpm, r));
+        for (l, used) in scopes {
+            room.requests = room.requests.min(left(l.rpm, used.requests));
             room.tokens = room
                 .tokens
-                .min(left(l.tpm, t))
-                .min(left(l.itpm, i))
-                .min(left(l.otpm, x));
+                .min(left(l.tpm, used.tokens))
+                .min(left(l.itpm, used.input))
+                .min(left(l.otpm, used.output));
         }
         room
     }
@@ -87,7 +87,7 @@ impl RedisStore {
         &self,
         d: DeploymentId,
         Ask { want, least, parts }: Ask,
-        corrections: &[(u64, [i64; 4])],
+        corrections: &[(u64, Deltas)],
         call: u64,
     ) -> Result<Leased, LedgerError> {
         let scopes = self.scopes(d)?;
@@ -157,7 +157,7 @@ impl RedisStore {
         &self,
         d: DeploymentId,
         bucket: u64,
-        deltas: [i64; 4],
+        deltas: Deltas,
         observed: Option<&Observation>,
     ) -> Result<(), LedgerError> {
         let scopes = self.scopes(d)?;
@@ -206,8 +206,8 @@ mod tests {
         // The deployment has 4 requests and 700 tokens left; its provider 300 tokens in all
         // (4,700) and 100 output tokens: the output tokens bind.
         let room = Room::left([
-            (deployment, [6, 300, 0, 0]),
-            (provider, [9, 4_700, 4_200, 500]),
+            (deployment, Counts::from([6, 300, 0, 0])),
+            (provider, Counts::from([9, 4_700, 4_200, 500])),
         ]);
         assert_eq!(
             room,
@@ -217,7 +217,7 @@ mod tests {
             }
         );
         // Over a limit (another instance's block counted at once): no room, not a wrap.
-        let room = Room::left([(deployment, [12, 1_200, 0, 0])]);
+        let room = Room::left([(deployment, Counts::from([12, 1_200, 0, 0]))]);
         assert_eq!(
             room,
             Room {
@@ -226,7 +226,7 @@ mod tests {
             }
         );
         // Unlimited: u64::MAX, as a lease call's -1 reads.
-        let room = Room::left([(Limits::default(), [50, 50_000, 0, 0])]);
+        let room = Room::left([(Limits::default(), Counts::from([50, 50_000, 0, 0]))]);
         assert_eq!(
             room,
             Room {

@@ -11,11 +11,12 @@ use redis::{Script, ScriptInvocation};
 use super::{HEARTBEAT, RESTORE, RedisStore};
 use crate::config::DeploymentId;
 use crate::ledger::LedgerError;
+use crate::ledger::counts::Counts;
 use crate::ledger::engine::reservation;
 use crate::ledger::leases::Owed;
 use crate::ledger::period::periods;
 use crate::ledger::types::{ActualUsage, Need, Reservation};
-use crate::ledger::window::{BUCKET_MS, Counts};
+use crate::ledger::window::BUCKET_MS;
 
 /// The bucket a reservation key holds (-1: none). Keys: [1] the reservation key, which holds
 /// 'r' and the bucket (see lua/common.lua), or the bare bucket (written by earlier versions).
@@ -256,7 +257,7 @@ impl RedisStore {
             return Err(bad());
         }
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
-        let counts = |c: &[i64]| [count(c[0]), count(c[1]), count(c[2]), count(c[3])];
+        let counts = |c: &[i64]| Counts::new(count(c[0]), count(c[1]), count(c[2]), count(c[3]));
         let (scopes, tenant_rows) = rest.split_at(6 * n);
         let beat = Beat {
             instances: count(*instances).max(1),

@@ -1,5 +1,6 @@
 //! Decoding the scripts' replies (the shapes each script's header documents).
 
+use crate::ledger::counts::Counts;
 use std::time::Duration;
 
 use crate::config::DeploymentId;
@@ -103,7 +104,7 @@ pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<Tenant
         ] => Some(TenantSnapshot {
             usage: scope_usage(
                 spec.limits,
-                [requests, tokens, input, output].map(n),
+                Counts::from([requests, tokens, input, output].map(n)),
                 n(in_flight),
             ),
             spent_today_micros: n(day),
@@ -136,7 +137,7 @@ pub(super) fn snapshot(
         let (values, tail) = tail.split_at_checked(5 * sc.len())?;
         rest = tail;
         let mut usages = sc.iter().zip(values.chunks_exact(5)).map(|(&s, v)| {
-            let counts = [v[0], v[1], v[2], v[3]].map(n);
+            let counts = Counts::from([v[0], v[1], v[2], v[3]].map(n));
             scope_usage(table.def(s).limits, counts, n(v[4]))
         });
         out.push(DeploymentSnapshot {

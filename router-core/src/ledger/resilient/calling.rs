@@ -28,12 +28,12 @@ impl Calling {
     /// A request's admission on `candidates`, sent at `now`.
     pub(super) fn request(need: &Need, candidates: &[DeploymentId], now: u64) -> Self {
         let counts = |rank: usize| {
-            [
+            Counts::new(
                 1,
                 need.tokens_on(rank),
                 need.input_on(rank),
                 need.output_on(rank),
-            ]
+            )
         };
         let on = candidates
             .iter()
@@ -41,12 +41,10 @@ impl Calling {
             .map(|(rank, &d)| (d, counts(rank)))
             .collect();
         let tenant = need.tenant.as_ref().map(|t| {
-            let mut most = [1, 0, 0, 0];
+            let mut most = Counts::new(1, 0, 0, 0);
             let mut cost = 0;
             for rank in 0..candidates.len() {
-                for (m, c) in most.iter_mut().zip(counts(rank)) {
-                    *m = (*m).max(c);
-                }
+                most = most.zip(counts(rank), u64::max);
                 cost = cost.max(need.cost(rank));
             }
             TenantMost {
@@ -67,7 +65,7 @@ impl Calling {
     pub(super) fn block(d: DeploymentId, (requests, tokens): (u64, u64)) -> Self {
         Self {
             id: 0,
-            on: vec![(d, [requests, tokens, tokens, tokens])],
+            on: vec![(d, Counts::new(requests, tokens, tokens, tokens))],
             tenant: None,
             expiry: 0,
         }

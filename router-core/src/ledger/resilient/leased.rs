@@ -66,7 +66,7 @@ impl Machine {
         let admitted = Admitted {
             deployment: d,
             bucket: grant.bucket,
-            counts: [grant.requests, grant.tokens, grant.tokens, grant.tokens],
+            counts: Counts::new(grant.requests, grant.tokens, grant.tokens, grant.tokens),
             tenant: None,
         };
         self.remember(&admitted, now);

@@ -120,7 +120,7 @@ impl Machine {
             since: now,
             seen: None,
             own: Own {
-                scopes: vec![[0; 4]; scopes],
+                scopes: vec![Counts::ZERO; scopes],
                 tenants: HashMap::new(),
             },
             reads: Reads::default(),

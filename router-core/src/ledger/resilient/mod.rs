@@ -86,9 +86,10 @@ use super::{Ledger, LedgerError, LedgerFuture, RedisStore};
 use crate::IdMap;
 use crate::clock::Clock;
 use crate::config::{DeploymentId, Lease, LedgerSettings, OnError, Registry};
+use crate::ledger::counts::{Counts, Deltas};
 use crate::ledger::engine::{Cells, Engine, ScopeState, TenantState};
 use crate::ledger::window::{
-    BUCKET_MS, Counts, Slot, WINDOW_BUCKETS, Window, bucket_of, expiry_of, millis,
+    BUCKET_MS, Slot, WINDOW_BUCKETS, Window, bucket_of, expiry_of, millis,
 };
 
 /// Which ledger an instance admits against now.

@@ -21,7 +21,7 @@ pub(super) struct Carried {
     pub(super) d: DeploymentId,
     /// The call's id (its record in the store, see lua/common.lua).
     pub(super) call: u64,
-    pub(super) owed: Vec<(u64, [i64; 4])>,
+    pub(super) owed: Vec<(u64, Deltas)>,
 }
 
 impl<'a> Out<'a> {
@@ -44,7 +44,7 @@ impl<'a> Out<'a> {
     }
 
     /// The corrections it carries, and the call's id (none and 0 for an admission).
-    pub(super) fn carried(&self) -> (&[(u64, [i64; 4])], u64) {
+    pub(super) fn carried(&self) -> (&[(u64, Deltas)], u64) {
         self.carried
             .as_ref()
             .map_or((&[], 0), |c| (c.owed.as_slice(), c.call))

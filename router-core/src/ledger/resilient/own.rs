@@ -24,11 +24,7 @@ pub(super) struct TenantOwn {
 impl Own {
     pub(super) fn add(&mut self, table: &ScopeTable, admitted: &Admitted<'_>) {
         let counts = table.kept(admitted.deployment, admitted.counts);
-        let plus = |to: &mut Counts| {
-            for (t, c) in to.iter_mut().zip(counts) {
-                *t += c;
-            }
-        };
+        let plus = |to: &mut Counts| *to = to.plus(counts);
         for &s in table.of(admitted.deployment).unwrap_or_default() {
             if let Some(to) = self.scopes.get_mut(s) {
                 plus(to);
@@ -43,15 +39,7 @@ impl Own {
 
     /// What was added since `base`, as heartbeat totals (spends in the periods of `now`).
     pub(super) fn since(&self, base: &Own, now: u64) -> Beat {
-        let minus = |a: &Counts, b: Option<&Counts>| {
-            let mut out = *a;
-            if let Some(b) = b {
-                for (o, v) in out.iter_mut().zip(b) {
-                    *o = o.saturating_sub(*v);
-                }
-            }
-            out
-        };
+        let minus = |a: &Counts, b: Option<&Counts>| b.map_or(*a, |b| a.less(*b));
         let p = crate::ledger::period::periods(now);
         Beat {
             day: p.day,
@@ -132,7 +120,7 @@ impl<'a> Admitted<'a> {
         Self {
             deployment: r.deployment,
             bucket: r.bucket,
-            counts: [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens],
+            counts: Counts::request(r.tokens, r.input_tokens),
             tenant: r.tenant.as_ref(),
         }
     }
@@ -145,13 +133,13 @@ mod tests {
     /// A snapshot that had admitted `n` requests on scope 0.
     fn own(n: u64) -> Own {
         Own {
-            scopes: vec![[n, 0, 0, 0]],
+            scopes: vec![Counts::from([n, 0, 0, 0])],
             tenants: HashMap::new(),
         }
     }
 
     fn base(reads: &Reads) -> Option<u64> {
-        reads.base().map(|o| o.scopes[0][0])
+        reads.base().map(|o| o.scopes[0].requests)
     }
 
     #[test]

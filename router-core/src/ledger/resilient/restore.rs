@@ -112,13 +112,13 @@ pub(super) fn replayed(e: &Entry) -> Option<Replayed> {
     Some(match e.actual {
         Some(a) => Replayed {
             reservation: r.clone(),
-            counts: [1, a.tokens, a.input_tokens, a.output_tokens()],
+            counts: Counts::new(1, a.tokens, a.input_tokens, a.output_tokens()),
             expiry: 0,
             cost: a.cost_micros,
         },
         None => Replayed {
             reservation: r.clone(),
-            counts: [1, r.tokens, r.input_tokens, r.tokens - r.input_tokens],
+            counts: Counts::request(r.tokens, r.input_tokens),
             expiry: e.expiry,
             cost: hold_cost,
         },

@@ -81,7 +81,7 @@ fn read_two_of_two(ledger: &ResilientStore) {
         instances: 2,
         read: 1,
         oldest: 1,
-        scopes: vec![[2, 2, 0, 2]],
+        scopes: vec![Counts::from([2, 2, 0, 2])],
         ..Beat::default()
     });
 }

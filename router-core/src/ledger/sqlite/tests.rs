@@ -1,5 +1,6 @@
 //! Tenant state in the file: what one store writes, another store on the same file reads.
 
+use crate::ledger::counts::Counts;
 use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::Arc;
@@ -187,7 +188,7 @@ fn writing_back_is_idempotent() -> rusqlite::Result<()> {
     let mut cells = TxCells::new(&tx, "ns", &table);
     let st = cells.tenant("acme");
     let b = st.scope.window.expire(nb);
-    st.scope.window.add(b, [2, 30, 20, 10]);
+    st.scope.window.add(b, Counts::from([2, 30, 20, 10]));
     let slot = Slot {
         id: 7,
         expiry: T0 + 1_000,

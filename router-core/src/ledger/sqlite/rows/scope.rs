@@ -63,7 +63,7 @@ pub(super) fn load(
             for (i, c) in counts.iter_mut().enumerate() {
                 *c = from_db(r.get(i + 1)?);
             }
-            Ok((k, counts))
+            Ok((k, Counts::from(counts)))
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     let held = conn
@@ -132,7 +132,15 @@ pub(super) fn write(
         )?
         .execute(params![ns, scope, to_db(*k)])?;
     }
-    for (&k, &[r, t, i, o]) in buckets
+    for (
+        &k,
+        &Counts {
+            requests: r,
+            tokens: t,
+            input: i,
+            output: o,
+        },
+    ) in buckets
         .iter()
         .filter(|(k, v)| stored.buckets.get(k) != Some(v))
     {
