@@ -8,12 +8,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
-
 use super::checks::{Ctx, line};
 use super::error::ConfigError;
-use super::raw::{At, Number};
+use super::raw::{At, Number, RawUsage};
 use super::state::redact_url;
 
 /// Where usage records are written.
@@ -118,53 +115,6 @@ impl UsageSettings {
             flush: Duration::from_millis(Self::FLUSH_MS),
             timeout: Duration::from_millis(Self::TIMEOUT_MS),
         }
-    }
-}
-
-/// `usage:` as written: the sink alone, or the map.
-#[derive(Debug)]
-pub(crate) enum RawUsage {
-    Sink(String),
-    Map(RawUsageMap),
-}
-
-/// `usage:` written as a map.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawUsageMap {
-    #[serde(default)]
-    sink: Option<String>,
-    #[serde(default)]
-    schema: Option<String>,
-    #[serde(default)]
-    spill: Option<String>,
-    #[serde(default)]
-    batch: Option<Number>,
-    #[serde(default)]
-    flush_ms: Option<Number>,
-    #[serde(default)]
-    timeout_ms: Option<Number>,
-}
-
-impl<'de> Deserialize<'de> for RawUsage {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct UsageVisitor;
-        impl<'de> Visitor<'de> for UsageVisitor {
-            type Value = RawUsage;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "a sink (none, sqlite, sqlite:PATH, postgres://...) or a map with `sink`",
-                )
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawUsage, E> {
-                Ok(RawUsage::Sink(v.to_owned()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawUsage, A::Error> {
-                RawUsageMap::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RawUsage::Map)
-            }
-        }
-        deserializer.deserialize_any(UsageVisitor)
     }
 }
 
