@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use router_core::config::{ConfigError, Registry};
-use router_sdk::store::{Environment, LedgerChoice, LocalStore, StateOverride};
+use router_state::store::{Environment, LedgerChoice, LocalStore, StateOverride};
 
 use crate::cli::Global;
 use crate::failure::Failure;
@@ -50,7 +50,7 @@ pub(crate) fn load(global: &Global) -> Result<Loaded, Failure> {
     )
     .map_err(|e| match e {
         // A bad environment value: its message already names it ("REDIS_URL: ...").
-        router_sdk::Error::InvalidRequest(message) => Failure::usage(anyhow!(message)),
+        router_state::Error::InvalidRequest(message) => Failure::usage(anyhow!(message)),
         other => Failure::usage(other),
     })?;
     Ok(Loaded {

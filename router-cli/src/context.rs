@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use router_core::ledger::Ledger;
 use router_sdk::Router;
-use router_sdk::store::Environment;
-use router_sdk::usage::{self, UsageDefault};
+use router_state::store::Environment;
+use router_state::usage::{self, UsageDefault};
 
 use crate::cli::Global;
 use crate::config::{self, Loaded};

@@ -1,5 +1,5 @@
-//! Opening the ledger the configuration selects (the choice itself is the SDK's:
-//! [`router_sdk::store`]), with a hint on what to fix when it, or the usage sink, cannot be
+//! Opening the ledger the configuration selects (the choice itself is
+//! [`router_state::store`]'s), with a hint on what to fix when it, or the usage sink, cannot be
 //! opened.
 
 use std::path::Path;
@@ -8,16 +8,15 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use router_core::config::{UsageSettings, UsageSink};
 use router_core::ledger::Ledger;
-use router_sdk::store::{ChoiceOrigin, LedgerChoice, STATE_DIR_ENV};
-use router_sdk::usage::USAGE_ENV;
-use router_sdk::usage::UsageError;
+use router_state::store::{ChoiceOrigin, LedgerChoice, STATE_DIR_ENV};
+use router_usage::{USAGE_ENV, UsageError};
 
 use crate::config::Loaded;
 use crate::failure::Failure;
 
 /// Opens the ledger of `loaded`: exit status 5 when it is unavailable.
 pub(crate) async fn open(loaded: &Loaded) -> Result<Arc<dyn Ledger>, Failure> {
-    router_sdk::store::open(&loaded.ledger, &loaded.registry)
+    router_state::store::open(&loaded.ledger, &loaded.registry)
         .await
         .map_err(|e| match &loaded.ledger {
             LedgerChoice::Redis { from, .. } => {
@@ -61,8 +60,8 @@ fn embedded_fix(path: &Path, from: &ChoiceOrigin) -> String {
 /// URL (say, a port out of range or an unknown `sslmode`), a configuration error (exit status
 /// 2) whose message names where the URL came from. (A state directory it cannot find, for the
 /// spill file, is exit status 5 as for any sink.)
-pub(crate) fn usage_failed(settings: &UsageSettings, e: router_sdk::Error) -> Failure {
-    if let (UsageSink::Postgres(_), router_sdk::Error::Usage(UsageError::Sink { .. })) =
+pub(crate) fn usage_failed(settings: &UsageSettings, e: router_state::Error) -> Failure {
+    if let (UsageSink::Postgres(_), router_state::Error::Usage(UsageError::Sink { .. })) =
         (&settings.sink, &e)
     {
         let from = if std::env::var_os(USAGE_ENV).is_some_and(|v| !v.is_empty()) {

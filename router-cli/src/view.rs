@@ -4,7 +4,7 @@
 //! redacted, and an API key is represented only by whether its variable is set.
 
 use router_core::config::{Lease, Limits, Price, Registry, redact_url};
-use router_sdk::store::LedgerChoice;
+use router_state::store::LedgerChoice;
 use serde::Serialize;
 
 use crate::config::{KeyState, Loaded};

@@ -138,6 +138,21 @@ pub enum Error {
     Usage(#[from] router_usage::UsageError),
 }
 
+/// Choosing or opening a ledger or a usage sink (`Router::from_path`, `RouterBuilder::build`)
+/// fails as the variant of the same name.
+impl From<router_state::Error> for Error {
+    fn from(e: router_state::Error) -> Self {
+        match e {
+            router_state::Error::Config(e) => Error::Config(e),
+            router_state::Error::InvalidRequest(message) => Error::InvalidRequest(message),
+            router_state::Error::Ledger(e) => Error::Ledger(e),
+            router_state::Error::Usage(e) => Error::Usage(e),
+            // A kind of failure added later: its message, as a request the router cannot run.
+            other => Error::InvalidRequest(other.to_string()),
+        }
+    }
+}
+
 /// How a provider's stream broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

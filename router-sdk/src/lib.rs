@@ -150,18 +150,15 @@ mod chat;
 mod drive;
 mod error;
 mod guard;
-pub mod quota;
 mod renewals;
 mod request;
 mod router;
 pub mod secret;
 mod settler;
-pub mod store;
 mod stream;
 pub mod time;
 mod transport;
 pub mod types;
-pub mod usage;
 pub(crate) mod wire;
 
 pub use error::{Break, Error};

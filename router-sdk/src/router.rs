@@ -11,12 +11,13 @@ use router_core::estimate::{self, Estimator};
 use router_core::flow::{self, Ask, Reports};
 use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
 use router_core::retry::RetryPolicy;
+use router_state::store::{self, Environment, LedgerChoice, LocalStore};
+use router_state::usage::{self, UsageDefault};
 
 use crate::error::Error;
 use crate::request;
 use crate::secret::{ApiKey, EnvKeys, KeySource, Masker};
 use crate::settler::Settler;
-use crate::store::{self, Environment, LedgerChoice, LocalStore};
 use crate::time::{Sleeper, TokioSleeper};
 use crate::types::ChatRequest;
 use crate::wire;
@@ -109,7 +110,7 @@ impl RouterBuilder {
     }
 
     /// Where usage records go (one per finished request). Default: nowhere; see
-    /// [`crate::usage::open`] for the configuration's `usage:`.
+    /// [`router_state::usage::open`] for the configuration's `usage:`.
     pub fn usage(mut self, recorder: router_usage::Recorder) -> Self {
         self.recorder = Some(recorder);
         self
@@ -230,9 +231,9 @@ impl Router {
         let env = Environment::process();
         let choice = LedgerChoice::resolve(&registry, None, LocalStore::Memory, &env)?;
         let ledger = store::open(&choice, &registry).await?;
-        let settings = crate::usage::settings(&registry, crate::usage::UsageDefault::None, &env)?;
+        let settings = usage::settings(&registry, UsageDefault::None, &env)?;
         let builder = Self::builder(registry).ledger(ledger);
-        match crate::usage::open(&settings, &env)? {
+        match usage::open(&settings, &env)? {
             Some(recorder) => builder.usage(recorder).build().await,
             None => builder.build().await,
         }

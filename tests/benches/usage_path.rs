@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use llmroute_tests::{Gate, TestPostgres};
 use router_core::config::{Registry, UsageSettings, UsageSink};
-use router_sdk::store::Environment;
-use router_sdk::usage::Recorder;
 use router_sdk::{ChatRequest, Router, StaticKeys};
+use router_state::store::Environment;
+use router_usage::Recorder;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -58,7 +58,7 @@ async fn run(n: usize) {
     settings.spill = Some(dir.path().join("usage.spill"));
     settings.timeout = Duration::from_millis(200);
     let env = Environment::fixed::<&str>(&[], None);
-    let recorder = router_sdk::usage::open(&settings, &env)
+    let recorder = router_state::usage::open(&settings, &env)
         .expect("the sink opens")
         .expect("a recorder");
 

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use router_sdk::store::LedgerChoice;
+use router_state::store::LedgerChoice;
 
 use crate::cli::ProvidersArgs;
 use crate::config::key_state;

@@ -3,7 +3,7 @@
 //! A request goes only to models that have every capability its features need; the router
 //! checks this before ranking, so a request with tools never reaches a model without them.
 
-use super::Api;
+use super::values::Api;
 
 /// What a request needs of a model beyond text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,13 +1,8 @@
 //! `gateway:`: where `llmroute serve` listens, how large a request body may be, and the API keys
 //! it accepts, each mapped to a tenant. Keys are stored as SHA-256 hashes, never in clear.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use super::checks::{Ctx, line};
-use super::error::ConfigError;
-use super::raw::{At, RawGateway, RawKey};
-use super::registry::Registry;
 use crate::flow::Priority;
 
 /// Headers llmroute sets itself on a provider request, which neither a request's extra headers
@@ -82,118 +77,4 @@ pub struct GatewayKey {
     pub priority: Option<Priority>,
     /// The models and aliases it may use; empty: all.
     pub models: Vec<String>,
-}
-
-/// `gateway:` checked against the registry's models.
-pub(crate) fn gateway(
-    ctx: &Ctx<'_>,
-    raw: Option<&RawGateway>,
-    registry: &Registry,
-) -> Result<Gateway, ConfigError> {
-    let mut out = Gateway::default();
-    let Some(raw) = raw else {
-        return Ok(out);
-    };
-    let address = |field: &str, value: &At<String>| {
-        value.value.parse::<SocketAddr>().map_err(|_| {
-            let msg = format!(
-                "`{}` is not an address to listen on; write IP:PORT, e.g. {}",
-                value.value,
-                Gateway::LISTEN
-            );
-            ctx.invalid(field, line(value), msg)
-        })
-    };
-    if let Some(listen) = &raw.listen {
-        out.listen = address("gateway.listen", listen)?;
-    }
-    if let Some(listen) = &raw.metrics_listen {
-        out.metrics_listen = Some(address("gateway.metrics_listen", listen)?);
-    }
-    if let Some(limit) = &raw.body_limit_bytes {
-        let hint = "write a size in bytes, e.g. 10485760 for 10 MiB";
-        out.body_limit_bytes = ctx.positive("gateway.body_limit_bytes", limit, hint)?.get();
-    }
-    if let Some(timeout) = &raw.body_timeout_secs {
-        let hint = "write whole seconds, e.g. 30";
-        let secs = ctx.positive("gateway.body_timeout_secs", timeout, hint)?;
-        out.body_timeout = std::time::Duration::from_secs(secs.get());
-    }
-    for (i, name) in raw.forward_headers.iter().flatten().enumerate() {
-        let field = format!("gateway.forward_headers[{i}]");
-        let lower = name.value.trim().to_ascii_lowercase();
-        let token = !lower.is_empty()
-            && lower
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.!#$%&'*+^`|~".contains(&b));
-        let problem = if !token {
-            format!("`{}` is not an HTTP header name", name.value)
-        } else if RESERVED_HEADERS.contains(&lower.as_str()) {
-            format!(
-                "`{lower}` carries a key or frames the body: the gateway never passes it on; \
-                 remove it"
-            )
-        } else {
-            out.forward_headers.push(lower);
-            continue;
-        };
-        return Err(ctx.invalid(&field, line(name), problem));
-    }
-    if let Some(grace) = &raw.grace_secs {
-        let hint = "write whole seconds, e.g. 30";
-        out.grace =
-            std::time::Duration::from_secs(ctx.positive("gateway.grace_secs", grace, hint)?.get());
-    }
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, entry) in raw.keys.iter().flatten().enumerate() {
-        let key = key(ctx, &format!("gateway.keys[{i}]"), &entry.value, registry)?;
-        if let Some(first) = seen.insert(key.sha256.clone(), i) {
-            let msg = format!("the same key hash as gateway.keys[{first}]; list each key once");
-            let at = line(&entry.value.sha256);
-            return Err(ctx.invalid(&format!("gateway.keys[{i}].sha256"), at, msg));
-        }
-        out.keys.push(key);
-    }
-    Ok(out)
-}
-
-fn key(
-    ctx: &Ctx<'_>,
-    field: &str,
-    raw: &RawKey,
-    registry: &Registry,
-) -> Result<GatewayKey, ConfigError> {
-    let hash = raw.sha256.value.trim().to_ascii_lowercase();
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        // Never echo the value: it may be a key pasted where its hash belongs.
-        let msg = "must be the SHA-256 of the key, 64 hex digits (never the key itself); \
-                   `llmroute keys new --tenant NAME` prints a key and its line"
-            .to_owned();
-        return Err(ctx.invalid(&format!("{field}.sha256"), line(&raw.sha256), msg));
-    }
-    let tenant = ctx.tenant(&format!("{field}.tenant"), &raw.tenant)?;
-    let priority = raw
-        .priority
-        .as_ref()
-        .map(|p| ctx.priority(&format!("{field}.priority"), p))
-        .transpose()?;
-    let mut models = Vec::new();
-    for (i, m) in raw.models.iter().flatten().enumerate() {
-        let model_field = format!("{field}.models[{i}]");
-        let name = ctx.name(&model_field, m)?;
-        if registry.resolve(&name).is_empty() && registry.routes.get(&name).is_none() {
-            let msg = format!(
-                "`{name}` names no model, alias or route; use one of: {}",
-                registry.known_models().join(", ")
-            );
-            return Err(ctx.invalid(&model_field, line(m), msg));
-        }
-        models.push(name);
-    }
-    Ok(GatewayKey {
-        sha256: hash,
-        tenant,
-        priority,
-        models,
-    })
 }

@@ -14,6 +14,15 @@
 //! `providers[deepseek].models[deepseek-chat].limits.rpm`), the bad value and what to do. They
 //! never contain an API key or a password from a URL.
 //!
+//! # Layout
+//!
+//! The flow runs one way: `raw/` (stage 1) → `validate/` (stage 2) → [`Registry`]. The values a
+//! registry holds live in files of their own (`values.rs`, `capabilities.rs`, `deployments.rs`,
+//! `tenants.rs`, `routes.rs`, `gateway.rs`, `ledger.rs`, `usage.rs`), which know neither the raw
+//! file nor the checks. Each section's checker in `validate/` takes its raw section and the values
+//! it is checked against (the deployments' models, the routes, the tiers), never the registry;
+//! `validate/mod.rs` assembles the registry last. `load.rs` holds the entry points.
+//!
 //! # Tenants and priorities
 //!
 //! `tenants:` defines tiers (limits and USD budgets each tenant of the tier gets) and maps tenant
@@ -57,7 +66,7 @@
 
 mod base_url;
 mod capabilities;
-mod checks;
+mod deployments;
 mod error;
 mod gateway;
 mod ledger;
@@ -69,17 +78,17 @@ mod state;
 mod tenants;
 mod usage;
 mod validate;
+mod values;
 
 pub use capabilities::{Capabilities, Capability, Features, needed};
-pub use checks::{NO_TENANT, tenant_name_problem};
+pub use deployments::{Deployment, Provider};
 pub use error::ConfigError;
 pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
 pub use ledger::{LedgerSettings, OnError};
-pub use registry::{
-    Api, Budget, Defaults, Deployment, DeploymentId, Lease, Limits, Price, Priorities, Provider,
-    ProviderId, Registry, RetrySettings, Tenants, Tier,
-};
+pub use registry::Registry;
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
 pub use state::redact_url;
 pub(crate) use state::{RedisTarget, parse_redis_url};
+pub use tenants::{Budget, NO_TENANT, Priorities, Tenants, Tier, tenant_name_problem};
 pub use usage::{UsageSettings, UsageSink};
+pub use values::{Api, Defaults, DeploymentId, Lease, Limits, Price, ProviderId, RetrySettings};

@@ -3,6 +3,7 @@
 //! Routing rules: table-driven matches and the configuration errors.
 
 use super::*;
+use crate::config::{ConfigError, Registry};
 
 const PROVIDERS: &str = r#"
 providers:

@@ -1,148 +1,117 @@
-//! The second stage for `tenants:` and `priorities:`: tiers with their limits and budgets,
-//! tenant membership, and the batch share.
-//!
-//! Field paths follow the YAML (`tenants.tiers.free.budget.daily_usd`, `tenants.members.acme`);
-//! where a name itself is the problem, the path gives the entry's position
-//! (`tenants.members[2]`) and the message quotes the name.
+//! Tenants and priorities: tiers with their limits and budgets, who is in which tier, the rule
+//! for a tenant's name, and the share of capacity batch requests may use.
 
-use std::collections::HashMap;
+use super::values::Limits;
 
-use super::checks::{Ctx, line};
-use super::error::ConfigError;
-use super::raw::{At, Named, Number, RawBudget, RawPriorities, RawTenants, RawTier};
-use super::registry::{Budget, Priorities, Tenants, Tier};
+/// Characters a value placed inside a Redis hash tag (`{...}`) must not contain: the namespace
+/// and tenant names.
+pub(crate) const NOT_IN_HASH_TAG: [char; 2] = ['{', '}'];
 
-/// `tenants:`; absent gives [`Tenants::default`].
-pub(crate) fn tenants(ctx: &Ctx<'_>, raw: Option<&RawTenants>) -> Result<Tenants, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(Tenants::default());
-    };
-    let mut out = Tenants {
-        tiers: tiers(ctx, raw.tiers.as_ref())?,
-        ..Tenants::default()
-    };
-    if let Some(name) = &raw.default_tier {
-        let field = "tenants.default_tier";
-        ctx.name(field, name)?;
-        out.default_tier = Some(tier_name(ctx, field, name, &out)?);
-    }
-    let entries = raw.members.as_ref().map_or(&[][..], |m| &m.0);
-    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
-    for (index, (key, tier)) in entries.iter().enumerate() {
-        let position = format!("tenants.members[{index}]");
-        let tenant = ctx.tenant(&position, key)?;
-        unique(ctx, &position, "tenant", &tenant, key, &mut seen)?;
-        let field = format!("tenants.members.{tenant}");
-        let tier = tier_name(ctx, &field, tier, &out)?;
-        out.members.push((tenant, tier));
-    }
-    Ok(out)
-}
+/// How usage reports and traces name the tenant of a request that names none; no tenant may be
+/// called so.
+pub const NO_TENANT: &str = "-";
 
-/// `tenants.tiers`, in configuration order.
-fn tiers(ctx: &Ctx<'_>, raw: Option<&Named<Option<RawTier>>>) -> Result<Vec<Tier>, ConfigError> {
-    let entries = raw.map_or(&[][..], |t| &t.0);
-    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
-    let mut out = Vec::with_capacity(entries.len());
-    let unlimited = RawTier::default();
-    for (index, (key, tier)) in entries.iter().enumerate() {
-        let field = format!("tenants.tiers[{index}]");
-        let name = ctx.key_name(&field, "tier", key)?;
-        unique(ctx, &field, "tier", &name, key, &mut seen)?;
-        let base = format!("tenants.tiers.{name}");
-        let tier = tier.as_ref().unwrap_or(&unlimited);
-        out.push(Tier {
-            limits: ctx.limit_keys(&base, &tier.limits())?,
-            budget: budget(ctx, &base, tier.budget.as_ref())?,
-            name,
-        });
-    }
-    Ok(out)
-}
-
-/// A tier's `budget:`; each amount positive and finite. A daily amount above the monthly one is
-/// allowed: both apply.
-fn budget(ctx: &Ctx<'_>, base: &str, raw: Option<&RawBudget>) -> Result<Budget, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(Budget::default());
-    };
-    let one = |key: &str, period: &str, value: &Option<At<Number>>| {
-        let hint = format!("remove `{key}` for no {period} budget");
-        value
-            .as_ref()
-            .map(|v| ctx.usd(&format!("{base}.budget.{key}"), v, &hint))
-            .transpose()
-    };
-    Ok(Budget {
-        daily_usd: one("daily_usd", "daily", &raw.daily_usd)?,
-        monthly_usd: one("monthly_usd", "monthly", &raw.monthly_usd)?,
-    })
-}
-
-/// `value` must name one of `tenants.tiers`; the error lists them.
-fn tier_name(
-    ctx: &Ctx<'_>,
-    field: &str,
-    value: &At<String>,
-    tenants: &Tenants,
-) -> Result<String, ConfigError> {
-    let name = value.value.as_str();
-    if tenants.tier(name).is_some() {
-        return Ok(name.to_owned());
-    }
-    let msg = if tenants.tiers.is_empty() {
-        format!("`{name}` names no tier, and none is defined; add it under `tenants.tiers`")
+/// What is wrong with `name` as a tenant's name, if anything: it must not be blank, have
+/// leading or trailing spaces, hold a control character, hold `{` or `}` (it is used inside
+/// the Redis hash tag of the namespace), or be [`NO_TENANT`]. For the configuration, requests
+/// and whatever writes a line of it (`llmroute keys new --tenant`).
+pub fn tenant_name_problem(name: &str) -> Option<String> {
+    if name.trim().is_empty() {
+        Some("a tenant name must not be empty; write a name".to_owned())
+    } else if name == NO_TENANT {
+        Some(format!(
+            "`{NO_TENANT}` stands for requests without a tenant in usage reports; choose another \
+             name"
+        ))
+    } else if name.trim() != name {
+        Some(format!(
+            "tenant name `{name}` has leading or trailing spaces; remove them"
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some(format!(
+            "tenant name {name:?} holds a control character; remove it"
+        ))
+    } else if name.contains(NOT_IN_HASH_TAG) {
+        Some(format!(
+            "tenant name `{name}` must not contain `{{` or `}}`: tenant names are used inside \
+             the Redis hash tag of the namespace; use letters, digits, `-` and `_`"
+        ))
     } else {
-        let names: Vec<&str> = tenants.tiers.iter().map(|t| t.name.as_str()).collect();
-        format!(
-            "`{name}` names no tier; use one of: {}, or add it under `tenants.tiers`",
-            names.join(", ")
-        )
-    };
-    Err(ctx.invalid(field, line(value), msg))
+        None
+    }
 }
 
-/// Records `name` in `seen`; an error when it is already there. The parser already rejects keys
-/// written twice; this catches keys that differ only in how they are written (`1` and `"1"`).
-fn unique(
-    ctx: &Ctx<'_>,
-    field: &str,
-    kind: &str,
-    name: &str,
-    key: &At<String>,
-    seen: &mut HashMap<String, Option<u64>>,
-) -> Result<(), ConfigError> {
-    match seen.insert(name.to_owned(), line(key)) {
-        None => Ok(()),
-        Some(first) => {
-            let first = first
-                .map(|l| format!(" (first at line {l})"))
-                .unwrap_or_default();
-            let msg = format!("duplicate {kind} `{name}`{first}; list each {kind} once");
-            Err(ctx.invalid(field, line(key), msg))
+/// USD budgets per UTC calendar period; `None` = unlimited. Amounts are positive and finite.
+/// A daily budget larger than the monthly one is allowed: both apply.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budget {
+    /// Spend allowed per UTC calendar day.
+    pub daily_usd: Option<f64>,
+    /// Spend allowed per UTC calendar month.
+    pub monthly_usd: Option<f64>,
+}
+
+/// A tenant tier (`tenants.tiers` in `providers.yaml`): the limits and budget each of its
+/// tenants gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tier {
+    /// Unique name, e.g. `free`.
+    pub name: String,
+    /// Limits of each tenant of this tier; `None` dimensions are unlimited.
+    pub limits: Limits,
+    /// Spend budget of each tenant of this tier.
+    pub budget: Budget,
+}
+
+/// Tenant tiers and membership (`tenants:`). The default, with no tiers and no members, is what
+/// a file without a `tenants` section gives: every tenant unlimited and untracked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tenants {
+    /// Tier of tenants not listed in `members`; it names one of `tiers`.
+    pub default_tier: Option<String>,
+    /// Tiers in configuration order, names unique.
+    pub tiers: Vec<Tier>,
+    /// Tenant name -> tier name, in configuration order. Tenant names are unique, non-empty and
+    /// free of `{` and `}`; every tier name is one of `tiers`.
+    pub members: Vec<(String, String)>,
+}
+
+impl Tenants {
+    /// The tier named `name`, if any.
+    pub fn tier(&self, name: &str) -> Option<&Tier> {
+        self.tiers.iter().find(|t| t.name == name)
+    }
+
+    /// The tier of `tenant`: its `members` entry, else `default_tier`, else `None` (unlimited,
+    /// untracked).
+    pub fn tier_of(&self, tenant: &str) -> Option<&Tier> {
+        let name = self
+            .members
+            .iter()
+            .find(|(member, _)| member == tenant)
+            .map(|(_, tier)| tier)
+            .or(self.default_tier.as_ref())?;
+        self.tier(name)
+    }
+}
+
+/// How batch requests share capacity with interactive ones (`priorities:`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Priorities {
+    /// Share of each deployment's (and provider's) capacity that batch requests may use, in
+    /// (0, 1]. The rest is kept for interactive requests.
+    pub batch_share: f64,
+}
+
+impl Priorities {
+    /// `batch_share` when `providers.yaml` does not set it.
+    pub const BATCH_SHARE: f64 = 0.8;
+}
+
+impl Default for Priorities {
+    fn default() -> Self {
+        Priorities {
+            batch_share: Self::BATCH_SHARE,
         }
     }
-}
-
-/// `priorities:`; absent gives [`Priorities::default`].
-pub(crate) fn priorities(
-    ctx: &Ctx<'_>,
-    raw: Option<&RawPriorities>,
-) -> Result<Priorities, ConfigError> {
-    let mut out = Priorities::default();
-    if let Some(value) = raw.and_then(|r| r.batch_share.as_ref()) {
-        // NaN fails both comparisons.
-        let share = value.value.as_f64().filter(|x| *x > 0.0 && *x <= 1.0);
-        out.batch_share = share.ok_or_else(|| {
-            let msg = format!(
-                "must be a number above 0 and at most 1 (the share of each deployment's and \
-                 provider's capacity that batch requests may use), got {}; e.g. 0.5, or remove \
-                 it to use the default {}",
-                value.value,
-                Priorities::BATCH_SHARE
-            );
-            ctx.invalid("priorities.batch_share", line(value), msg)
-        })?;
-    }
-    Ok(out)
 }

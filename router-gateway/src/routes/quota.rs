@@ -27,7 +27,7 @@ pub(crate) async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap)
     let deployments = caller.deployments(registry);
     let tenant = caller.tenant.as_deref();
     let report =
-        router_sdk::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
+        router_state::quota::quota(registry, router.ledger(), state, tenant, &deployments).await;
     match report {
         Ok(report) => Json(report).into_response(),
         Err(e) => ApiError::logged(router_sdk::Error::Ledger(e), "").into_response_with(""),

@@ -32,7 +32,7 @@ pub(crate) async fn usage(
         )
         .into_response_with("");
     };
-    match router_sdk::usage::report(recorder.sink(), shared.router.registry(), &query).await {
+    match router_usage::report(recorder.sink(), shared.router.registry(), &query).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => ApiError::logged(router_sdk::Error::Usage(e), "").into_response_with(""),
     }
@@ -43,8 +43,8 @@ pub(crate) fn usage_query(
     params: &[(String, String)],
     tenant: Option<&str>,
     now_ms: u64,
-) -> Result<router_sdk::usage::Query, ApiError> {
-    let mut query = router_sdk::usage::Query {
+) -> Result<router_usage::Query, ApiError> {
+    let mut query = router_usage::Query {
         since_ms: now_ms.saturating_sub(86_400_000),
         until_ms: now_ms + 1,
         by: Vec::new(),
@@ -56,15 +56,15 @@ pub(crate) fn usage_query(
         match name.as_str() {
             "since" => {
                 query.since_ms =
-                    router_sdk::usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
+                    router_usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
             }
             "until" => {
                 query.until_ms =
-                    router_sdk::usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
+                    router_usage::parse_instant(value, now_ms).map_err(|e| bad(name, e))?
             }
             "by" => {
                 for g in value.split(',').filter(|g| !g.trim().is_empty()) {
-                    let g = router_sdk::usage::Group::parse(g).map_err(|e| bad(name, e))?;
+                    let g = router_usage::Group::parse(g).map_err(|e| bad(name, e))?;
                     if !query.by.contains(&g) {
                         query.by.push(g);
                     }

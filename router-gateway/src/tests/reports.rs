@@ -54,8 +54,8 @@ async fn usage_shows_a_key_its_own_tenants_records_only(pg: Option<llmroute_test
         }
     };
     settings.spill = Some(dir.path().join("u.spill"));
-    let env = router_sdk::store::Environment::fixed::<&str>(&[], None);
-    let recorder = router_sdk::usage::open(&settings, &env).unwrap().unwrap();
+    let env = router_state::store::Environment::fixed::<&str>(&[], None);
+    let recorder = router_state::usage::open(&settings, &env).unwrap().unwrap();
     let upstream = MockServer::start().await;
     let yaml = format!(
         "defaults: {{ model: chat }}\n\

@@ -71,7 +71,7 @@ impl Scene {
         Registry::from_yaml_str(&self.yaml, "chaos.yaml").unwrap()
     }
 
-    /// A router and its ledger, as `store::open` makes them from the configuration's `state`
+    /// A router and its ledger, as `router_state::store::open` makes them from the configuration's `state`
     /// and `ledger:`.
     async fn router(&self) -> (Router, Arc<ResilientStore>) {
         let registry = self.registry();

@@ -156,7 +156,7 @@ impl World {
         upstreams: &[Upstream],
         extra: &str,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
-        recorder: Option<router_sdk::usage::Recorder>,
+        recorder: Option<router_usage::Recorder>,
     ) -> World {
         let mut servers = Vec::new();
         for _ in upstreams {
@@ -185,7 +185,7 @@ impl World {
         servers: Vec<MockServer>,
         extra: &str,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
-        recorder: Option<router_sdk::usage::Recorder>,
+        recorder: Option<router_usage::Recorder>,
     ) -> World {
         let yaml = format!("{}{extra}", config(bases));
         let names: Vec<&str> = upstreams.iter().map(|u| u.name).collect();
@@ -206,7 +206,7 @@ impl World {
     pub async fn recorded(
         upstreams: &[Upstream],
         extra: &str,
-        recorder: router_sdk::usage::Recorder,
+        recorder: router_usage::Recorder,
     ) -> World {
         Self::started_recorded(upstreams, extra, |l| l, Some(recorder)).await
     }
@@ -216,7 +216,7 @@ impl World {
         names: &[&str],
         servers: Vec<MockServer>,
         wrap: impl FnOnce(Arc<dyn Ledger>) -> Arc<dyn Ledger>,
-        recorder: Option<router_sdk::usage::Recorder>,
+        recorder: Option<router_usage::Recorder>,
     ) -> World {
         let registry = Registry::from_yaml_str(yaml, "test.yaml").unwrap();
         let clock = ManualClock::new(T0);

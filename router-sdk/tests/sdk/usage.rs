@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use router_core::config::{UsageSettings, UsageSink};
-use router_sdk::store::Environment;
-use router_sdk::usage::{Outcome, Recorder};
 use router_sdk::{ChatChunk, ChatRequest, Error};
+use router_state::store::Environment;
+use router_usage::{Outcome, Recorder};
 use wiremock::Mock;
 use wiremock::matchers::{method, path};
 
@@ -48,7 +48,7 @@ impl Store {
         };
         settings.spill = Some(dir.path().join("u.spill"));
         settings.flush = Duration::from_millis(1);
-        router_sdk::usage::open(&settings, &Environment::fixed::<&str>(&[], None))
+        router_state::usage::open(&settings, &Environment::fixed::<&str>(&[], None))
             .unwrap()
             .unwrap()
     }

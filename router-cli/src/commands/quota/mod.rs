@@ -42,7 +42,7 @@ pub(crate) async fn run(
     let all: Vec<_> = registry.deployment_ids().collect();
     loop {
         let tenant = args.tenant.as_deref();
-        let quota = router_sdk::quota::quota(registry, &ledger, state, tenant, &all)
+        let quota = router_state::quota::quota(registry, &ledger, state, tenant, &all)
             .await
             .map_err(Failure::state)?;
         if args.json {

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use router_sdk::quota::{Quota, Reported, TenantView, Used};
+use router_state::quota::{Quota, Reported, TenantView, Used};
 
 fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
     let Some(tier) = &t.tier else {

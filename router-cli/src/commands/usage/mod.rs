@@ -7,8 +7,9 @@ use anyhow::anyhow;
 use clap::Args;
 use router_core::config::UsageSink;
 use router_core::ledger::{TenantSpec, calendar};
-use router_sdk::store::Environment;
-use router_sdk::usage::{self, Group, Query, Sink, UsageDefault};
+use router_state::store::Environment;
+use router_state::usage::{self, UsageDefault};
+use router_usage::{Group, Query, Sink};
 
 use crate::context::Context;
 use crate::failure::Failure;
@@ -62,7 +63,7 @@ pub(crate) async fn run(
         return Err(Failure::usage(anyhow!(
             "no usage records are kept: `usage` is none (in the configuration or {}); set it to \
              sqlite or a postgres:// URL",
-            usage::USAGE_ENV
+            router_usage::USAGE_ENV
         )));
     }
     let sink = usage::reader(&settings, &env)
@@ -74,7 +75,7 @@ pub(crate) async fn run(
         return check(&loaded.registry, &ledger, &sink, args, now, out).await;
     }
     let query = query(args, now)?;
-    let report = usage::report(&sink, &loaded.registry, &query)
+    let report = router_usage::report(&sink, &loaded.registry, &query)
         .await
         .map_err(Failure::state)?;
     let written = if args.json {
@@ -92,9 +93,9 @@ pub(crate) async fn run(
 /// The query the flags ask for.
 fn query(args: &UsageArgs, now: u64) -> Result<Query, Failure> {
     let bad = |flag: &str, e: String| Failure::usage(anyhow!("{flag}: {e}"));
-    let since = usage::parse_instant(&args.since, now).map_err(|e| bad("--since", e))?;
+    let since = router_usage::parse_instant(&args.since, now).map_err(|e| bad("--since", e))?;
     let until = match &args.until {
-        Some(text) => usage::parse_instant(text, now).map_err(|e| bad("--until", e))?,
+        Some(text) => router_usage::parse_instant(text, now).map_err(|e| bad("--until", e))?,
         None => now + 1,
     };
     if since >= until {
@@ -159,7 +160,7 @@ async fn check(
     }
     tenants.sort();
     tenants.dedup();
-    let recorded = |rows: &[router_sdk::usage::Row], tenant: &str| {
+    let recorded = |rows: &[router_usage::Row], tenant: &str| {
         rows.iter()
             .find(|r| r.key.first().is_some_and(|k| k == tenant))
             .map_or(0, |r| r.totals.cost_micros)

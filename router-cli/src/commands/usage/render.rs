@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use router_core::ledger::calendar;
-use router_sdk::usage::{Group, Report, Totals, label};
+use router_usage::{Group, Report, Totals, label};
 
 use crate::table;
 

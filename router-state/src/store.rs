@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use router_core::config::Registry;
-//! use router_sdk::store::{ChoiceOrigin, Environment, LedgerChoice, LocalStore};
+//! use router_state::store::{ChoiceOrigin, Environment, LedgerChoice, LocalStore};
 //!
 //! let yaml = "providers:\n  - name: oa\n    api: openai\n    base_url: https://api.openai.com/v1\n    api_key_env: OPENAI_API_KEY\n    models:\n      - { name: gpt-4o-mini, price: { input: 0.15, output: 0.6 } }\n";
 //! let registry = Registry::from_yaml_str(yaml, "example.yaml")?;
@@ -24,7 +24,7 @@
 //! let choice = LedgerChoice::resolve(&registry, None, LocalStore::Embedded, &env)?;
 //! assert_eq!(choice.describe(), "embedded /var/lib/llmroute/ledger.sqlite");
 //! assert_eq!(choice.origin(), Some(&ChoiceOrigin::Env("LLMROUTE_STATE_DIR")));
-//! # Ok::<(), router_sdk::Error>(())
+//! # Ok::<(), router_state::Error>(())
 //! ```
 
 use std::collections::HashMap;

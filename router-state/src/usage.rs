@@ -8,12 +8,7 @@
 //! `usage.spill` names one.
 
 use router_core::config::{Registry, UsageSettings, UsageSink};
-use router_usage::Batching;
-pub use router_usage::{
-    BudgetUse, Group, Outcome, Point, Query, Record, Recorder, RecorderStats, Report, Row,
-    SPILL_FILE, SQLITE_FILE, Series, Sink, Totals, USAGE_ENV, UsageError, label, parse_instant,
-    report,
-};
+use router_usage::{Batching, Recorder, SPILL_FILE, Sink, USAGE_ENV, UsageError};
 
 use crate::Error;
 use crate::store::{Environment, state_dir};

@@ -3,20 +3,19 @@
 
 use std::num::NonZeroU64;
 
-use super::base_url::check_base_url;
-use super::capabilities::{Capabilities, Capability};
-use super::error::ConfigError;
-use super::raw::{At, Number, RawLimits, RawPrice};
-use super::registry::{Api, Limits, Price};
-use super::state::{StateValue, check_redis_url, nodes_to_url};
+use crate::config::base_url::check_base_url;
+use crate::config::capabilities::{Capabilities, Capability};
+use crate::config::deployments::Models;
+use crate::config::error::ConfigError;
+use crate::config::raw::{At, Number, RawLimits, RawPrice};
+use crate::config::routes::Routes;
+use crate::config::state::{StateValue, check_redis_url, nodes_to_url};
+use crate::config::tenants::{NOT_IN_HASH_TAG, tenant_name_problem};
+use crate::config::values::{Api, Limits, Price};
 use crate::flow::Priority;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
 const KEY_PREFIXES: [&str; 8] = ["sk-", "sk_", "AIza", "gsk_", "xai-", "hf_", "pk-", "r8_"];
-
-/// Characters a value placed inside a Redis hash tag (`{...}`) must not contain: the namespace
-/// and tenant names.
-pub(crate) const NOT_IN_HASH_TAG: [char; 2] = ['{', '}'];
 
 /// The 1-based line of a spanned value, `None` when unknown.
 pub(crate) fn line<T>(value: &At<T>) -> Option<u64> {
@@ -332,6 +331,26 @@ impl Ctx<'_> {
         Err(self.invalid(field, line(value), problem))
     }
 
+    /// A name a request may use (`defaults.model`, a gateway key's `models`): a model, an
+    /// alias, or a routed alias.
+    pub(crate) fn model_or_route(
+        &self,
+        field: &str,
+        value: &At<String>,
+        models: Models<'_>,
+        routes: &Routes,
+    ) -> Result<String, ConfigError> {
+        let name = self.name(field, value)?;
+        if models.resolve(&name).is_empty() && routes.get(&name).is_none() {
+            let msg = format!(
+                "`{name}` names no model, alias or route; use one of: {}",
+                models.known().join(", ")
+            );
+            return Err(self.invalid(field, line(value), msg));
+        }
+        Ok(name)
+    }
+
     /// A tenant name, as [`tenant_name_problem`] checks it.
     pub(crate) fn tenant(&self, field: &str, value: &At<String>) -> Result<String, ConfigError> {
         match tenant_name_problem(&value.value) {
@@ -340,41 +359,6 @@ impl Ctx<'_> {
         }
     }
 }
-
-/// How usage reports and traces name the tenant of a request that names none; no tenant may be
-/// called so.
-pub const NO_TENANT: &str = "-";
-
-/// What is wrong with `name` as a tenant's name, if anything: it must not be blank, have
-/// leading or trailing spaces, hold a control character, hold `{` or `}` (it is used inside
-/// the Redis hash tag of the namespace), or be [`NO_TENANT`]. For the configuration, requests
-/// and whatever writes a line of it (`llmroute keys new --tenant`).
-pub fn tenant_name_problem(name: &str) -> Option<String> {
-    if name.trim().is_empty() {
-        Some("a tenant name must not be empty; write a name".to_owned())
-    } else if name == NO_TENANT {
-        Some(format!(
-            "`{NO_TENANT}` stands for requests without a tenant in usage reports; choose another \
-             name"
-        ))
-    } else if name.trim() != name {
-        Some(format!(
-            "tenant name `{name}` has leading or trailing spaces; remove them"
-        ))
-    } else if name.chars().any(char::is_control) {
-        Some(format!(
-            "tenant name {name:?} holds a control character; remove it"
-        ))
-    } else if name.contains(NOT_IN_HASH_TAG) {
-        Some(format!(
-            "tenant name `{name}` must not contain `{{` or `}}`: tenant names are used inside \
-             the Redis hash tag of the namespace; use letters, digits, `-` and `_`"
-        ))
-    } else {
-        None
-    }
-}
-
 /// The value as a float when it is a number above zero and finite.
 fn positive_finite(value: &Number) -> Option<f64> {
     value.as_f64().filter(|x| x.is_finite() && *x > 0.0)
