@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// How long until the heartbeat task sends a beat, ms, at `now` (ms): at the next beat, or by
+/// How long until the driver sends a beat, ms, at `now` (ms): at the next beat, or by
 /// `send_by` (ms) if moves are owed by then. A deadline already past waits for a tenth of a
 /// heartbeat (at most a second) after the `last` beat (ms): while the store does not answer, or
 /// the instance waits to rejoin, beats do not carry the moves, and would go back to back.

@@ -1,3 +1,6 @@
+//! What a call to the shared store may count while its answer is out: a local ledger started
+//! meanwhile counts it as admitted.
+
 use super::*;
 
 /// A call to the shared store that may admit (a request, or a leased block), from when it is

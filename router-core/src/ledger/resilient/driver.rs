@@ -4,6 +4,10 @@
 //! they need of the background (a heartbeat now, a restore, the close) they order here and
 //! await.
 //!
+//! Beats fall on the clock's multiples of `ledger.heartbeat_ms`, so that every instance reads
+//! the windows at about the same moment: what one instance admitted after its last heartbeat
+//! is then in no other's reading either, and each adds its own (see [`Own`]).
+//!
 //! Heartbeats, restores and the close run one at a time, in the order asked (the lane): two
 //! beats at once could reach the store out of their order, and the later number would have
 //! the store skip the earlier one's corrections. Blocks asked for ahead run beside the lane,

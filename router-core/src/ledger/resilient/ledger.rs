@@ -1,3 +1,6 @@
+//! The [`Ledger`] trait over the resilient store: each operation where its reservation was
+//! admitted, the shared store's reads with the local ledger's when the store is away.
+
 use super::*;
 
 impl Ledger for ResilientStore {

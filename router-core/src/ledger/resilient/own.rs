@@ -1,3 +1,6 @@
+//! What this instance admitted through the shared store, and the readings local mode starts
+//! from.
+
 use super::*;
 
 /// How many of its recorded readings an instance keeps (see [`Reads`]): the oldest live

@@ -1,3 +1,6 @@
+//! [`ResilientStore`] and the driver's shared half ([`Inner`]): the store, the settings, the
+//! machine behind its lock, and what callers and the driver call it with.
+
 use super::*;
 
 pub(super) struct Inner {
@@ -142,7 +145,7 @@ impl Inner {
         self.clock.now_ms()
     }
 
-    /// Wakes the heartbeat task if a move owed must reach the store before it would wake.
+    /// Wakes the driver if a move owed must reach the store before its next beat.
     pub(super) fn wake_for_moves(&self, st: &Machine) {
         let due = self.beat_due.load(Ordering::Relaxed);
         if st.leases.send_by().is_some_and(|t| t < due) {

@@ -1,3 +1,5 @@
+//! Tests of the store as a whole, on a Redis address nothing answers at.
+
 use super::*;
 use crate::clock::SystemClock;
 use crate::ledger::RedisStoreOptions;
