@@ -26,6 +26,13 @@ pub(super) struct InFlight {
     pub(super) tenants: Vec<u64>,
 }
 
+/// A shared reservation in flight, with its slot expiry (ms).
+#[derive(Debug, Clone)]
+pub(super) struct Held {
+    pub(super) reservation: Reservation,
+    pub(super) expiry: u64,
+}
+
 impl Machine {
     /// Keeps `need` over `candidates` as uncertain, once however often it is denied after a
     /// slow first sending: the next restore voids it. Those Redis can hold nothing of any more

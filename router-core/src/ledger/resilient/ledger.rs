@@ -158,38 +158,14 @@ impl Ledger for ResilientStore {
                 }
             }
             if !shared.is_empty() {
-                let after = self.inner.settings.timeout;
-                let answers = match tokio::time::timeout(
-                    after,
-                    self.inner.shared.settle_batch(&shared),
-                )
-                .await
-                {
-                    Ok(answers) => answers,
-                    Err(_) => shared
-                        .iter()
-                        .map(|_| {
-                            Err(LedgerError::Timeout {
-                                url: self.inner.shared.url().to_owned(),
-                                after,
-                            })
-                        })
-                        .collect(),
-                };
-                let mut answers = answers.into_iter();
+                let mut answers = self.inner.settle_shared(&shared).await.into_iter();
                 for slot in out.iter_mut().filter(|o| o.is_none()) {
                     *slot = answers.next();
                 }
             }
+            let timeout = || self.inner.timeout_error();
             out.into_iter()
-                .map(|o| {
-                    o.unwrap_or_else(|| {
-                        Err(LedgerError::Timeout {
-                            url: self.inner.shared.url().to_owned(),
-                            after: self.inner.settings.timeout,
-                        })
-                    })
-                })
+                .map(|o| o.unwrap_or_else(|| Err(timeout())))
                 .collect()
         }
         .boxed()
@@ -228,5 +204,17 @@ impl Ledger for ResilientStore {
             self.inner.shared.close().await
         }
         .boxed()
+    }
+}
+
+impl Inner {
+    /// Settles `shared` in the shared store, in one call bounded by `ledger.timeout_ms`: an
+    /// answer for each.
+    async fn settle_shared(&self, shared: &[Settlement]) -> Vec<Result<bool, LedgerError>> {
+        let after = self.settings.timeout;
+        match tokio::time::timeout(after, self.shared.settle_batch(shared)).await {
+            Ok(answers) => answers,
+            Err(_) => shared.iter().map(|_| Err(self.timeout_error())).collect(),
+        }
     }
 }

@@ -9,13 +9,6 @@ pub(super) const TENANT_MEMORY_MS: u64 = 120_000;
 /// At most this many tenants are read per heartbeat (the most recently served).
 pub(super) const TENANTS_PER_BEAT: usize = 1_000;
 
-/// A shared reservation in flight, with its slot expiry (ms).
-#[derive(Debug, Clone)]
-pub(super) struct Held {
-    pub(super) reservation: Reservation,
-    pub(super) expiry: u64,
-}
-
 /// After the store lost its keys: how many instances write theirs back (those seen before),
 /// and until when (ms) the machine waits for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,35 +367,4 @@ impl Machine {
         self.since = now;
         self.changes += 1;
     }
-}
-
-/// Admits `need` uncounted (open mode), on its first candidate.
-fn admit_open(
-    ids: &mut HashSet<u64>,
-    need: &Need,
-    candidates: &[DeploymentId],
-    now: u64,
-) -> Admission {
-    let Some(&deployment) = candidates.first() else {
-        return Admission::Denied(Denial {
-            refusals: Vec::new(),
-        });
-    };
-    ids.insert(need.id);
-    let p = crate::ledger::period::periods(now);
-    Admission::Granted(Reservation {
-        id: need.id,
-        deployment,
-        bucket: bucket_of(now),
-        tokens: need.tokens_on(0),
-        input_tokens: need.input_on(0),
-        rank: 0,
-        tenant: need.tenant.as_ref().map(|t| TenantHold {
-            name: t.spec.name.clone(),
-            cost_micros: need.cost(0),
-            day: p.day,
-            month: p.month,
-            window: None,
-        }),
-    })
 }

@@ -161,13 +161,17 @@ impl Inner {
 
     /// `fut` bounded by `ledger.timeout_ms`.
     pub(super) async fn timed<T>(&self, fut: LedgerFuture<'_, T>) -> Result<T, LedgerError> {
-        let after = self.settings.timeout;
-        match tokio::time::timeout(after, fut).await {
+        match tokio::time::timeout(self.settings.timeout, fut).await {
             Ok(result) => result,
-            Err(_) => Err(LedgerError::Timeout {
-                url: self.shared.url().to_owned(),
-                after,
-            }),
+            Err(_) => Err(self.timeout_error()),
+        }
+    }
+
+    /// A call that took longer than `ledger.timeout_ms`.
+    pub(super) fn timeout_error(&self) -> LedgerError {
+        LedgerError::Timeout {
+            url: self.shared.url().to_owned(),
+            after: self.settings.timeout,
         }
     }
 
