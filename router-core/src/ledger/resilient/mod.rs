@@ -135,3 +135,7 @@ mod tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod machine_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod model;
