@@ -73,7 +73,13 @@ impl Machine {
     /// A beat sent at `sent` under `plan` was answered with `beat`; `own`: this instance's
     /// requests in flight as it went, per scope and per tenant. Returns whether the store is
     /// in the epoch this instance knows and holds all it admitted: it admits through it.
-    fn beat_answered(&mut self, beat: Beat, base: Own, own: InFlight, sent: u64) -> bool {
+    pub(super) fn beat_answered(
+        &mut self,
+        beat: Beat,
+        base: Own,
+        own: InFlight,
+        sent: u64,
+    ) -> bool {
         let current = self.reads_whole() && beat.epoch != 0 && beat.epoch == self.epoch;
         if current {
             self.saw_rooms(&beat, sent);

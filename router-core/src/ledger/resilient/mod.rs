@@ -173,3 +173,11 @@ use written::*;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod machine_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod model;
