@@ -41,13 +41,13 @@ fn need() -> Need {
 /// `m`'s heartbeat sent at `now` is answered: `instances` alive, the windows held `read`
 /// requests, in the epoch `m` knows. Returns whether the store is current for `m`.
 fn answered(m: &mut Machine, instances: u64, read: u64, now: u64) -> bool {
-    let number = m.reads.0.back().map_or(1, |(n, _)| n + 1);
+    let number = m.reads.0.back().map_or(1, |r| r.read + 1);
     let beat = Beat {
         instances,
         epoch: m.epoch,
         read: number,
         oldest: number,
-        scopes: vec![[read, 0, 0, 0]],
+        scopes: vec![Counts::new(read, 0, 0, 0)],
         ..Beat::default()
     };
     let (base, own) = (m.own.clone(), m.in_flight_by_scope(&[]));
@@ -282,7 +282,7 @@ fn a_restore_of_the_whole_log_with_none_waiting_goes_shared_and_holds_what_is_in
     assert_eq!((owed.len(), next, m.mode()), (0, Next::Done, Mode::Shared));
     let ids: Vec<u64> = m.in_flight.keys().copied().collect();
     assert_eq!(ids, [flying.id]);
-    assert_eq!(m.own.scopes[0][0], 2, "both count as its own now");
+    assert_eq!(m.own.scopes[0].requests, 2, "both count as its own now");
     assert!(matches!(m.route(&need(), &[D], T0 + 100), Route::Store));
 }
 
@@ -327,7 +327,10 @@ fn a_restore_sent_again_carries_its_first_snapshot_and_another_round_follows() {
     let mut m = rpm10("local");
     let first = local(&mut m, 1, 0);
     let round = m.plan_restore(T0);
-    m.pending = Some((round.seq, round.snapshot.clone()));
+    m.pending = Some(Numbered {
+        seq: round.seq,
+        sent: round.snapshot.clone(),
+    });
     m.away_again();
     let second = granted(&mut m, T0);
     let again = m.plan_restore(T0 + 100);

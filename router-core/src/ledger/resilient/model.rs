@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
+use crate::ledger::window::Dim;
 use node::Node;
 use store::{Call, Store};
 
@@ -206,10 +207,12 @@ impl World {
             let n = seen.instances.max(1);
             let own = m.own_since_read(self.now).scopes[D.0];
             let calls = m.calling.values().map(|c| c.on[0].1);
-            let calls = calls.fold([0; 4], |a, c| [a[0] + c[0], a[1] + c[1], 0, 0]);
-            [(0, RPM), (1, TPM)].into_iter().all(|(dim, limit)| {
-                seen.scopes[D.0][dim].div_ceil(n) + own[dim] + calls[dim] <= limit / n
-            })
+            let calls = calls.fold(Counts::ZERO, Counts::plus);
+            [(Dim::Requests, RPM), (Dim::Tokens, TPM)]
+                .into_iter()
+                .all(|(dim, limit)| {
+                    seen.scopes[D.0][dim].div_ceil(n) + own[dim] + calls[dim] <= limit / n
+                })
         })
     }
 

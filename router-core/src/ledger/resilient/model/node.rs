@@ -249,7 +249,10 @@ impl Node {
                 Ok(restored) => restored,
                 Err(e) => {
                     if e.maybe_applied() {
-                        m.pending = Some((round.seq, round.snapshot));
+                        m.pending = Some(Numbered {
+                            seq: round.seq,
+                            sent: round.snapshot,
+                        });
                     }
                     m.away_again();
                     return Err(e);

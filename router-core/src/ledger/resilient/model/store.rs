@@ -239,7 +239,7 @@ impl Store {
             }
         }
         for (r, expiry) in &round.slots {
-            self.write(r, [0; 4], *expiry, now);
+            self.write(r, Counts::ZERO, *expiry, now);
         }
     }
 
