@@ -3,11 +3,11 @@
 
 use super::*;
 
-/// The calls to the shared store one admission made: the last, and the one it superseded
-/// (sent again after a slow answer).
+/// The call to the shared store one admission has out, and whether it was sent again after
+/// a slow answer.
 pub(super) struct Sent<'a> {
     last: Option<Out<'a>>,
-    superseded: Option<Out<'a>>,
+    again: bool,
 }
 
 impl Inner {
@@ -47,15 +47,12 @@ impl Inner {
             // meanwhile: nothing of it is held through the shared store.
             Some(Ok(admission)) => return Ok(admission),
             Some(Err(e)) => (Err(e), None),
-            None => match self.admit_shared(need, candidates).await {
+            None => match self.admit_shared(need, candidates, None).await {
                 Ok((answer, call)) => (answer, Some(call)),
                 Err(decided) => return decided,
             },
         };
-        let mut sent = Sent {
-            last,
-            superseded: None,
-        };
+        let mut sent = Sent { last, again: false };
         let result = match self
             .again_if_slow(need, candidates, result, &mut sent)
             .await
@@ -64,7 +61,7 @@ impl Inner {
             Err(decided) => return decided,
         };
         // The first call may still be run late (on a connection Redis has not read yet).
-        let retried = sent.superseded.is_some();
+        let retried = sent.again;
         let result = match self
             .again_if_lost(need, candidates, result, &mut sent)
             .await
@@ -90,23 +87,15 @@ impl Inner {
         if !retry || !result.as_ref().is_err_and(slow) {
             return Ok(result);
         }
-        match self.admit_shared(need, candidates).await {
+        sent.again = true;
+        let first = sent.last.take();
+        match self.admit_shared(need, candidates, first).await {
             Ok((answer, again)) => {
-                sent.superseded = sent.last.replace(again);
+                sent.last = Some(again);
                 Ok(answer)
             }
             Err(decided) => {
-                // Decided in the local ledger, which counts the first call: the slot it holds
-                // on the deployment admitted on is that admission's now.
-                let granted = match &decided {
-                    Ok(Admission::Granted(r)) => Some(r.deployment),
-                    _ => None,
-                };
-                let mut st = self.lock();
-                if let Some(first) = sent.last.take() {
-                    first.done(&mut st, granted);
-                }
-                st.unsure(need, candidates, self.now());
+                self.lock().unsure(need, candidates, self.now());
                 Err(decided)
             }
         }
@@ -128,7 +117,7 @@ impl Inner {
         if let Err(e) = self.restore_by_driver().await {
             return Ok(Err(e));
         }
-        let (answer, again) = self.admit_shared(need, candidates).await?;
+        let (answer, again) = self.admit_shared(need, candidates, None).await?;
         sent.last = Some(again);
         Ok(answer)
     }
@@ -145,7 +134,7 @@ impl Inner {
     ) -> Result<Admission, LedgerError> {
         let mut st = self.lock();
         let now = self.now();
-        let calls = [sent.last, sent.superseded].into_iter().flatten();
+        let calls = sent.last.into_iter();
         let granted = match &result {
             Ok(Admission::Granted(r)) => Some(r.deployment),
             _ => None,
@@ -190,13 +179,21 @@ impl Inner {
 
     /// Sends `need`'s admission to the shared store, registered in [`Machine::calling`] until
     /// answered. `Err`: the instance no longer admits through the store, and decided there.
-    pub(super) async fn admit_shared(
-        &self,
+    /// A sending again supersedes the `first` call: that one is answered (nothing granted)
+    /// before the admission goes anywhere, so that a local ledger decides it by its room, not
+    /// by the slot it held for the first call. What the first call counted there stays: the
+    /// safe side.
+    pub(super) async fn admit_shared<'a>(
+        &'a self,
         need: &Need,
         candidates: &[DeploymentId],
-    ) -> Result<(Result<Admission, LedgerError>, Out<'_>), Result<Admission, LedgerError>> {
+        first: Option<Out<'a>>,
+    ) -> Result<(Result<Admission, LedgerError>, Out<'a>), Result<Admission, LedgerError>> {
         let call = {
             let mut st = self.lock();
+            if let Some(first) = first {
+                first.done(&mut st, None);
+            }
             if let Some(decided) = self.routed(&mut st, need, candidates) {
                 return Err(decided);
             }

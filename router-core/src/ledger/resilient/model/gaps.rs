@@ -32,7 +32,6 @@ fn within_limits_through(gaps: Gaps, steps: &[Step]) -> Result<(), TestCaseError
 /// counts the second as granted, since its answer might come; sent again, that one is decided
 /// in the local ledger, which grants it by the slot it holds for it: 13.
 #[test]
-#[ignore = "a call out that timed out is granted by the slot its local ledger holds for it"]
 fn a_call_out_that_timed_out_is_not_granted_beyond_the_local_share() {
     let gaps = Gaps {
         timeouts_wait: true,

@@ -105,24 +105,21 @@ impl Node {
         now: u64,
     ) -> Result<Admission, LedgerError> {
         let Out { need, call, answer } = self.out.remove(k);
-        let mut calls = vec![call];
+        let mut call = call;
         let mut result = answer;
         let retried =
             self.m.settings.on_error == OnError::Local && result.as_ref().is_err_and(slow);
         if retried {
+            // `admit_shared` answers the first call before the second goes anywhere.
+            self.done(call, None);
             if let Some(decided) = self.routed(&need, now) {
-                let granted = match &decided {
-                    Ok(Admission::Granted(r)) => Some(r.deployment),
-                    _ => None,
-                };
-                self.done(call, granted);
                 self.m.unsure(&need, &[D], now);
                 return decided;
             }
-            calls.push(self.register(&need, now));
+            call = self.register(&need, now);
             result = store.admit(&need, now);
         }
-        self.conclude(&need, result, &calls, retried, now)
+        self.conclude(&need, result, &[call], retried, now)
     }
 
     /// `Inner::conclude`.
