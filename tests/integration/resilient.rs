@@ -12,7 +12,7 @@ use router_core::clock::{Clock, ManualClock, SystemClock};
 use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, Ledger, LedgerError, Mode, Need, Observation, RedisStore,
-    RedisStoreOptions, Reservation, ResilientStore, Settlement, Verdict,
+    RedisStoreOptions, Reservation, ResilientStore, Settlement,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -50,15 +50,6 @@ async fn by_hand_on(
         heartbeat: Duration::from_secs(3600),
     };
     with_ledger_on(redis, registry, settings, clock).await
-}
-
-/// An instance over `registry` with the ledger `settings`.
-async fn with_ledger(
-    redis: &TestRedis,
-    registry: Registry,
-    settings: LedgerSettings,
-) -> ResilientStore {
-    with_ledger_on(redis, registry, settings, Arc::new(SystemClock)).await
 }
 
 /// [`with_ledger`] on `clock`.
@@ -111,14 +102,6 @@ async fn admit(ledger: &dyn Ledger) -> Result<Option<Reservation>, LedgerError> 
         Admission::Granted(r) => Some(r),
         Admission::Denied(_) => None,
     })
-}
-
-#[tokio::test]
-async fn an_admission_dropped_before_its_answer_is_voided_and_holds_no_slot() {
-    let redis = redis_server();
-    let a = instance(&redis, OnError::Local).await;
-    a.heartbeat_now().await;
-    crate::support::an_admission_dropped_unanswered_is_voided(&a, &reader(&redis).await, M).await;
 }
 
 /// Admits until refused; returns the reservations.
@@ -663,70 +646,6 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
     );
 }
 
-/// In local mode a full share refuses with the wait until its window frees, but no longer than
-/// the next heartbeat, which may find Redis back with room: the request asks again by then.
-#[tokio::test]
-async fn a_refusal_in_local_mode_asks_again_by_the_next_heartbeat() {
-    let redis = redis_server();
-    let beat = Duration::from_secs(2);
-    let settings = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Local,
-        heartbeat: beat,
-    };
-    let a = with_ledger(&redis, registry(), settings).await;
-    assert_eq!(fill(&a).await.len(), 10);
-    a.heartbeat_now().await;
-    redis.pause();
-    let need = Need::new(10, Duration::from_secs(60));
-    let Admission::Denied(denial) = a.admit(&need, &[M]).await.unwrap() else {
-        panic!("the share is full");
-    };
-    assert_eq!(a.status().mode, Mode::Local);
-    for refusal in &denial.refusals {
-        match refusal.verdict {
-            Verdict::NotNow(wait) => assert!(wait <= beat, "waits {wait:?}"),
-            Verdict::Never | Verdict::Exhausted(_) => panic!("{refusal:?}"),
-        }
-    }
-    redis.resume();
-}
-
-#[tokio::test]
-async fn closed_fails_open_admits_uncounted_and_local_needs_one_heartbeat() {
-    let mut redis = redis_server();
-    let closed = instance(&redis, OnError::Closed).await;
-    let open = instance(&redis, OnError::Open).await;
-    redis.kill();
-    let err = admit(&closed).await.unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Redis { .. } | LedgerError::Timeout { .. }),
-        "{err}"
-    );
-    assert_eq!(closed.status().mode, Mode::Shared);
-    let uncounted: Vec<_> = futures_util::future::join_all((0..20).map(|_| admit(&open)))
-        .await
-        .into_iter()
-        .map(|r| r.unwrap().expect("open admits"))
-        .collect();
-    assert_eq!(open.status().mode, Mode::Open);
-    // An instance that never had a heartbeat answered does not know its share.
-    let fresh = instance(&redis, OnError::Local).await;
-    let err = admit(&fresh).await.unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Redis { .. } | LedgerError::Timeout { .. }),
-        "{err}"
-    );
-
-    redis.restart();
-    for r in &uncounted {
-        assert!(open.settle(r, ActualUsage::tokens(1)).await.unwrap());
-    }
-    open.heartbeat_now().await;
-    assert_eq!(open.status().mode, Mode::Shared);
-    assert_eq!(shared_requests(&redis).await, (0, 0), "open counts nothing");
-}
-
 async fn leasing(redis: &TestRedis, lease: &str) -> Arc<ResilientStore> {
     let yaml = one_model("rpm: 100, tpm: 100000").replace(
         "        limits:",
@@ -884,25 +803,6 @@ async fn a_batch_request_keeps_to_its_share_on_a_leased_deployment() {
         interactive += 1;
     }
     assert_eq!(interactive, 75);
-}
-
-#[tokio::test]
-async fn a_request_from_a_block_is_not_held_as_a_shared_one() {
-    let redis = redis_server();
-    let a = leasing_by_hand(&redis, "{ requests: 30, secs: 60 }").await;
-    for _ in 0..5 {
-        let r = admit(&a).await.unwrap().unwrap();
-        assert_eq!(a.status().in_flight, 0, "a leased request held as shared");
-        assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
-    }
-    // One admitted by the store itself is held while in flight, and no longer once settled.
-    let registry = Registry::from_yaml_str(&one_model("rpm: 100"), "test.yaml").unwrap();
-    let shared = by_hand(&redis, registry, OnError::Local).await;
-    let r = admit(&shared).await.unwrap().unwrap();
-    assert_eq!(shared.status().in_flight, 1);
-    assert!(shared.settle(&r, ActualUsage::tokens(5)).await.unwrap());
-    assert_eq!(shared.status().in_flight, 0);
-    assert_eq!(a.status().in_flight, 0);
 }
 
 #[tokio::test]
@@ -1176,23 +1076,6 @@ async fn requests_a_block_moved_are_written_back_in_their_own_second_when_redis_
     assert_eq!(counted(&reader).await.0, 9);
     clock.advance_ms(20_000);
     assert_eq!(counted(&reader).await.0, 0);
-}
-
-#[tokio::test]
-async fn what_a_block_did_not_use_goes_back_on_close() {
-    let redis = redis_server();
-    let a = leasing(&redis, "{ requests: 30, secs: 60 }").await;
-    let held = [
-        admit(&*a).await.unwrap().unwrap(),
-        admit(&*a).await.unwrap().unwrap(),
-    ];
-    // The whole block is counted in the shared window while it is held.
-    assert_eq!(shared_requests(&redis).await, (30, 0));
-    a.release(&held[0]).await.unwrap();
-    a.settle(&held[1], ActualUsage::tokens(7)).await.unwrap();
-    a.close().await.unwrap();
-    let s = reader(&redis).await.snapshot(&[M]).await.unwrap();
-    assert_eq!((s[0].usage.requests, s[0].usage.tokens), (1, 7));
 }
 
 #[test]
