@@ -58,14 +58,7 @@ impl Inner {
         let restored = match self.timed(self.shared.restore(&request).boxed()).await {
             Ok(restored) => restored,
             Err(e) => {
-                let mut st = self.lock();
-                if e.maybe_applied() {
-                    st.pending = Some(Numbered {
-                        seq: round.seq,
-                        sent: round.snapshot,
-                    });
-                }
-                st.away_again();
+                self.lock().restore_failed(&e, round.seq, round.snapshot);
                 return Err(e);
             }
         };

@@ -151,6 +151,23 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// A restore round (`seq`, writing `snapshot`) got no answer: `e`. One the store may have
+    /// applied goes again under its number, and until it is answered the instance admits
+    /// nothing on its own: the store may count it as back already, and the others may go back
+    /// to the store without waiting for it. One the store surely did not apply leaves it
+    /// admitting on its own share again, as a heartbeat that fails does (its next heartbeat
+    /// puts it back in the rejoin set).
+    pub(super) fn restore_failed(&mut self, e: &LedgerError, seq: u64, snapshot: Vec<Entry>) {
+        if e.maybe_applied() {
+            let sent = snapshot;
+            self.pending = Some(Numbered { seq, sent });
+        } else {
+            self.away_again();
+        }
+    }
+}
+
 impl Local {
     /// Takes what a restore wrote out of the log.
     fn take_written(&mut self, written: &[Entry]) -> Written {

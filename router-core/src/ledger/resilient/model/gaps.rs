@@ -64,7 +64,6 @@ fn admissions_since_the_last_reading_are_within_the_limit_after_the_store_stops(
 /// waiting and fills the store to 12; instance 1 still admits one on its share of the last
 /// reading: 13.
 #[test]
-#[ignore = "a restore whose answer was lost leaves the instance admitting on its own, out of the rejoin set"]
 fn a_restore_whose_answer_was_lost_keeps_the_others_waiting() {
     let gaps = Gaps {
         lost_restore_replies: true,

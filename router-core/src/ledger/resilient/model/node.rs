@@ -245,13 +245,7 @@ impl Node {
             let restored = match store.restore(self.id, &round, now) {
                 Ok(restored) => restored,
                 Err(e) => {
-                    if e.maybe_applied() {
-                        m.pending = Some(Numbered {
-                            seq: round.seq,
-                            sent: round.snapshot,
-                        });
-                    }
-                    m.away_again();
+                    m.restore_failed(&e, round.seq, round.snapshot);
                     return Err(e);
                 }
             };
