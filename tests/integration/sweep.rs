@@ -92,12 +92,16 @@ fn book_is_empty(h: &Health) -> bool {
     h.in_flight == 0 && h.calls_out == 0 && h.leased_in_flight == 0
 }
 
-#[tokio::test]
-async fn an_admission_dropped_after_any_number_of_polls_leaves_nothing_behind() {
+/// Drops an admission on an instance over `limits` (with `lease`) after k polls, for every k
+/// up to the poll that finishes it (more than one); a finished one is settled with 7 tokens.
+/// After the close, the book is empty and the shared window holds what was settled and no
+/// slot: a dropped admission is voided, and a block granted to a call whose caller went away
+/// is asked again and handed back.
+async fn sweep_admission(limits: &str, lease: Option<&str>, held_as_shared: u64) {
     let mut finished_at = None;
     for k in 0..64 {
         let redis = redis_server();
-        let a = instance(&redis, "rpm: 1000, concurrency: 100", None).await;
+        let a = instance(&redis, limits, lease).await;
         let need = Need::new(10, Duration::from_secs(60));
         let mut admit = a.admit(&need, &[M]);
         let done = poll_up_to(&mut admit, k).await;
@@ -105,7 +109,7 @@ async fn an_admission_dropped_after_any_number_of_polls_leaves_nothing_behind() 
         let finished = done.is_some();
         let admitted = match done {
             Some(Ok(Admission::Granted(r))) => {
-                assert_eq!(a.status().in_flight, 1, "held while in flight");
+                assert_eq!(a.status().in_flight, held_as_shared, "held while in flight");
                 assert!(a.settle(&r, ActualUsage::tokens(7)).await.unwrap());
                 1
             }
@@ -113,23 +117,21 @@ async fn an_admission_dropped_after_any_number_of_polls_leaves_nothing_behind() 
             None => 0,
         };
         a.close().await.unwrap();
-        assert!(
-            book_is_empty(&a.status()),
-            "after {k} polls: {:?}",
-            a.status()
-        );
-        // A dropped admission is voided: its request leaves the window with its slot.
-        assert_eq!(
-            shared(&redis).await,
-            (admitted, 7 * admitted, 0),
-            "after {k} polls"
-        );
+        let h = a.status();
+        assert!(book_is_empty(&h), "after {k} polls: {h:?}");
+        let want = (admitted, 7 * admitted, 0);
+        assert_eq!(shared(&redis).await, want, "after {k} polls");
         if finished {
             finished_at = Some(k);
             break;
         }
     }
     assert!(finished_at.is_some_and(|k| k > 1), "{finished_at:?}");
+}
+
+#[tokio::test]
+async fn an_admission_dropped_after_any_number_of_polls_leaves_nothing_behind() {
+    sweep_admission("rpm: 1000, concurrency: 100", None, 1).await;
 }
 
 #[tokio::test]
@@ -177,39 +179,5 @@ async fn a_close_dropped_after_any_number_of_polls_still_hands_back_every_block(
 
 #[tokio::test]
 async fn an_admission_dropped_while_it_asks_for_a_block_leaves_nothing_behind_after_close() {
-    let mut finished_at = None;
-    for k in 0..64 {
-        let redis = redis_server();
-        let a = instance(&redis, "rpm: 1000", Some("{ requests: 30, secs: 60 }")).await;
-        let need = Need::new(10, Duration::from_secs(60));
-        let mut admit = a.admit(&need, &[M]);
-        let done = poll_up_to(&mut admit, k).await;
-        drop(admit);
-        let finished = done.is_some();
-        let admitted = match done {
-            Some(Ok(Admission::Granted(r))) => {
-                assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
-                1
-            }
-            Some(other) => panic!("after {k} polls: {other:?}"),
-            None => 0,
-        };
-        a.close().await.unwrap();
-        assert!(
-            book_is_empty(&a.status()),
-            "after {k} polls: {:?}",
-            a.status()
-        );
-        // A block granted to a call whose caller went away is asked again and handed back.
-        assert_eq!(
-            shared(&redis).await,
-            (admitted, 5 * admitted, 0),
-            "after {k} polls"
-        );
-        if finished {
-            finished_at = Some(k);
-            break;
-        }
-    }
-    assert!(finished_at.is_some_and(|k| k > 1), "{finished_at:?}");
+    sweep_admission("rpm: 1000", Some("{ requests: 30, secs: 60 }"), 0).await;
 }
