@@ -97,6 +97,16 @@ impl Accounting {
         }
     }
 
+    /// Of a reported prompt of `prompt` tokens, `cached` of them read from the provider's prompt
+    /// cache, those this limiter counts: Anthropic's ITPM leaves cache reads out (current
+    /// models); the others count the whole prompt.
+    pub fn counted_prompt(self, prompt: u64, cached: u64) -> u64 {
+        match self {
+            Accounting::AtArrival => prompt,
+            Accounting::Corrected => prompt.saturating_sub(cached),
+        }
+    }
+
     /// The (input, output) tokens that stay counted for a request that reserved `reserved` and
     /// used `used`, both (input, output).
     pub fn charged(self, reserved: (u64, u64), used: (u64, u64)) -> (u64, u64) {
@@ -348,5 +358,18 @@ providers:
         assert_eq!(Accounting::of(Api::OpenAi), Accounting::AtArrival);
         assert_eq!(Accounting::of(Api::Gemini), Accounting::AtArrival);
         assert_eq!(Accounting::of(Api::Anthropic), Accounting::Corrected);
+    }
+
+    /// An agent's turn is mostly cache reads: Anthropic's ITPM does not count them, so neither
+    /// does its settlement; a limiter counting at arrival counts the whole prompt.
+    #[test]
+    fn cache_reads_count_against_a_corrected_limit_only_where_the_provider_counts_them() {
+        assert_eq!(Accounting::Corrected.counted_prompt(20_300, 20_000), 300);
+        assert_eq!(Accounting::AtArrival.counted_prompt(20_300, 20_000), 20_300);
+        assert_eq!(
+            Accounting::Corrected.counted_prompt(5, 9),
+            0,
+            "never below zero"
+        );
     }
 }

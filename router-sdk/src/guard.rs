@@ -97,9 +97,12 @@ impl Guard {
     }
 
     /// Settles with what the provider reported it used: the window keeps what its limiter
-    /// counted, the tenant's budget gets the real cost ([`Guard::cost_of`]).
+    /// counted (an Anthropic prompt's cache reads left out, see [`Accounting::counted_prompt`]),
+    /// the tenant's budget gets the real cost of all of it ([`Guard::cost_of`]).
     pub(crate) async fn settle(self, usage: Usage) {
-        let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
+        let cached = usage.cached_prompt_tokens;
+        let prompt = self.accounting.counted_prompt(usage.prompt_tokens, cached);
+        let completion = usage.completion_tokens;
         let cost = self.cost_of(&usage);
         let actual = match &self.reservation {
             Some(r) => self.accounting.settlement(r, prompt, completion, cost),

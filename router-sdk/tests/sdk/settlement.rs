@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use router_sdk::{ChatChunk, ChatRequest, Error, FailureClass};
+use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
@@ -378,14 +379,46 @@ async fn an_anthropic_deployment_under_itpm_and_otpm_settles_input_and_output_ap
     let answer = w.router.chat(req).await.unwrap();
     let usage = answer.receipt.usage;
     let snap = w.snapshot("claude-test").await.usage;
+    // The prompt less its cache reads (which Anthropic's ITPM does not count).
+    let counted = usage.prompt_tokens - usage.cached_prompt_tokens;
     assert_eq!(
         (snap.input_tokens, snap.output_tokens, snap.tokens),
         (
-            usage.prompt_tokens,
+            counted,
             usage.completion_tokens,
-            usage.total_tokens()
+            counted + usage.completion_tokens
         ),
         "the provider's prompt settles against itpm, its completion against otpm"
     );
     assert_eq!((snap.itpm_limit, snap.otpm_limit), (Some(1000), Some(200)));
+}
+
+/// An agent's turn is mostly cache reads, which Anthropic's ITPM does not count: settled
+/// without them, a deployment is not seen fuller than its provider sees it. The tenant's cost
+/// still counts every token, the cache reads at their price.
+#[tokio::test]
+async fn an_anthropic_prompt_read_from_the_cache_settles_only_its_uncached_part_against_itpm() {
+    let mut an = Upstream::anthropic("an", (3.0, 15.0));
+    an.limits = "itpm: 100000, otpm: 10000";
+    let w = World::new(&[an]).await;
+    let body = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "done"}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {
+            "input_tokens": 40, "cache_creation_input_tokens": 260,
+            "cache_read_input_tokens": 20000, "output_tokens": 12
+        }
+    });
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .expect(1)
+        .mount(&w.servers[0])
+        .await;
+    let answer = w.router.chat(ChatRequest::new("next step")).await.unwrap();
+    assert_eq!(answer.receipt.usage.prompt_tokens, 20_300);
+    assert_eq!(answer.receipt.usage.cached_prompt_tokens, 20_000);
+    let snap = w.snapshot("claude-test").await.usage;
+    assert_eq!((snap.input_tokens, snap.output_tokens), (300, 12));
 }
