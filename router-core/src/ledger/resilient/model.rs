@@ -36,7 +36,7 @@ const D: DeploymentId = DeploymentId(0);
 const RPM: u64 = 12;
 const TPM: u64 = 120;
 const HEARTBEAT: u64 = 1_000;
-/// The latest an instance's heartbeat task wakes after the time it asked for (ms).
+/// The latest an instance's driver wakes after the time it asked for (ms).
 const MAX_LAG: u64 = 300;
 const T0: u64 = 1_000_000_000;
 

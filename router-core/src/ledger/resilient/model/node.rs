@@ -19,15 +19,15 @@ pub(super) struct Node {
     pub(super) m: Machine,
     /// Admissions sent and not answered yet.
     pub(super) out: Vec<Out>,
-    /// When its heartbeat task wakes next (ms).
+    /// When its driver wakes next to beat (ms).
     pub(super) due: u64,
-    /// How late its heartbeat task wakes after the time it asked for (ms): instances read the
+    /// How late its driver wakes after the time it asked for (ms): instances read the
     /// windows at slightly different moments.
     lag: u64,
 }
 
 impl Node {
-    /// Instance `id`, started at `now`, its heartbeat task waking `lag` ms late.
+    /// Instance `id`, started at `now`, its driver waking `lag` ms late.
     pub(super) fn new(
         id: usize,
         table: ScopeTable,
