@@ -144,37 +144,7 @@ impl Inner {
         for call in calls {
             call.done(&mut st, granted);
         }
-        match result {
-            Ok(Admission::Granted(r)) => {
-                st.remember(&Admitted::request(&r), now);
-                let expiry = now + need.slot_ttl_ms();
-                let held = Held {
-                    reservation: r.clone(),
-                    expiry,
-                };
-                st.in_flight.insert(r.id, held);
-                // The router asks again under the same id after a denial: an earlier admission
-                // of this request kept as uncertain is this grant (Redis answers a repeat with
-                // the first grant), in use, not to be handed back.
-                if !st.uncertain.is_empty() {
-                    st.uncertain.retain(|u| u.need.id != r.id);
-                }
-                Ok(Admission::Granted(r))
-            }
-            Ok(denied) => {
-                if retried {
-                    st.unsure(need, candidates, now);
-                }
-                Ok(denied)
-            }
-            Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
-                if e.maybe_applied() || retried {
-                    st.unsure(need, candidates, now);
-                }
-                st.fall_back(e, need, candidates, now)
-            }
-            Err(e) => Err(e),
-        }
+        st.take_answer(need, candidates, result, retried, now)
     }
 
     /// Sends `need`'s admission to the shared store, registered in [`Machine::calling`] until
@@ -212,5 +182,52 @@ impl Inner {
     /// Registers `calling` in `st` (which admits through the shared store).
     pub(super) fn register(&self, st: &mut Machine, calling: Calling) -> Out<'_> {
         Out::register(self, st, calling, None)
+    }
+}
+
+impl Machine {
+    /// What the store answered for `need` (`retried`: sent again after a slow answer), taken
+    /// in at `now`, its calls answered: a grant is held and counted as this instance's own; a
+    /// failure falls back per `ledger.on_error`; one the store may have counted is kept to be
+    /// voided.
+    pub(super) fn take_answer(
+        &mut self,
+        need: &Need,
+        candidates: &[DeploymentId],
+        result: Result<Admission, LedgerError>,
+        retried: bool,
+        now: u64,
+    ) -> Result<Admission, LedgerError> {
+        match result {
+            Ok(Admission::Granted(r)) => {
+                self.remember(&Admitted::request(&r), now);
+                let expiry = now + need.slot_ttl_ms();
+                let held = Held {
+                    reservation: r.clone(),
+                    expiry,
+                };
+                self.in_flight.insert(r.id, held);
+                // The router asks again under the same id after a denial: an earlier admission
+                // of this request kept as uncertain is this grant (Redis answers a repeat with
+                // the first grant), in use, not to be handed back.
+                if !self.uncertain.is_empty() {
+                    self.uncertain.retain(|u| u.need.id != r.id);
+                }
+                Ok(Admission::Granted(r))
+            }
+            Ok(denied) => {
+                if retried {
+                    self.unsure(need, candidates, now);
+                }
+                Ok(denied)
+            }
+            Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
+                if e.maybe_applied() || retried {
+                    self.unsure(need, candidates, now);
+                }
+                self.fall_back(e, need, candidates, now)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

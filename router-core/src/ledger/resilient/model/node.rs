@@ -138,32 +138,7 @@ impl Node {
         for &call in calls {
             self.done(call, granted);
         }
-        let m = &mut self.m;
-        match result {
-            Ok(Admission::Granted(r)) => {
-                m.remember(&Admitted::request(&r), now);
-                let held = Held {
-                    reservation: r.clone(),
-                    expiry: now + need.slot_ttl_ms(),
-                };
-                m.in_flight.insert(r.id, held);
-                m.uncertain.retain(|u| u.need.id != r.id);
-                Ok(Admission::Granted(r))
-            }
-            Ok(denied) => {
-                if retried {
-                    m.unsure(need, &[D], now);
-                }
-                Ok(denied)
-            }
-            Err(e) if unavailable(&e) || matches!(e, LedgerError::Lost { .. }) => {
-                if e.maybe_applied() || retried {
-                    m.unsure(need, &[D], now);
-                }
-                m.fall_back(e, need, &[D], now)
-            }
-            Err(e) => Err(e),
-        }
+        self.m.take_answer(need, &[D], result, retried, now)
     }
 
     /// `Inner::finish`: settles (`actual`) or releases (`None`) `r` where it was admitted.
