@@ -31,5 +31,4 @@ mod redis_retry;
 mod resilient;
 mod sqlite;
 mod support;
-mod sweep;
 mod tenants;

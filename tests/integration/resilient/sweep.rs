@@ -5,21 +5,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
 
-use llmroute_tests::{TestRedis, redis_server};
-use router_core::clock::SystemClock;
-use router_core::config::{DeploymentId, LedgerSettings, OnError, Registry};
-use router_core::ledger::{
-    ActualUsage, Admission, Health, Ledger, Need, RedisStore, RedisStoreOptions, ResilientStore,
-};
+use router_core::ledger::Health;
 use tokio::sync::Notify;
 
-use crate::support::one_model;
-
-const M: DeploymentId = DeploymentId(0);
+use super::*;
 
 /// A waker that says when it was woken, so that a future is polled only when it can move.
 struct Woken(Notify);
@@ -47,6 +38,8 @@ async fn poll_up_to<F: Future + Unpin>(fut: &mut F, k: usize) -> Option<F::Outpu
     None
 }
 
+/// An instance over one model with `limits` (leasing `lease`), heartbeats by hand, after its
+/// first one.
 async fn instance(redis: &TestRedis, limits: &str, lease: Option<&str>) -> ResilientStore {
     let mut yaml = one_model(limits);
     if let Some(lease) = lease {
@@ -55,36 +48,15 @@ async fn instance(redis: &TestRedis, limits: &str, lease: Option<&str>) -> Resil
             &format!("        lease: {lease}\n        limits:"),
         );
     }
-    let mut registry = Registry::from_yaml_str(&yaml, "sweep.yaml").unwrap();
-    registry.ledger = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Local,
-        heartbeat: Duration::from_secs(3600),
-    };
-    let options = RedisStoreOptions {
-        namespace: redis.namespace.clone(),
-        lazy: true,
-        ..RedisStoreOptions::default()
-    };
-    let shared = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
-    let ledger = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;
+    let registry = Registry::from_yaml_str(&yaml, "sweep.yaml").unwrap();
+    let ledger = by_hand(redis, registry, OnError::Local).await;
     ledger.heartbeat_now().await;
     ledger
 }
 
 /// Requests, tokens and slots in the shared window of `M`.
 async fn shared(redis: &TestRedis) -> (u64, u64, u64) {
-    let options = RedisStoreOptions {
-        namespace: redis.namespace.clone(),
-        ..RedisStoreOptions::default()
-    };
-    let registry = Registry::from_yaml_str(&one_model("rpm: 1000"), "sweep.yaml").unwrap();
-    let reader = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
-    let u = reader.snapshot(&[M]).await.unwrap()[0].usage;
+    let u = reader(redis).await.snapshot(&[M]).await.unwrap()[0].usage;
     (u.requests, u.tokens, u.in_flight)
 }
 
