@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Auth;
 use crate::auth::Access;
 use crate::cut::{Cut, Streams};
+use crate::ingress::{Chat, Messages};
 use crate::routes::{
     api_not_found, chat, model, models, quota, ready, render_metrics, usage, wrong_method,
 };
@@ -60,7 +61,11 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
     let api = axum::Router::new()
         .route(
             "/v1/chat/completions",
-            post(chat).fallback(wrong_method("POST")),
+            post(chat::<Chat>).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/v1/messages",
+            post(chat::<Messages>).fallback(wrong_method("POST")),
         )
         .route("/v1/models", get(models).fallback(wrong_method("GET")))
         .route(

@@ -92,15 +92,24 @@ impl Access {
 }
 
 /// The key of the `Authorization` header, `Bearer KEY`: the scheme in any case (RFC 7235), then
-/// one or more spaces. A header of another scheme, or none, is an error that does not echo it.
+/// one or more spaces; without that header, the `x-api-key` header (Anthropic's). A header of
+/// another scheme, or none, is an error that does not echo it.
 fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let no_key = || {
         ApiError::unauthorized(
-            "no API key: send `Authorization: Bearer KEY` with a key of `gateway.keys`",
+            "no API key: send `Authorization: Bearer KEY` (or `x-api-key: KEY`) with a key of \
+             `gateway.keys`",
         )
     };
     let Some(value) = headers.get("authorization") else {
-        return Err(no_key());
+        // Anthropic's clients send their key as `x-api-key`.
+        return match headers.get("x-api-key").map(|v| v.to_str().map(str::trim)) {
+            Some(Ok(key)) if !key.is_empty() => Ok(key),
+            Some(Err(_)) => Err(ApiError::unauthorized(
+                "the `x-api-key` header is not text: send a key of `gateway.keys`",
+            )),
+            _ => Err(no_key()),
+        };
     };
     let value = value.to_str().map_err(|_| {
         ApiError::unauthorized(

@@ -11,9 +11,18 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use router_sdk::{Error, FailureClass};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::outbound;
+
+/// The error shapes of the ingresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `{"error": {"message", "type", "code", "param"}}`.
+    OpenAi,
+    /// `{"type": "error", "error": {"type", "message"}}`, Anthropic's types and statuses.
+    Anthropic,
+}
 
 /// A failed request: its status, OpenAI's error `type` and `code`, a message, and when to retry.
 #[derive(Debug)]
@@ -175,13 +184,60 @@ impl ApiError {
     }
 
     /// The OpenAI error body.
+    #[cfg(test)]
     pub(crate) fn body(&self) -> Value {
-        outbound::error(self.kind, self.code, &self.message)
+        self.body_in(Shape::OpenAi)
+    }
+
+    /// The error body in `shape`.
+    pub(crate) fn body_in(&self, shape: Shape) -> Value {
+        match shape {
+            Shape::OpenAi => outbound::error(self.kind, self.code, &self.message),
+            Shape::Anthropic => json!({
+                "type": "error",
+                "error": {"type": self.anthropic_type(), "message": self.message},
+            }),
+        }
+    }
+
+    /// Anthropic's error `type` for this error's status: what its SDKs raise by.
+    fn anthropic_type(&self) -> &'static str {
+        match self.anthropic_status().as_u16() {
+            400 | 405 => "invalid_request_error",
+            401 => "authentication_error",
+            402 => "billing_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            408 | 504 => "timeout_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        }
+    }
+
+    /// The status Anthropic answers this error with: 529 for an overloaded upstream, else the
+    /// gateway's own.
+    fn anthropic_status(&self) -> StatusCode {
+        if self.code == "provider_overloaded" {
+            StatusCode::from_u16(529).unwrap_or(self.status)
+        } else {
+            self.status
+        }
     }
 
     /// The response, with `x-request-id` when there is one.
     pub(crate) fn into_response_with(self, request_id: &str) -> Response {
-        let mut response = (self.status, Json(self.body())).into_response();
+        self.into_response_in(Shape::OpenAi, request_id)
+    }
+
+    /// The response in `shape`, with `x-request-id` when there is one.
+    pub(crate) fn into_response_in(self, shape: Shape, request_id: &str) -> Response {
+        let status = match shape {
+            Shape::OpenAi => self.status,
+            Shape::Anthropic => self.anthropic_status(),
+        };
+        let mut response = (status, Json(self.body_in(shape))).into_response();
         let headers = response.headers_mut();
         if let Some(wait) = self.retry_after {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);

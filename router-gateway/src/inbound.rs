@@ -13,6 +13,8 @@ use router_sdk::{
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use crate::ingress::Read;
+
 /// What the gateway reads of a request body.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Body {
@@ -193,17 +195,6 @@ struct InSchema {
     strict: Option<bool>,
 }
 
-/// A request read, and how to answer it.
-#[derive(Debug)]
-pub(crate) struct Read {
-    /// The router's request.
-    pub(crate) request: ChatRequest,
-    /// Stream the answer.
-    pub(crate) stream: bool,
-    /// Send a last chunk with usage (`stream_options.include_usage`).
-    pub(crate) include_usage: bool,
-}
-
 /// Reads `bytes` as a chat-completions body; `Err` names the field and what is wrong. The body
 /// is one JSON value and nothing after it but whitespace: a parser in front of the gateway that
 /// reads `{..}{..}` or `{..}xx` otherwise than this one would see another request.
@@ -343,6 +334,8 @@ fn message(i: usize, m: InMessage) -> Result<Message, String> {
             })
             .collect(),
         tool_call_id: m.tool_call_id,
+        thinking: Vec::new(),
+        cache: false,
     })
 }
 

@@ -21,6 +21,7 @@ mod body;
 mod cut;
 mod errors;
 mod inbound;
+mod ingress;
 mod lifecycle;
 mod metrics;
 mod outbound;

@@ -175,6 +175,7 @@ mod tests {
         let answer = ChatResponse {
             content: String::new(),
             tool_calls: Vec::new(),
+            thinking: Vec::new(),
             receipt: receipt.clone(),
         };
         let message = &completion(&answer, 0)["choices"][0]["message"];

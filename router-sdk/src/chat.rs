@@ -67,6 +67,7 @@ impl Router {
             Ok(ChatResponse {
                 content: completion.content,
                 tool_calls: completion.tool_calls,
+                thinking: completion.thinking,
                 receipt,
             })
         }

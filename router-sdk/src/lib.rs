@@ -156,6 +156,7 @@ mod router;
 pub mod secret;
 mod settler;
 mod stream;
+pub mod thinking;
 pub mod time;
 mod transport;
 pub mod types;
@@ -166,6 +167,7 @@ pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};
 pub use secret::{ApiKey, EnvKeys, KeySource, MASKED_RUN, Masker, StaticKeys};
 pub use stream::ChatStream;
+pub use thinking::{ThinkingDelta, Thought, ThoughtAssembly};
 pub use types::{
     Attempt, AttemptOutcome, ChatChunk, ChatRequest, ChatResponse, Effort, Features, FinishReason,
     Image, ImageDetail, Message, Part, Priority, Reasoning, Receipt, ResponseFormat, Role, Tool,

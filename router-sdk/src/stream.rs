@@ -21,6 +21,7 @@ use crate::drive::Request;
 use crate::error::{Break, Error};
 use crate::guard::Guard;
 use crate::router::Router;
+use crate::thinking::ThoughtAssembly;
 use crate::transport::{self, CallFailure};
 use crate::types::{ChatChunk, ChatRequest, FinishReason, StreamEvent, ToolCallAssembly, Usage};
 use crate::wire::StreamDecoder;
@@ -99,6 +100,8 @@ struct Live {
     finish: Option<FinishReason>,
     response_id: Option<String>,
     tool_calls: ToolCallAssembly,
+    /// The model's thinking, as its pieces came.
+    thoughts: ThoughtAssembly,
     /// The model's refusal, as its pieces came.
     refusal: String,
     pending: VecDeque<Result<ChatChunk, Error>>,
@@ -137,6 +140,7 @@ impl Router {
             finish: None,
             response_id: None,
             tool_calls: ToolCallAssembly::default(),
+            thoughts: ThoughtAssembly::new(registry.provider_of(d).api),
             refusal: String::new(),
             pending: VecDeque::new(),
             ended: false,
@@ -289,6 +293,12 @@ impl Live {
                     self.tool_calls.push(&delta);
                     self.pending.push_back(Ok(ChatChunk::ToolCallDelta(delta)));
                 }
+                StreamEvent::Thinking(delta) => {
+                    self.request.account.first_token();
+                    self.flush(&mut text);
+                    self.thoughts.push(&delta);
+                    self.pending.push_back(Ok(ChatChunk::Thinking(delta)));
+                }
                 StreamEvent::Refusal(t) => {
                     self.request.account.first_token();
                     self.refusal.push_str(&t);
@@ -317,6 +327,10 @@ impl Live {
     /// receipt.
     async fn complete(&mut self) {
         self.ended = true;
+        if !self.thoughts.is_empty() {
+            let thoughts = self.thoughts.take();
+            self.pending.push_back(Ok(ChatChunk::Thoughts(thoughts)));
+        }
         if !self.tool_calls.is_empty() {
             let calls = std::mem::take(&mut self.tool_calls).finish();
             self.pending.push_back(Ok(ChatChunk::ToolCalls(calls)));

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::thinking::{ThinkingDelta, Thought};
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -281,9 +283,18 @@ pub struct Message {
     /// The tool calls of an assistant message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The thinking of an assistant message, as its provider wrote it: sent back only to that
+    /// provider's wire format (see [`Thought`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thought>,
     /// The call a [`Role::Tool`] message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The prompt up to the end of this message is worth caching: Anthropic gets a
+    /// `cache_control` breakpoint there (at most four per request: the last ones). Providers that
+    /// cache on their own ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache: bool,
 }
 
 /// A message's content from JSON: a string is one text part, `null` none.
@@ -311,6 +322,8 @@ impl Message {
             }],
             tool_calls: Vec::new(),
             tool_call_id: None,
+            thinking: Vec::new(),
+            cache: false,
         }
     }
     /// A system message.
@@ -338,6 +351,8 @@ impl Message {
             },
             tool_calls: calls,
             tool_call_id: None,
+            thinking: Vec::new(),
+            cache: false,
         }
     }
     /// The result of tool call `call_id`.
@@ -614,6 +629,8 @@ pub struct Completion {
     pub usage: Option<Usage>,
     /// The model's refusal to answer (OpenAI's `message.refusal`), if it gave one.
     pub refusal: Option<String>,
+    /// The model's thinking, where its provider sends it back signed.
+    pub thinking: Vec<Thought>,
 }
 
 /// What an adapter makes of one streamed event.
@@ -625,6 +642,8 @@ pub enum StreamEvent {
     ToolCall(ToolCallDelta),
     /// A piece of the model's refusal to answer (OpenAI's `delta.refusal`).
     Refusal(String),
+    /// A piece of the model's thinking.
+    Thinking(ThinkingDelta),
     /// The provider's id of the response.
     Id(String),
     /// The finish reason arrived.
@@ -646,6 +665,7 @@ impl StreamEvent {
             StreamEvent::Delta(_)
                 | StreamEvent::ToolCall(_)
                 | StreamEvent::Refusal(_)
+                | StreamEvent::Thinking(_)
                 | StreamEvent::Finish(_)
         )
     }
@@ -696,6 +716,10 @@ pub struct ChatResponse {
     /// The tool calls the model made, in order (`finish_reason` is then `tool_calls`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The model's thinking, where its provider sends it back signed: give it back in the
+    /// assistant message of the next turn ([`Message::thinking`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thought>,
     /// Who answered, why the model stopped, usage, cost, attempts and waits.
     #[serde(flatten)]
     pub receipt: Receipt,
@@ -749,6 +773,11 @@ pub enum ChatChunk {
     /// The answer's tool calls, assembled: sent once, before [`ChatChunk::Done`], when the
     /// model made any.
     ToolCalls(Vec<ToolCall>),
+    /// A piece of the model's thinking, as it arrives.
+    Thinking(ThinkingDelta),
+    /// The answer's thinking, assembled: sent once, before the tool calls and
+    /// [`ChatChunk::Done`], when the model thought.
+    Thoughts(Vec<Thought>),
     /// The stream is complete: always the last item of a successful stream.
     Done(Receipt),
 }

@@ -1,5 +1,6 @@
-//! `POST /v1/chat/completions`: the caller's key, its body read and checked, the request routed
-//! and answered whole or streamed, every refusal in OpenAI's shape, one access line.
+//! A chat request through any ingress (`POST /v1/chat/completions`, `POST /v1/messages`): the
+//! caller's key, its body read and checked, the request routed and answered whole or streamed,
+//! every refusal in the ingress's shape, one access line.
 
 use std::sync::Arc;
 
@@ -14,9 +15,10 @@ use super::relay::{Counted, streamed};
 use super::{header, now_secs, request_id_of, set_headers};
 use crate::app::Shared;
 use crate::errors::ApiError;
-use crate::{auth, body, inbound, metrics, outbound, ratelimit};
+use crate::ingress::{Answering, Ingress};
+use crate::{auth, body, metrics, ratelimit};
 
-pub(crate) async fn chat(
+pub(crate) async fn chat<I: Ingress>(
     State(shared): State<Arc<Shared>>,
     request: axum::extract::Request,
 ) -> Response {
@@ -29,6 +31,7 @@ pub(crate) async fn chat(
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
     let mut gone = ClientGone {
+        route: I::ROUTE,
         shared: &shared,
         request_id: &request_id,
         tenant,
@@ -42,7 +45,7 @@ pub(crate) async fn chat(
             // gateway wait for, and hold, a body.
             let request = axum::extract::Request::from_parts(parts, body);
             let body = body::read(&shared.router.registry().gateway, &headers, request).await;
-            answer(
+            answer::<I>(
                 &shared,
                 &caller,
                 &headers,
@@ -64,7 +67,7 @@ pub(crate) async fn chat(
             };
             let code = failed.error.code();
             shared.metrics.request(&who, code, started.elapsed());
-            let mut response = failed.error.into_response_with(&request_id);
+            let mut response = failed.error.into_response_in(I::SHAPE, &request_id);
             if let Some(rates) = failed.rates {
                 rates.set(response.headers_mut());
             }
@@ -77,12 +80,13 @@ pub(crate) async fn chat(
     let shown = |name: &str| header(h, name).unwrap_or("-");
     let status = response.status().as_u16();
     let served = (shown("x-llmroute-provider"), shown("x-llmroute-model"));
-    chat_access_line(&request_id, tenant, status, served, started);
+    chat_access_line(I::ROUTE, &request_id, tenant, status, served, started);
     response
 }
 
 /// The access log of a chat request: one line, never a prompt or a key.
 pub(crate) fn chat_access_line(
+    route: &str,
     request_id: &str,
     tenant: &str,
     status: u16,
@@ -97,7 +101,7 @@ pub(crate) fn chat_access_line(
         provider = %provider,
         model = %model,
         duration_ms = started.elapsed().as_millis() as u64,
-        "POST /v1/chat/completions"
+        "{route}"
     );
 }
 
@@ -106,6 +110,7 @@ pub(crate) fn chat_access_line(
 /// its outcome was counted already (an answer counted, and the client gone while the
 /// `x-ratelimit-*` headers were read). The request's own drop settles its reservation.
 pub(crate) struct ClientGone<'a> {
+    route: &'static str,
     shared: &'a Shared,
     request_id: &'a str,
     tenant: &'a str,
@@ -129,7 +134,15 @@ impl Drop for ClientGone<'_> {
                 .request(&who, "client_closed", self.started.elapsed());
         }
         if !self.logged {
-            chat_access_line(self.request_id, self.tenant, 499, ("-", "-"), self.started);
+            let unknown = ("-", "-");
+            chat_access_line(
+                self.route,
+                self.request_id,
+                self.tenant,
+                499,
+                unknown,
+                self.started,
+            );
         }
     }
 }
@@ -157,7 +170,7 @@ impl From<ApiError> for Failed {
 
 /// `caller`'s request: its body read, routed and answered. `counted` turns true once an answer
 /// is counted in the metrics (a failure is counted by the caller).
-pub(crate) async fn answer(
+pub(crate) async fn answer<I: Ingress>(
     shared: &Arc<Shared>,
     caller: &auth::Caller,
     headers: &HeaderMap,
@@ -185,7 +198,7 @@ pub(crate) async fn answer(
         }
     };
     let body = body?;
-    let read = inbound::read(&body).map_err(ApiError::bad_request)?;
+    let read = I::read(&body, headers).map_err(ApiError::bad_request)?;
     let mut req = read.request;
     let model = req.model.clone().unwrap_or_default();
     caller.may_use(&model)?;
@@ -228,7 +241,13 @@ pub(crate) async fn answer(
             tenant: tenant_label.clone(),
             request_id: request_id.to_owned(),
         };
-        let response = streamed(stream, model.clone(), read.include_usage, counted);
+        let at = Answering {
+            request_id: request_id.to_owned(),
+            model: shown_model(stream.model(), &model),
+            created: now_secs(),
+        };
+        let events = I::events(at, read.include_usage);
+        let response = streamed(stream, events, counted);
         (response, window, headroom)
     } else {
         let (answer, headroom) = beside(shared, router.chat(req), headroom).await?;
@@ -246,7 +265,12 @@ pub(crate) async fn answer(
         *counted = true;
         shared.metrics.router_added(started.elapsed(), r.upstream);
         shared.metrics.answered(&who, r);
-        let body = outbound::completion(&answer, now_secs());
+        let at = Answering {
+            request_id: request_id.to_owned(),
+            model: shown_model(&r.model, &model),
+            created: now_secs(),
+        };
+        let body = I::answer(&answer, &at);
         let r = &answer.receipt;
         let mut response = Json(body).into_response();
         let cost = format!("{:.8}", r.cost_usd);
@@ -277,4 +301,9 @@ async fn beside<T>(
         () = shared.cut.cancelled() => Err(ApiError::stopping().into()),
         both = async { tokio::join!(call, headroom) } => Ok(both),
     }
+}
+
+/// The model an answer names: the one that answered, else the one asked for.
+fn shown_model(answered: &str, asked: &str) -> String {
+    if answered.is_empty() { asked } else { answered }.to_owned()
 }

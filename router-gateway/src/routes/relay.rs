@@ -1,53 +1,37 @@
-//! A streamed answer relayed as SSE: OpenAI's `chat.completion.chunk`s as the router's stream
-//! yields them, the finish and usage, then `[DONE]`; or an error event when it breaks, is cut
-//! off, or is left unread past its deadline.
+//! A streamed answer relayed as SSE: the router's stream as its ingress writes it ([`Events`]),
+//! chunk by chunk; or the ingress's error events when it breaks, is cut off, or is left unread
+//! past its deadline.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, PoisonError};
 
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{self, Event};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::StreamExt;
 use router_sdk::{ChatChunk, ChatStream};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::{now_secs, set_headers};
+use super::set_headers;
 use crate::app::Shared;
 use crate::cut::{Expiry, Slot, Streams};
 use crate::errors::ApiError;
-use crate::{metrics, outbound};
+use crate::ingress::{Events, Sse};
+use crate::metrics;
 
-/// A streamed answer as SSE: chunks as they arrive, the finish reason, usage when asked for,
-/// then `[DONE]`. A stream that breaks ends with an error object and no `[DONE]`. When the
-/// client goes away, the stream is dropped, which cancels the upstream call and settles its
-/// reservation.
-pub(crate) fn streamed(
-    stream: ChatStream,
-    asked: String,
-    include_usage: bool,
-    counted: Counted,
-) -> Response {
+/// A streamed answer as SSE, written by `events` as chunks arrive. When the client goes away,
+/// the stream is dropped, which cancels the upstream call and settles its reservation.
+pub(crate) fn streamed(stream: ChatStream, events: Box<dyn Events>, counted: Counted) -> Response {
     let provider = stream.provider().to_owned();
     let model = stream.model().to_owned();
     let request_id = stream.request_id().to_owned();
-    let chunks = outbound::Chunks::new(
-        outbound::id(None, &request_id),
-        if model.is_empty() {
-            asked
-        } else {
-            model.clone()
-        },
-        now_secs(),
-    );
     let slot = counted.shared.streams.hold(stream);
     let state = Relay {
         cut: Box::pin(counted.shared.cut.clone().cancelled_owned()),
         expiry: Streams::expire_unread(&slot),
         stream: slot,
         counted,
-        chunks,
-        include_usage,
+        events,
         pending: VecDeque::new(),
         ended: false,
     };
@@ -55,7 +39,7 @@ pub(crate) fn streamed(
         let event = relay.next().await?;
         Some((Ok::<Event, Infallible>(event), relay))
     });
-    let mut response = Sse::new(events).into_response();
+    let mut response = sse::Sse::new(events).into_response();
     let pairs = [
         ("x-llmroute-provider", provider.as_str()),
         ("x-llmroute-model", model.as_str()),
@@ -81,8 +65,7 @@ pub(crate) struct Relay {
     /// Its deadline timer, stopped with the relay.
     expiry: Option<Expiry>,
     counted: Counted,
-    chunks: outbound::Chunks,
-    include_usage: bool,
+    events: Box<dyn Events>,
     pending: VecDeque<Event>,
     ended: bool,
 }
@@ -96,7 +79,6 @@ impl Relay {
             if self.ended {
                 return None;
             }
-            let data = |v: serde_json::Value| Event::default().data(v.to_string());
             // The slot is locked only while the stream is polled: a cut takes it in between.
             let slot = &self.stream;
             let polled = futures_util::future::poll_fn(|cx| {
@@ -131,18 +113,12 @@ impl Relay {
                 } else {
                     ApiError::unread_past_deadline()
                 };
-                self.pending.push_back(data(error.body()));
+                self.pending
+                    .extend(self.events.failed(&error).into_iter().map(Sse::event));
                 self.ended = true;
                 continue;
             };
             match next {
-                Some(Ok(ChatChunk::Delta(text))) => {
-                    self.pending.push_back(data(self.chunks.text(&text)));
-                }
-                Some(Ok(ChatChunk::ToolCallDelta(d))) => {
-                    self.pending.push_back(data(self.chunks.tool_call(&d)));
-                }
-                Some(Ok(ChatChunk::ToolCalls(_))) => {}
                 Some(Ok(ChatChunk::Done(receipt))) => {
                     let who = metrics::Served {
                         tenant: &self.counted.tenant,
@@ -150,19 +126,19 @@ impl Relay {
                         model: &receipt.model,
                     };
                     self.counted.shared.metrics.answered(&who, &receipt);
-                    // Every chunk of one completion carries one `id` (clients group chunks by
-                    // it): the gateway's own, set before the first, not the provider's, which
-                    // only the answer's end brings.
-                    for chunk in self.chunks.end(&receipt, self.include_usage) {
-                        self.pending.push_back(data(chunk));
-                    }
-                    self.pending.push_back(Event::default().data("[DONE]"));
+                    let end = self.events.chunk(ChatChunk::Done(receipt));
+                    self.pending.extend(end.into_iter().map(Sse::event));
                     self.ended = true;
+                }
+                Some(Ok(chunk)) => {
+                    let events = self.events.chunk(chunk);
+                    self.pending.extend(events.into_iter().map(Sse::event));
                 }
                 Some(Err(e)) => {
                     self.counted.shared.metrics.attempts(e.attempts());
                     let error = ApiError::logged(e, &self.counted.request_id);
-                    self.pending.push_back(data(error.body()));
+                    self.pending
+                        .extend(self.events.failed(&error).into_iter().map(Sse::event));
                     self.ended = true;
                 }
                 None => self.ended = true,

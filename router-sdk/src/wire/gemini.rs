@@ -460,6 +460,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         finish_reason: first.finish.map(|r| with_calls(r, calls)),
         usage: response.usage_metadata.map(Usage::from),
         refusal: None,
+        thinking: Vec::new(),
     })
 }
 

@@ -123,6 +123,18 @@ pub(crate) fn build(
     // The caller's headers first: the format's own and the key are set after them and win
     // (validation already refuses the names that carry a key or frame the body).
     let mut headers = extra.clone();
+    // Anthropic's own headers (`anthropic-beta` from its clients) go to Anthropic alone: what they
+    // switch on, no other provider has.
+    if target.api != Api::Anthropic {
+        let theirs: Vec<HeaderName> = headers
+            .keys()
+            .filter(|name| name.as_str().starts_with("anthropic-"))
+            .cloned()
+            .collect();
+        for name in theirs {
+            headers.remove(name);
+        }
+    }
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for &(name, value) in format.fixed_headers() {
         headers.insert(

@@ -381,6 +381,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         finish_reason: choice.finish_reason.as_deref().map(finish_reason),
         usage: response.usage.map(Usage::from),
         refusal: choice.message.refusal.filter(|r| !r.is_empty()),
+        thinking: Vec::new(),
     })
 }
 

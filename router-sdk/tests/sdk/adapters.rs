@@ -21,6 +21,7 @@ async fn collect(world: &World) -> (String, Option<router_sdk::Receipt>) {
             ChatChunk::Delta(t) => text.push_str(&t),
             ChatChunk::Done(summary) => done = Some(summary),
             ChatChunk::ToolCallDelta(_) | ChatChunk::ToolCalls(_) => {}
+            ChatChunk::Thinking(_) | ChatChunk::Thoughts(_) => {}
         }
     }
     (text, done)

@@ -4,8 +4,8 @@
 
 use futures_util::StreamExt;
 use router_sdk::{
-    ChatChunk, ChatRequest, FinishReason, Image, Message, Receipt, ResponseFormat, Tool, ToolCall,
-    ToolCallDelta, ToolChoice, Usage,
+    ChatChunk, ChatRequest, FinishReason, Image, Message, Receipt, ResponseFormat, ThinkingDelta,
+    Thought, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
@@ -134,6 +134,8 @@ struct Streamed {
     text: String,
     pieces: Vec<ToolCallDelta>,
     calls: Option<Vec<ToolCall>>,
+    thinking: Vec<ThinkingDelta>,
+    thoughts: Option<Vec<Thought>>,
     receipt: Option<Receipt>,
 }
 
@@ -147,6 +149,11 @@ async fn stream(world: &World, req: ChatRequest) -> Streamed {
             ChatChunk::ToolCalls(calls) => {
                 assert!(got.calls.is_none(), "ToolCalls comes once");
                 got.calls = Some(calls);
+            }
+            ChatChunk::Thinking(piece) => got.thinking.push(piece),
+            ChatChunk::Thoughts(thoughts) => {
+                assert!(got.thoughts.is_none(), "Thoughts comes once");
+                got.thoughts = Some(thoughts);
             }
             ChatChunk::Done(receipt) => got.receipt = Some(receipt),
         }

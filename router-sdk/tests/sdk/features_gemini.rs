@@ -167,6 +167,7 @@ async fn stream(router: &Router, req: ChatRequest) -> Streamed {
             ChatChunk::ToolCallDelta(d) => deltas.push(d),
             ChatChunk::ToolCalls(c) => calls = Some(c),
             ChatChunk::Done(receipt) => done = Some(receipt),
+            ChatChunk::Thinking(_) | ChatChunk::Thoughts(_) => {}
         }
     }
     Streamed {

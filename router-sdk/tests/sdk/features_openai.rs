@@ -135,6 +135,7 @@ async fn a_streamed_tool_call_arrives_in_pieces_then_whole() {
             ChatChunk::ToolCallDelta(d) => pieces.push(d),
             ChatChunk::ToolCalls(calls) => whole = Some(calls),
             ChatChunk::Done(r) => receipt = Some(r),
+            ChatChunk::Thinking(_) | ChatChunk::Thoughts(_) => {}
             ChatChunk::Delta(t) => panic!("no text expected, got {t:?}"),
         }
     }

@@ -200,7 +200,7 @@ async fn streamed(w: &World, req: ChatRequest) -> Seen {
     while let Some(item) = stream.next().await {
         match item {
             Ok(ChatChunk::Delta(text)) => seen.text.push_str(&text),
-            Ok(ChatChunk::ToolCallDelta(_)) => {}
+            Ok(ChatChunk::ToolCallDelta(_) | ChatChunk::Thinking(_) | ChatChunk::Thoughts(_)) => {}
             Ok(ChatChunk::ToolCalls(calls)) => seen.calls = calls,
             Ok(ChatChunk::Done(receipt)) => {
                 seen.refusal = receipt.refusal.clone();

@@ -69,8 +69,13 @@ async fn stream(
                     .map_err(Failure::output)?;
                 ends_with_newline = text.ends_with('\n');
             }
-            // Tool calls are printed whole by `--json`; a stream shows text only.
-            Ok(ChatChunk::ToolCallDelta(_) | ChatChunk::ToolCalls(_)) => {}
+            // Tool calls are printed whole by `--json`; a stream shows text only, no thinking.
+            Ok(
+                ChatChunk::ToolCallDelta(_)
+                | ChatChunk::ToolCalls(_)
+                | ChatChunk::Thinking(_)
+                | ChatChunk::Thoughts(_),
+            ) => {}
             Ok(ChatChunk::Done(summary)) => {
                 if !ends_with_newline {
                     writeln!(out).map_err(Failure::output)?;

@@ -10,6 +10,8 @@
 //! - `tools` as `{name, description, input_schema}`, `tool_choice` as `{"type": "auto" | "any" |
 //!   "none" | "tool"}` with `disable_parallel_tool_use` when parallel calls are turned off;
 //! - `reasoning` as `thinking` (see [`thinking`]), `user` as `metadata.user_id`;
+//! - an assistant message's thinking that Anthropic wrote, signed, as `thinking` and
+//!   `redacted_thinking` blocks before its other blocks; other providers' thinking is left out;
 //! - a JSON answer (`response_format`) as a tool whose input is the answer (see [`AnswerTool`]).
 //!
 //! Anthropic has no place for `seed`, `presence_penalty`, `frequency_penalty` or the request's
@@ -17,10 +19,22 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::types::{ChatRequest, Image, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
+use router_core::config::Api;
+
+use crate::types::{
+    ChatRequest, Image, Message, Part, ResponseFormat, Role, Thought, Tool, ToolChoice,
+};
 
 /// The name of the answer tool of a `JsonObject` request.
 pub(super) const JSON_TOOL: &str = "json_answer";
+
+/// A `cache_control` breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The most `cache_control` breakpoints Anthropic takes in one request.
+const MAX_BREAKPOINTS: usize = 4;
 
 /// The smallest thinking budget Anthropic takes.
 const MIN_THINKING_BUDGET: u64 = 1024;
@@ -91,15 +105,24 @@ pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool
     let (system, turns): (Vec<_>, Vec<_>) =
         req.messages.iter().partition(|m| m.role == Role::System);
     let max_tokens = req.max_tokens.unwrap_or(output_cap);
-    let budget = thinking(req, max_tokens);
+    let budget = thinking(req, max_tokens).filter(|_| thinking_allowed(&turns));
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     body.insert("max_tokens".into(), max_tokens.into());
+    let system_cached = system.iter().any(|m| m.cache);
     if !system.is_empty() {
         let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
-        body.insert("system".into(), joined.join("\n\n").into());
+        let joined = joined.join("\n\n");
+        let system = if system_cached {
+            json!([{"type": "text", "text": joined, "cache_control": ephemeral()}])
+        } else {
+            joined.into()
+        };
+        body.insert("system".into(), system);
     }
-    body.insert("messages".into(), messages(&turns).into());
+    let mut messages = messages(&turns);
+    keep_breakpoints(&mut messages, MAX_BREAKPOINTS - usize::from(system_cached));
+    body.insert("messages".into(), messages.into());
     let temperature = req
         .temperature
         .filter(|t| t.is_finite() && budget.is_none());
@@ -165,7 +188,10 @@ fn messages(turns: &[&Message]) -> Vec<Value> {
     for m in turns {
         match m.role {
             Role::Tool => {
-                let result = tool_result(m);
+                let mut result = tool_result(m);
+                if m.cache {
+                    result["cache_control"] = ephemeral();
+                }
                 match out.last_mut() {
                     Some((_, Content::Blocks(blocks))) if results_open => blocks.push(result),
                     _ => out.push(("user", Content::Blocks(vec![result]))),
@@ -199,17 +225,76 @@ fn messages(turns: &[&Message]) -> Vec<Value> {
         .collect()
 }
 
-/// A user or assistant message: a string when it is one text part and makes no calls, else its
-/// non-empty text parts, images and tool calls as blocks, in that order.
+/// A user or assistant message, its last block a cache breakpoint when the message is one.
 fn content(m: &Message) -> Content {
-    if let ([Part::Text { text }], []) = (m.content.as_slice(), m.tool_calls.as_slice()) {
+    let content = unmarked(m);
+    if !m.cache {
+        return content;
+    }
+    let mut blocks = content.into_blocks();
+    if let Some(last) = blocks.last_mut() {
+        last["cache_control"] = ephemeral();
+    }
+    Content::Blocks(blocks)
+}
+
+/// Leaves the last `most` cache breakpoints of `messages`, removing the earlier ones.
+fn keep_breakpoints(messages: &mut [Value], most: usize) {
+    let mut marked: Vec<&mut serde_json::Map<String, Value>> = messages
+        .iter_mut()
+        .filter_map(|m| m.get_mut("content").and_then(Value::as_array_mut))
+        .flatten()
+        .filter_map(Value::as_object_mut)
+        .filter(|block| block.contains_key("cache_control"))
+        .collect();
+    let extra = marked.len().saturating_sub(most);
+    for block in marked.iter_mut().take(extra) {
+        block.remove("cache_control");
+    }
+}
+
+/// A user or assistant message: a string when it is one text part and makes no calls and no
+/// thinking of Anthropic's, else its thinking (Anthropic's own, signed, first, as Anthropic
+/// requires), non-empty text parts, images and tool calls as blocks, in that order.
+fn unmarked(m: &Message) -> Content {
+    let thoughts: Vec<Value> = own_thoughts(m).map(thought_block).collect();
+    if let ([Part::Text { text }], [], []) = (
+        m.content.as_slice(),
+        m.tool_calls.as_slice(),
+        thoughts.as_slice(),
+    ) {
         return Content::Text(text.clone());
     }
-    let mut blocks = parts(&m.content);
+    let mut blocks = thoughts;
+    blocks.extend(parts(&m.content));
     blocks.extend(m.tool_calls.iter().map(|c| {
         json!({"type": "tool_use", "id": c.id, "name": c.name, "input": arguments(&c.arguments)})
     }));
     Content::Blocks(blocks)
+}
+
+/// The thoughts of `m` that Anthropic wrote and can check.
+fn own_thoughts(m: &Message) -> impl Iterator<Item = &Thought> {
+    m.thinking.iter().filter(|t| t.goes_to(Api::Anthropic))
+}
+
+/// A thought as Anthropic wrote it: a signed `thinking` block, or a `redacted_thinking` one.
+fn thought_block(t: &Thought) -> Value {
+    match (&t.redacted, &t.signature) {
+        (Some(data), _) => json!({"type": "redacted_thinking", "data": data}),
+        (None, signature) => {
+            json!({"type": "thinking", "thinking": t.text, "signature": signature})
+        }
+    }
+}
+
+/// Whether thinking may be asked for in a conversation of `turns`: Anthropic refuses thinking
+/// when the last assistant turn made tool calls without its own thinking before them (a turn
+/// another provider answered, or one whose thinking was not given back). Thinking is then left
+/// out of this request, which Anthropic documents as the way to continue such a conversation.
+fn thinking_allowed(turns: &[&Message]) -> bool {
+    let last = turns.iter().rev().find(|m| m.role == Role::Assistant);
+    last.is_none_or(|m| m.tool_calls.is_empty() || own_thoughts(m).next().is_some())
 }
 
 /// Text (non-empty: Anthropic refuses empty text blocks) and image blocks.

@@ -6,6 +6,7 @@ mod stream;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use router_core::config::Api;
 use router_core::ledger::Observation;
 use serde::Deserialize;
 use serde_json::Value;
@@ -14,7 +15,7 @@ use super::classify::{ErrorBody, FailureClass};
 use super::headers::{self, Pair, parse_rfc3339_reset};
 use super::{EventDecoder, Target, WireFormat, nullable, secret_header};
 use crate::secret::ApiKey;
-use crate::types::{ChatRequest, Completion, FinishReason, ToolCall, Usage};
+use crate::types::{ChatRequest, Completion, FinishReason, Thought, ToolCall, Usage};
 use body::{AnswerTool, body};
 use stream::Stream;
 
@@ -103,14 +104,24 @@ struct Response {
     usage: Option<UsageJson>,
 }
 
-/// A content block of an answer: text and tool calls are read; thinking, redacted thinking and
-/// any other block are skipped.
+/// A content block of an answer: text, tool calls, thinking and redacted thinking are read;
+/// any other block is skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block {
     Text {
         #[serde(default, deserialize_with = "nullable")]
         text: String,
+    },
+    Thinking {
+        #[serde(default, deserialize_with = "nullable")]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        #[serde(default, deserialize_with = "nullable")]
+        data: String,
     },
     ToolUse {
         #[serde(default, deserialize_with = "nullable")]
@@ -220,7 +231,7 @@ fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, 
     if response.content.is_empty() && response.stop_reason.is_none() {
         return Err("no content and no stop reason in the answer".into());
     }
-    let (mut content, mut tool_calls) = (String::new(), Vec::new());
+    let (mut content, mut tool_calls, mut thinking) = (String::new(), Vec::new(), Vec::new());
     let mut answer: Option<String> = None;
     for block in response.content {
         match block {
@@ -232,6 +243,21 @@ fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, 
                 id,
                 name,
                 arguments: input_text(&input),
+            }),
+            Block::Thinking {
+                thinking: text,
+                signature,
+            } => thinking.push(Thought {
+                origin: Api::Anthropic,
+                text,
+                signature,
+                redacted: None,
+            }),
+            Block::RedactedThinking { data } => thinking.push(Thought {
+                origin: Api::Anthropic,
+                text: String::new(),
+                signature: None,
+                redacted: Some(data),
             }),
             Block::Other => {}
         }
@@ -248,6 +274,7 @@ fn parse_response(body: &[u8], answer_tool: Option<&str>) -> Result<Completion, 
         finish_reason,
         usage: response.usage.map(|u| u.usage()),
         refusal: None,
+        thinking,
     })
 }
 
@@ -312,5 +339,7 @@ pub(super) fn error_body(body: &[u8]) -> Option<ErrorBody> {
     })
 }
 
+#[cfg(test)]
+mod carried_tests;
 #[cfg(test)]
 mod tests;

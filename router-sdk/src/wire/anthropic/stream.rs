@@ -1,7 +1,9 @@
 //! Anthropic's server-sent events: the response id and usage from `message_start`, usage
 //! assigned (never added) from each `message_delta`; text from `text_delta`s; each `tool_use`
 //! block a tool call (its start carries the id and name, its `input_json_delta`s the arguments);
-//! `message_stop` ends it. Thinking blocks and their deltas are skipped.
+//! `message_stop` ends it. Thinking comes as [`ThinkingDelta`]s: a block's start opens a
+//! thought, its `thinking_delta`s are its text and its `signature_delta` ends it; a
+//! `redacted_thinking` block is one whole thought.
 //!
 //! The tool call index is the count of the answer's earlier `tool_use` blocks, the answer
 //! tool's aside: that tool's `input_json_delta`s are the answer's text, and the whole of it.
@@ -20,7 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{UsageJson, error_body, finish_of, input_text};
-use crate::types::{StreamEvent, ToolCallDelta};
+use crate::types::{StreamEvent, ThinkingDelta, ToolCallDelta};
 use crate::wire::classify::Failure;
 use crate::wire::{EventDecoder, error, malformed, nullable};
 
@@ -64,11 +66,22 @@ struct StartMessage {
     usage: UsageJson,
 }
 
-/// The block a `content_block_start` opens: a `tool_use` block's id, name and input so far;
-/// any other block is skipped.
+/// The block a `content_block_start` opens: a `tool_use` block's id, name and input so far, a
+/// thinking block's first text and signature (empty as Anthropic sends them), a redacted
+/// thinking block's data; any other block is skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StartBlock {
+    Thinking {
+        #[serde(default, deserialize_with = "nullable")]
+        thinking: String,
+        #[serde(default, deserialize_with = "nullable")]
+        signature: String,
+    },
+    RedactedThinking {
+        #[serde(default, deserialize_with = "nullable")]
+        data: String,
+    },
     ToolUse {
         #[serde(default, deserialize_with = "nullable")]
         id: String,
@@ -81,11 +94,19 @@ enum StartBlock {
     Other,
 }
 
-/// A `content_block_delta`: text, or a piece of a tool call's input JSON; thinking and
-/// signature deltas are skipped.
+/// A `content_block_delta`: text, a piece of a tool call's input JSON, thinking, or a
+/// thinking block's signature.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum BlockDelta {
+    ThinkingDelta {
+        #[serde(default, deserialize_with = "nullable")]
+        thinking: String,
+    },
+    SignatureDelta {
+        #[serde(default, deserialize_with = "nullable")]
+        signature: String,
+    },
     TextDelta {
         #[serde(default, deserialize_with = "nullable")]
         text: String,
@@ -220,6 +241,16 @@ impl Stream {
     }
 }
 
+/// A thinking block opens: an empty thought (so that even a thought whose text the provider
+/// keeps to itself is one), with whatever text and signature its start carries.
+fn thinking_start(text: String, signature: String) -> Vec<StreamEvent> {
+    let signed = (!signature.is_empty()).then_some(ThinkingDelta::Signature(signature));
+    std::iter::once(ThinkingDelta::Text(text))
+        .chain(signed)
+        .map(StreamEvent::Thinking)
+        .collect()
+}
+
 /// JSON text of a `tool_use` block: the answer's text, or a piece of a call's arguments.
 fn json_event(whose: ToolBlock, json: String) -> StreamEvent {
     match whose {
@@ -303,6 +334,28 @@ impl EventDecoder for Stream {
                     .chain(ends)
                     .chain([StreamEvent::Done])
                     .collect()
+            }
+            Event::ContentBlockStart {
+                content_block:
+                    StartBlock::Thinking {
+                        thinking,
+                        signature,
+                    },
+                ..
+            } => thinking_start(thinking, signature),
+            Event::ContentBlockStart {
+                content_block: StartBlock::RedactedThinking { data },
+                ..
+            } => vec![StreamEvent::Thinking(ThinkingDelta::Redacted(data))],
+            Event::ContentBlockDelta {
+                delta: BlockDelta::ThinkingDelta { thinking },
+                ..
+            } => vec![StreamEvent::Thinking(ThinkingDelta::Text(thinking))],
+            Event::ContentBlockDelta {
+                delta: BlockDelta::SignatureDelta { signature },
+                ..
+            } if !signature.is_empty() => {
+                vec![StreamEvent::Thinking(ThinkingDelta::Signature(signature))]
             }
             Event::ContentBlockStart { .. }
             | Event::ContentBlockDelta { .. }

@@ -529,12 +529,16 @@ fn tool_use_answers_are_tool_calls() {
 }
 
 #[test]
-fn thinking_blocks_are_not_the_answer() {
+fn thinking_blocks_are_not_the_answer_but_are_carried() {
     let body = include_bytes!("../../../tests/fixtures/anthropic/thinking.json");
     let got = parse_for(&ChatRequest::new("GCD?"), body);
     assert_eq!(got.content, "Based on my analysis, the answer is 21.");
     assert!(got.tool_calls.is_empty());
     assert_eq!(got.usage, Some(Usage::new(48, 1210)));
+    // The thinking is carried, signed or redacted, for the next turn.
+    assert_eq!(got.thinking.len(), 2);
+    assert!(got.thinking.iter().all(|t| t.goes_to(Api::Anthropic)));
+    assert!(got.thinking[1].redacted.is_some());
 }
 
 #[test]
@@ -646,13 +650,20 @@ fn the_streamed_answer_tools_json_is_the_text() {
 }
 
 #[test]
-fn streamed_thinking_is_skipped() {
+fn streamed_thinking_is_carried_apart_from_the_answer() {
     let sse = include_str!("../../../tests/fixtures/anthropic/thinking.sse");
     let (events, failure) = decode_all(Api::Anthropic, sse);
     assert_eq!(failure, None);
+    let mut thoughts = crate::thinking::ThoughtAssembly::new(Api::Anthropic);
     let said: Vec<&StreamEvent> = events
         .iter()
-        .filter(|e| !matches!(e, StreamEvent::Ignore))
+        .filter(|e| match e {
+            StreamEvent::Thinking(piece) => {
+                thoughts.push(piece);
+                false
+            }
+            e => !matches!(e, StreamEvent::Ignore),
+        })
         .collect();
     let want = [
         StreamEvent::Id("msg_01LQCYJ3VNHn2Vo8ZyCnZJvL".into()),
@@ -662,6 +673,15 @@ fn streamed_thinking_is_skipped() {
         StreamEvent::Done,
     ];
     assert_eq!(said, want.iter().collect::<Vec<_>>());
+    let thoughts = thoughts.take();
+    assert_eq!(thoughts.len(), 1, "{thoughts:?}");
+    assert!(thoughts[0].text.starts_with("I need to find the GCD"));
+    assert!(
+        thoughts[0]
+            .signature
+            .as_deref()
+            .is_some_and(|s| s.starts_with("EqQBCgIYAhIM"))
+    );
 }
 
 #[test]

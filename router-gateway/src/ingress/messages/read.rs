@@ -1,0 +1,485 @@
+//! An Anthropic Messages request body, read into a [`ChatRequest`].
+//!
+//! - `system` (a string or text blocks) becomes system messages; `messages` user and assistant
+//!   messages. A user turn's `tool_result` blocks become tool messages, in order, and its other
+//!   blocks one user message after them. An assistant turn's `thinking` and
+//!   `redacted_thinking` blocks are carried as its thinking (Anthropic's own: only Anthropic is
+//!   sent them back), its `tool_use` blocks as its tool calls.
+//! - `cache_control` on a block marks the end of its message as a cache breakpoint.
+//! - `thinking` (`enabled` with a budget, or `adaptive`) asks for reasoning, with
+//!   `output_config.effort` as its effort; `disabled` asks for none.
+//! - `tools` with an `input_schema` are function tools; tools Anthropic runs itself (`type`s
+//!   such as `web_search_20250305` or `bash_20250124`) have no place elsewhere and are left
+//!   out. `tool_choice` maps to the router's, `disable_parallel_tool_use` to
+//!   `parallel_tool_calls: false`.
+//! - `metadata.user_id` is the end user. `stop_sequences`, `temperature`, `top_p` and
+//!   `max_tokens` are read as they are.
+//! - What only Anthropic's own API knows (`top_k`, `context_management`, `container`,
+//!   `mcp_servers`, `service_tier`, a tool's `defer_loading` or `cache_control`) is left out,
+//!   so that any provider can serve the request.
+
+use router_core::config::Api;
+use router_sdk::{
+    ChatRequest, Effort, Image, Message, Part, Reasoning, Role, Thought, Tool, ToolCall, ToolChoice,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::ingress::Read;
+
+#[derive(Debug, Deserialize)]
+struct Body {
+    model: String,
+    messages: Vec<InMessage>,
+    #[serde(default)]
+    system: Option<System>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    stop_sequences: Option<Vec<String>>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    tools: Option<Vec<InTool>>,
+    #[serde(default)]
+    tool_choice: Option<InToolChoice>,
+    #[serde(default)]
+    thinking: Option<InThinking>,
+    #[serde(default)]
+    metadata: Option<InMetadata>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    output_config: Option<OutputConfig>,
+}
+
+/// `output_config`: the effort adaptive thinking takes.
+#[derive(Debug, Deserialize)]
+struct OutputConfig {
+    #[serde(default)]
+    effort: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum System {
+    Text(String),
+    Blocks(Vec<TextBlock>),
+}
+
+#[derive(Debug, Deserialize)]
+struct TextBlock {
+    text: String,
+    #[serde(default)]
+    cache_control: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InMessage {
+    role: InRole,
+    content: InContent,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum InRole {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum InContent {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    Image {
+        source: Source,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Option<ResultContent>,
+        #[serde(default)]
+        is_error: Option<bool>,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+}
+
+impl Block {
+    /// Whether the block carries a `cache_control` breakpoint.
+    fn cached(&self) -> bool {
+        match self {
+            Block::Text { cache_control, .. }
+            | Block::Image { cache_control, .. }
+            | Block::ToolUse { cache_control, .. }
+            | Block::ToolResult { cache_control, .. } => cache_control.is_some(),
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ResultContent {
+    Text(String),
+    Blocks(Vec<ResultBlock>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResultBlock {
+    Text { text: String },
+    Image { source: Source },
+}
+
+#[derive(Debug, Deserialize)]
+struct InTool {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InToolChoice {
+    Auto {
+        #[serde(default)]
+        disable_parallel_tool_use: Option<bool>,
+    },
+    Any {
+        #[serde(default)]
+        disable_parallel_tool_use: Option<bool>,
+    },
+    Tool {
+        name: String,
+        #[serde(default)]
+        disable_parallel_tool_use: Option<bool>,
+    },
+    None,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InThinking {
+    Enabled {
+        #[serde(default)]
+        budget_tokens: Option<u64>,
+    },
+    Disabled,
+    /// The model decides how much to think: the router's default budget.
+    Adaptive,
+}
+
+#[derive(Debug, Deserialize)]
+struct InMetadata {
+    #[serde(default)]
+    user_id: Option<String>,
+}
+
+/// Reads `bytes` as a Messages body; `Err` names the field and what is wrong.
+pub(crate) fn read(bytes: &[u8]) -> Result<Read, String> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("the body is not a Messages request: {}", e.inner())
+        } else {
+            format!("`{path}`: {}", e.inner())
+        }
+    })?;
+    de.end().map_err(|e| {
+        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
+    })?;
+    body.into_read()
+}
+
+impl Body {
+    fn into_read(self) -> Result<Read, String> {
+        let mut messages = system(self.system);
+        for (i, m) in self.messages.into_iter().enumerate() {
+            turn(i, m, &mut messages)?;
+        }
+        let (tool_choice, parallel) = tool_choice(self.tool_choice);
+        let request = ChatRequest {
+            model: Some(self.model),
+            messages,
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            stop: self.stop_sequences.unwrap_or_default(),
+            tools: tools(self.tools.unwrap_or_default()),
+            tool_choice,
+            parallel_tool_calls: parallel,
+            reasoning: self.thinking.and_then(|t| reasoning(t, self.output_config)),
+            user: self.metadata.and_then(|m| m.user_id),
+            ..ChatRequest::default()
+        };
+        Ok(Read {
+            request,
+            stream: self.stream.unwrap_or(false),
+            include_usage: true,
+        })
+    }
+}
+
+/// The system prompt as one system message (none when empty), cached when any block is.
+fn system(system: Option<System>) -> Vec<Message> {
+    let (text, cached) = match system {
+        None => return Vec::new(),
+        Some(System::Text(text)) => (text, false),
+        Some(System::Blocks(blocks)) => {
+            let cached = blocks.iter().any(|b| b.cache_control.is_some());
+            let texts: Vec<String> = blocks.into_iter().map(|b| b.text).collect();
+            (texts.join("\n\n"), cached)
+        }
+    };
+    if text.is_empty() {
+        return Vec::new();
+    }
+    vec![Message {
+        cache: cached,
+        ..Message::system(text)
+    }]
+}
+
+/// Turn `i` as the router's messages, pushed onto `out`.
+fn turn(i: usize, m: InMessage, out: &mut Vec<Message>) -> Result<(), String> {
+    let blocks = match m.content {
+        InContent::Text(text) => vec![Block::Text {
+            text,
+            cache_control: None,
+        }],
+        InContent::Blocks(blocks) => blocks,
+    };
+    let role = match m.role {
+        InRole::User => Role::User,
+        InRole::Assistant => Role::Assistant,
+    };
+    let mut message = Message {
+        content: Vec::new(),
+        ..Message::text(role, "")
+    };
+    for (j, block) in blocks.into_iter().enumerate() {
+        let at = || format!("`messages[{i}].content[{j}]`");
+        // A result's breakpoint is its own tool message's.
+        if !matches!(block, Block::ToolResult { .. }) {
+            message.cache |= block.cached();
+        }
+        match (block, role) {
+            (Block::Text { text, .. }, _) => message.content.push(Part::Text { text }),
+            (Block::Image { source, .. }, _) => message.content.push(Part::Image {
+                image: image(source),
+                detail: None,
+            }),
+            (
+                Block::ToolUse {
+                    id, name, input, ..
+                },
+                Role::Assistant,
+            ) => {
+                let arguments = if input.is_null() {
+                    "{}".to_owned()
+                } else {
+                    input.to_string()
+                };
+                message.tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+            (
+                Block::Thinking {
+                    thinking,
+                    signature,
+                },
+                Role::Assistant,
+            ) => {
+                message.thinking.push(thought(thinking, signature, None));
+            }
+            (Block::RedactedThinking { data }, Role::Assistant) => {
+                message
+                    .thinking
+                    .push(thought(String::new(), None, Some(data)));
+            }
+            (
+                Block::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                    cache_control,
+                },
+                Role::User,
+            ) => {
+                let mut result = tool_result(tool_use_id, content, is_error == Some(true));
+                result.cache = cache_control.is_some();
+                out.push(result);
+            }
+            (
+                Block::ToolUse { .. } | Block::Thinking { .. } | Block::RedactedThinking { .. },
+                _,
+            ) => {
+                return Err(format!("{}: only an assistant turn holds this block", at()));
+            }
+            (Block::ToolResult { .. }, _) => {
+                return Err(format!("{}: only a user turn holds a `tool_result`", at()));
+            }
+        }
+    }
+    let said = !message.content.is_empty() || !message.tool_calls.is_empty();
+    if said || !message.thinking.is_empty() {
+        out.push(message);
+    }
+    Ok(())
+}
+
+fn thought(text: String, signature: Option<String>, redacted: Option<String>) -> Thought {
+    Thought {
+        origin: Api::Anthropic,
+        text,
+        signature: signature.filter(|s| !s.is_empty()),
+        redacted,
+    }
+}
+
+/// A `tool_result` block as a tool message. A result marked `is_error` says so first, since
+/// no other format has a place for the mark.
+fn tool_result(id: String, content: Option<ResultContent>, is_error: bool) -> Message {
+    let mut parts: Vec<Part> = match content {
+        None => Vec::new(),
+        Some(ResultContent::Text(text)) => vec![Part::Text { text }],
+        Some(ResultContent::Blocks(blocks)) => blocks
+            .into_iter()
+            .map(|b| match b {
+                ResultBlock::Text { text } => Part::Text { text },
+                ResultBlock::Image { source } => Part::Image {
+                    image: image(source),
+                    detail: None,
+                },
+            })
+            .collect(),
+    };
+    if is_error {
+        parts.insert(
+            0,
+            Part::Text {
+                text: "Error: ".to_owned(),
+            },
+        );
+    }
+    Message {
+        content: parts,
+        ..Message::tool_result(id, "")
+    }
+}
+
+fn image(source: Source) -> Image {
+    match source {
+        Source::Base64 { media_type, data } => Image::Base64 { media_type, data },
+        Source::Url { url } => Image::Url { url },
+    }
+}
+
+/// The function tools; tools Anthropic runs itself are left out.
+fn tools(tools: Vec<InTool>) -> Vec<Tool> {
+    tools
+        .into_iter()
+        .filter(|t| t.kind.as_deref().is_none_or(|k| k == "custom"))
+        .filter_map(|t| {
+            Some(Tool {
+                name: t.name,
+                description: t.description,
+                parameters: t.input_schema?,
+                strict: false,
+            })
+        })
+        .collect()
+}
+
+/// The router's tool choice, and `parallel_tool_calls: false` when parallel use is off.
+fn tool_choice(choice: Option<InToolChoice>) -> (Option<ToolChoice>, Option<bool>) {
+    let (choice, no_parallel) = match choice {
+        None => return (None, None),
+        Some(InToolChoice::Auto {
+            disable_parallel_tool_use,
+        }) => (ToolChoice::Auto, disable_parallel_tool_use),
+        Some(InToolChoice::Any {
+            disable_parallel_tool_use,
+        }) => (ToolChoice::Required, disable_parallel_tool_use),
+        Some(InToolChoice::Tool {
+            name,
+            disable_parallel_tool_use,
+        }) => (ToolChoice::Function(name), disable_parallel_tool_use),
+        Some(InToolChoice::None) => (ToolChoice::None, None),
+    };
+    (Some(choice), no_parallel.filter(|&off| off).map(|_| false))
+}
+
+/// The reasoning asked for, with `output_config.effort` (`low`, `medium`, `high`; `max` is the
+/// router's `xhigh`) as its effort; none when thinking is disabled (a model without reasoning
+/// can serve that).
+fn reasoning(thinking: InThinking, config: Option<OutputConfig>) -> Option<Reasoning> {
+    let effort = config
+        .and_then(|c| c.effort)
+        .and_then(|e| match e.as_str() {
+            "low" => Some(Effort::Low),
+            "medium" => Some(Effort::Medium),
+            "high" => Some(Effort::High),
+            "max" => Some(Effort::Xhigh),
+            _ => None,
+        });
+    match thinking {
+        InThinking::Enabled { budget_tokens } => Some(Reasoning {
+            effort,
+            budget_tokens,
+        }),
+        InThinking::Adaptive => Some(Reasoning {
+            effort,
+            budget_tokens: None,
+        }),
+        InThinking::Disabled => None,
+    }
+}
