@@ -222,5 +222,6 @@ async fn in_flight(router: &Router) -> u64 {
 mod answers;
 mod hardening;
 mod lifecycle;
+mod messages;
 mod refusals;
 mod reports;
