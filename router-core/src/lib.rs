@@ -19,6 +19,7 @@ pub mod config;
 pub mod estimate;
 pub mod flow;
 pub mod ledger;
+pub mod prompt_cache;
 pub mod retry;
 pub mod select;
 

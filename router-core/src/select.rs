@@ -34,14 +34,23 @@ pub fn rank_by(
     candidates: &[DeploymentId],
     estimate: impl Fn(DeploymentId) -> (u64, u64),
 ) -> Vec<Ranked> {
+    rank_by_cost(candidates, |d| {
+        let (input, output) = estimate(d);
+        registry.deployment(d).price.cost(input, output)
+    })
+}
+
+/// `candidates` ordered cheapest first by `cost(d)`, the request's estimated cost on `d` in
+/// USD; equal costs keep configuration order.
+pub fn rank_by_cost(
+    candidates: &[DeploymentId],
+    cost: impl Fn(DeploymentId) -> f64,
+) -> Vec<Ranked> {
     let mut ranked: Vec<Ranked> = candidates
         .iter()
-        .map(|&deployment| {
-            let (input, output) = estimate(deployment);
-            Ranked {
-                deployment,
-                cost_usd: registry.deployment(deployment).price.cost(input, output),
-            }
+        .map(|&deployment| Ranked {
+            deployment,
+            cost_usd: cost(deployment),
         })
         .collect();
     ranked.sort_by(|a, b| {

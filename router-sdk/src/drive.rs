@@ -295,6 +295,7 @@ impl Router {
                 let prompt = request.planned.plan.prompt;
                 let (input, output) = (usage.prompt_tokens, usage.completion_tokens);
                 self.inner.estimator.record(d, prompt, input, output);
+                self.remember_cached(d, request, usage.cached_prompt_tokens);
                 usage
             }
             None => Usage::new(estimate.prompt_tokens, estimate.completion_tokens),
@@ -328,6 +329,20 @@ impl Router {
             waited: request.flow.waited(),
             upstream: request.upstream,
             tenant_window,
+        }
+    }
+
+    /// Records that `d`'s provider read `cached` prompt tokens from its cache for the request's
+    /// prompt, for the next request that starts with it.
+    fn remember_cached(&self, d: DeploymentId, request: &Request, cached: u64) {
+        if let Some(prefixes) = &request.planned.prefixes {
+            let now = self.now_ms();
+            let mut cache = self
+                .inner
+                .prompt_cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            cache.record(d, prefixes, cached, now);
         }
     }
 

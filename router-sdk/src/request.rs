@@ -6,9 +6,10 @@
 
 use router_core::config::{Capability, DeploymentId, Registry, RouteMatch, Subject, needed};
 use router_core::estimate::PromptSize;
+use router_core::prompt_cache::{PrefixHasher, PrefixHashes};
 
 use crate::error::Error;
-use crate::types::{ChatRequest, Part, ResponseFormat, Role};
+use crate::types::{ChatRequest, Image, Part, ResponseFormat, Role};
 
 /// The prompt's size: the characters of every text part, tool call, tool-call id, tool
 /// definition (name, description, parameters as JSON) and response schema, and its images.
@@ -37,6 +38,48 @@ pub(crate) fn prompt_size(req: &ChatRequest) -> PromptSize {
         size.chars += chars(name) + json(schema);
     }
     size
+}
+
+/// The hashes of the prompt's prefixes ([`PrefixHashes`]), when it marks a cache breakpoint
+/// (a message with `cache`): the tools first, then each message, as Anthropic caches them.
+/// Every byte that reaches the provider counts: a prompt that differs anywhere before a
+/// breakpoint is another prefix.
+pub(crate) fn prefix_hashes(req: &ChatRequest) -> Option<PrefixHashes> {
+    if !req.messages.iter().any(|m| m.cache) {
+        return None;
+    }
+    let mut h = PrefixHasher::default();
+    for tool in &req.tools {
+        h.write(tool.name.as_bytes());
+        h.write(tool.description.as_deref().unwrap_or_default().as_bytes());
+        h.write(tool.parameters.to_string().as_bytes());
+    }
+    h.end_part(false);
+    for m in &req.messages {
+        h.write(&[m.role as u8]);
+        for thought in &m.thinking {
+            h.write(thought.text.as_bytes());
+            h.write(thought.signature.as_deref().unwrap_or_default().as_bytes());
+            h.write(thought.redacted.as_deref().unwrap_or_default().as_bytes());
+        }
+        for part in &m.content {
+            match part {
+                Part::Text { text } => h.write(text.as_bytes()),
+                Part::Image { image, .. } => match image {
+                    Image::Url { url } => h.write(url.as_bytes()),
+                    Image::Base64 { data, .. } => h.write(data.as_bytes()),
+                },
+            }
+        }
+        for call in &m.tool_calls {
+            h.write(call.id.as_bytes());
+            h.write(call.name.as_bytes());
+            h.write(call.arguments.as_bytes());
+        }
+        h.write(m.tool_call_id.as_deref().unwrap_or_default().as_bytes());
+        h.end_part(m.cache);
+    }
+    Some(h.finish())
 }
 
 /// Whether `id` may be a request's id: it holds no control character (it goes into traces and

@@ -10,6 +10,7 @@ use router_core::config::{DeploymentId, ProviderId, Registry, RouteMatch};
 use router_core::estimate::{self, Estimator};
 use router_core::flow::{self, Ask, Reports};
 use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
+use router_core::prompt_cache::{PrefixHashes, PromptCache};
 use router_core::retry::RetryPolicy;
 use router_state::store::{self, Environment, LedgerChoice, LocalStore};
 use router_state::usage::{self, UsageDefault};
@@ -37,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) http: reqwest::Client,
     pub(crate) policy: RetryPolicy,
     pub(crate) estimator: Estimator,
+    /// What each deployment's provider recently read from its prompt cache, by prompt prefix.
+    pub(crate) prompt_cache: Mutex<PromptCache>,
     pub(crate) keys: Arc<dyn KeySource>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) sleeper: Arc<dyn Sleeper>,
@@ -156,6 +159,7 @@ impl RouterBuilder {
             http,
             policy,
             estimator,
+            prompt_cache: Mutex::new(PromptCache::default()),
             keys: self.keys,
             clock: self.clock,
             sleeper: self.sleeper,
@@ -183,6 +187,8 @@ pub(crate) struct Planned {
     pub(crate) route: Option<RouteMatch>,
     /// The request's extra headers, validated.
     pub(crate) headers: reqwest::header::HeaderMap,
+    /// The hashes of its prompt's prefixes, when it marks cache breakpoints.
+    pub(crate) prefixes: Option<PrefixHashes>,
 }
 
 /// What a request would be offered to: its estimate and its candidates, cheapest first.
@@ -194,6 +200,10 @@ pub struct Preview {
     pub o200k_tokens: u64,
     /// Estimated completion tokens.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those expected to be read from the provider's prompt cache (the
+    /// largest of the candidates' expectations): the prompt's prefix up to a cache breakpoint
+    /// was read from the cache by an answer that settled in the last few minutes.
+    pub cached_tokens: u64,
     /// Candidates with a key set that can serve the request, cheapest first: (provider, model,
     /// estimated cost in USD).
     pub candidates: Vec<(String, String, f64)>,
@@ -326,10 +336,8 @@ impl Router {
             .iter()
             .zip(&plan.estimates)
             .map(|(&d, e)| {
-                let cost = registry
-                    .deployment(d)
-                    .price
-                    .cost(e.prompt_tokens, e.completion_tokens);
+                let price = registry.deployment(d).price;
+                let cost = price.cost_cached(e.prompt_tokens, e.cached_tokens, e.completion_tokens);
                 (
                     registry.provider_of(d).name.clone(),
                     registry.deployment(d).model.clone(),
@@ -342,6 +350,7 @@ impl Router {
             prompt_tokens: largest(|e| e.prompt_tokens).unwrap_or(0),
             o200k_tokens: estimate::count(req.messages.iter().flat_map(|m| m.texts())),
             completion_tokens: largest(|e| e.completion_tokens).unwrap_or(0),
+            cached_tokens: largest(|e| e.cached_tokens).unwrap_or(0),
             candidates,
             route,
         })
@@ -378,12 +387,14 @@ impl Router {
             .into_iter()
             .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
             .collect();
+        let prefixes = request::prefix_hashes(req);
         let ask = Ask {
             prompt,
             max_tokens: req.max_tokens,
             tenant: self.tenant_of(req)?,
             priority: req.priority,
             deadline: req.deadline.unwrap_or(registry.retry.deadline),
+            cache_reads: self.cache_reads(prefixes.as_ref(), &usable),
         };
         let plan = flow::Plan::new(registry, &self.inner.estimator, &usable, ask, self.now_ms());
         Ok(Planned {
@@ -392,7 +403,31 @@ impl Router {
             model,
             route,
             headers,
+            prefixes,
         })
+    }
+
+    /// The prompt tokens each of `candidates` is expected to read from its provider's cache for
+    /// a prompt of `prefixes` (none without breakpoints).
+    fn cache_reads(
+        &self,
+        prefixes: Option<&PrefixHashes>,
+        candidates: &[DeploymentId],
+    ) -> Vec<(DeploymentId, u64)> {
+        let Some(prefixes) = prefixes else {
+            return Vec::new();
+        };
+        let now = self.now_ms();
+        let cache = self
+            .inner
+            .prompt_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        candidates
+            .iter()
+            .map(|&d| (d, cache.expected(d, prefixes, now)))
+            .filter(|&(_, tokens)| tokens > 0)
+            .collect()
     }
 
     /// The request's tenant as the ledger accounts it: its tier's limits and budget. `None`

@@ -53,6 +53,7 @@ impl Request {
             tenant: None,
             priority: Priority::Interactive,
             deadline: registry.retry.deadline,
+            cache_reads: Vec::new(),
         };
         let plan = Plan::new(registry, estimator, &candidates, ask, now);
         let flow = Flow::new(RetryPolicy::new(registry.retry), &plan);

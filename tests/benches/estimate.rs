@@ -96,6 +96,7 @@ fn estimation(c: &mut Criterion) {
                 tenant: None,
                 priority: Priority::Interactive,
                 deadline: Duration::from_secs(60),
+                cache_reads: Vec::new(),
             };
             Plan::new(&registry, &estimator, &candidates, ask, 0)
         })

@@ -49,6 +49,10 @@ pub struct Estimate {
     /// Completion tokens the limiter counts: `max_tokens`, else the model's cap (against TPM
     /// and OTPM).
     pub counted_output: u64,
+    /// Of the prompt tokens, those expected to be read from the provider's prompt cache
+    /// ([`Ask::cache_reads`]): priced at the cached-input price, and left out of
+    /// `counted_prompt` where the limiter does not count them.
+    pub cached_tokens: u64,
 }
 
 /// The most tokens a request's prompt, or its output, is counted as: no model reads or writes
@@ -76,6 +80,10 @@ pub struct Ask {
     pub priority: Priority,
     /// How long the request may take in all.
     pub deadline: Duration,
+    /// The prompt tokens each candidate's provider is expected to read from its cache, as
+    /// recorded for the prompt's prefix ([`PromptCache`](crate::prompt_cache::PromptCache));
+    /// a candidate not listed reads none.
+    pub cache_reads: Vec<(DeploymentId, u64)>,
 }
 
 /// One request's plan.
@@ -112,10 +120,16 @@ impl Plan {
     ) -> Plan {
         let estimate_of = |d: DeploymentId| {
             let prompt_tokens = estimator.prompt_tokens(d, ask.prompt);
-            // A limiter that counts at arrival counts its own character estimate at least.
+            let cached_tokens = ask
+                .cache_reads
+                .iter()
+                .find(|(c, _)| *c == d)
+                .map_or(0, |&(_, tokens)| tokens.min(prompt_tokens));
+            // A limiter that counts at arrival counts its own character estimate at least; a
+            // corrected one (Anthropic's ITPM) does not count what is read from the cache.
             let counted_prompt = match Accounting::of(registry.provider_of(d).api) {
                 Accounting::AtArrival => prompt_tokens.max(ask.prompt.base_tokens()),
-                Accounting::Corrected => prompt_tokens,
+                Accounting::Corrected => prompt_tokens - cached_tokens,
             };
             // The model's output cap bounds the expected completion too: without it a small
             // model would be ranked and budgeted as if it could write the default guess.
@@ -129,15 +143,18 @@ impl Plan {
                 completion_tokens: estimator.output_tokens(d, Some(counted_output)),
                 counted_prompt,
                 counted_output,
+                cached_tokens,
             }
         };
-        let ranked: Vec<DeploymentId> = select::rank_by(registry, candidates, |d| {
-            let e = estimate_of(d);
-            (e.prompt_tokens, e.completion_tokens)
-        })
-        .into_iter()
-        .map(|r| r.deployment)
-        .collect();
+        let cost = |d: DeploymentId, e: &Estimate| {
+            let price = registry.deployment(d).price;
+            price.cost_cached(e.prompt_tokens, e.cached_tokens, e.completion_tokens)
+        };
+        let ranked: Vec<DeploymentId> =
+            select::rank_by_cost(candidates, |d| cost(d, &estimate_of(d)))
+                .into_iter()
+                .map(|r| r.deployment)
+                .collect();
         let estimates: Vec<Estimate> = ranked.iter().map(|&d| estimate_of(d)).collect();
         // Drivers renew the slot while the request lives, so it expires only with a dead holder.
         let slot_ttl = Duration::from_millis(registry.defaults.slot_ttl_ms).min(MAX_SLOT_TTL);
@@ -153,10 +170,7 @@ impl Plan {
             costs: ranked
                 .iter()
                 .zip(&estimates)
-                .map(|(&d, e)| {
-                    let price = registry.deployment(d).price;
-                    usd_to_micros(price.cost(e.prompt_tokens, e.completion_tokens))
-                })
+                .map(|(&d, e)| usd_to_micros(cost(d, e)))
                 .collect(),
         });
         if ask.priority == Priority::Batch {
@@ -267,6 +281,7 @@ providers:
             tenant: None,
             priority,
             deadline: Duration::from_secs(30),
+            cache_reads: Vec::new(),
         }
     }
 
@@ -288,6 +303,58 @@ providers:
         assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
         assert_eq!(plan.need.tokens, anthropic.counted());
         assert_eq!(plan.deadline_ms, 31_000);
+    }
+
+    #[test]
+    fn expected_cache_reads_leave_itpm_and_price_at_the_cached_rate() {
+        let yaml = r#"
+providers:
+  - name: an
+    api: anthropic
+    base_url: http://localhost
+    api_key_env: A_KEY
+    models:
+      - { name: a, aliases: [chat], price: { input: 3.0, output: 15.0, cached_input: 0.1 } }
+  - name: oa
+    api: openai
+    base_url: http://localhost/v1
+    api_key_env: O_KEY
+    models:
+      - { name: o, aliases: [chat], price: { input: 1.0, output: 4.0 } }
+"#;
+        let registry = Registry::from_yaml_str(yaml, "plan.yaml").unwrap();
+        let estimator = Estimator::new(&registry);
+        let (anthropic, openai) = (DeploymentId(0), DeploymentId(1));
+        let both = [anthropic, openai];
+        let cold = Plan::new(&registry, &estimator, &both, ask(Priority::Interactive), 0);
+        // Cold, Anthropic's list price loses.
+        assert_eq!(cold.ranked, [openai, anthropic]);
+        let full = cold.estimate_of(anthropic);
+        assert_eq!(full.counted_prompt, full.prompt_tokens);
+        // Warm: 10,000 of its ~12,000 prompt tokens come from the cache.
+        let mut warm_ask = ask(Priority::Interactive);
+        warm_ask.cache_reads = vec![(anthropic, 10_000), (openai, 10_000)];
+        let warm = Plan::new(&registry, &estimator, &both, warm_ask, 0);
+        let e = warm.estimate_of(anthropic);
+        assert_eq!(e.cached_tokens, 10_000);
+        assert_eq!(
+            e.counted_prompt,
+            full.prompt_tokens - 10_000,
+            "ITPM leaves cache reads out"
+        );
+        assert_eq!(
+            warm.ranked,
+            [anthropic, openai],
+            "cached tokens at the cached price"
+        );
+        // OpenAI's limiter counts the whole prompt, cached or not.
+        let o = warm.estimate_of(openai);
+        assert_eq!(o.counted_prompt, cold.estimate_of(openai).counted_prompt);
+        // A recorded read larger than the prompt is cut to it.
+        let mut huge = ask(Priority::Interactive);
+        huge.cache_reads = vec![(anthropic, u64::MAX)];
+        let plan = Plan::new(&registry, &estimator, &[anthropic], huge, 0);
+        assert_eq!(plan.estimate_of(anthropic).counted_prompt, 0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod features;
 mod features_anthropic;
 mod features_gemini;
 mod features_openai;
+mod prompt_cache;
 mod replay;
 mod secrets;
 mod settle_queue;
