@@ -13,7 +13,7 @@ use super::{EventDecoder, Target, WireFormat, error, malformed, nullable, secret
 use crate::secret::ApiKey;
 use crate::types::{
     ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, Role, StreamEvent,
-    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ThinkingDelta, Thought, Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 
 /// The Gemini wire format. It sends no rate-limit headers: the trait's defaults read none.
@@ -117,8 +117,16 @@ fn contents(turns: &[&Message]) -> Vec<Value> {
             "user"
         };
         let mut parts: Vec<Value> = m.content.iter().map(part).collect();
+        let mut signatures = m
+            .thinking
+            .iter()
+            .filter(|t| t.goes_to(Api::Gemini))
+            .filter_map(|t| t.signature.as_deref());
         for (i, call) in m.tool_calls.iter().enumerate() {
-            parts.push(function_call(call, i == 0));
+            let signature = signatures
+                .next()
+                .or((i == 0).then_some(NO_THOUGHT_SIGNATURE));
+            parts.push(function_call(call, signature));
         }
         // A message with no content and no call is one empty text part: a turn has parts.
         if parts.is_empty() {
@@ -173,15 +181,17 @@ fn image_mime_type(url: &str) -> Option<&'static str> {
     Some(mime)
 }
 
-/// The signature Gemini documents for function calls it did not produce in this exchange:
-/// llmroute's neutral tool calls carry no `thoughtSignature`, and Gemini 3 refuses (400) a
-/// history whose function calls come back without one.
+/// The signature Gemini documents for function calls it did not produce in this exchange: a
+/// turn another provider answered, or whose thinking was not given back, has no
+/// `thoughtSignature`, and Gemini 3 refuses (400) a history whose function calls come back
+/// without one.
 const NO_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// An assistant's tool call as a `functionCall` part: its arguments parsed (`{}` if they are not
-/// a JSON object, which request checks already refuse) and its id. The first call of a turn
-/// carries [`NO_THOUGHT_SIGNATURE`], where Gemini puts a turn's signature.
-fn function_call(call: &ToolCall, first: bool) -> Value {
+/// a JSON object, which request checks already refuse), its id, and its `thoughtSignature`: the
+/// one Gemini gave the call, given back as the message's thinking (the turn's signatures in
+/// order, one per call that had one), else [`NO_THOUGHT_SIGNATURE`] on the turn's first call.
+fn function_call(call: &ToolCall, signature: Option<&str>) -> Value {
     let args = match serde_json::from_str::<Value>(&call.arguments) {
         Ok(args @ Value::Object(_)) => args,
         _ => Value::Object(Map::new()),
@@ -191,8 +201,8 @@ fn function_call(call: &ToolCall, first: bool) -> Value {
         "functionCall".into(),
         json!({ "id": call.id, "name": call.name, "args": args }),
     );
-    if first {
-        part.insert("thoughtSignature".into(), NO_THOUGHT_SIGNATURE.into());
+    if let Some(signature) = signature {
+        part.insert("thoughtSignature".into(), signature.into());
     }
     Value::Object(part)
 }
@@ -323,6 +333,7 @@ struct PartJson {
     #[serde(default, deserialize_with = "nullable")]
     thought: bool,
     function_call: Option<FunctionCallJson>,
+    thought_signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -402,11 +413,13 @@ fn tool_call(call: FunctionCallJson, n: u32) -> ToolCall {
     }
 }
 
-/// What the first candidate says: its text (thought parts left out), its function calls, and its
-/// finish reason as Gemini named it.
+/// What the first candidate says: its text (thought parts left out), its function calls, the
+/// signatures of those calls (Gemini's, for the next turn), and its finish reason as Gemini
+/// named it.
 struct First {
     text: String,
     calls: Vec<FunctionCallJson>,
+    signatures: Vec<String>,
     finish: Option<FinishReason>,
 }
 
@@ -422,13 +435,15 @@ impl Response {
             return blocked.map(|_| First {
                 text: String::new(),
                 calls: Vec::new(),
+                signatures: Vec::new(),
                 finish: Some(FinishReason::ContentFilter),
             });
         };
-        let (mut text, mut calls) = (String::new(), Vec::new());
+        let (mut text, mut calls, mut signatures) = (String::new(), Vec::new(), Vec::new());
         for p in std::mem::take(&mut c.content.parts) {
             if let Some(call) = p.function_call {
                 calls.push(call);
+                signatures.extend(p.thought_signature.filter(|s| !s.is_empty()));
             } else if let Some(t) = p.text.filter(|_| !p.thought) {
                 text.push_str(&t);
             }
@@ -437,8 +452,19 @@ impl Response {
         Some(First {
             text,
             calls,
+            signatures,
             finish,
         })
+    }
+}
+
+/// A function call's signature as a thought of Gemini's, to give back on the next turn.
+fn signed(signature: String) -> Thought {
+    Thought {
+        origin: Api::Gemini,
+        text: String::new(),
+        signature: Some(signature),
+        redacted: None,
     }
 }
 
@@ -453,6 +479,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         .map(|(n, call)| tool_call(call, n))
         .collect();
     let calls = !tool_calls.is_empty();
+    let thinking = first.signatures.into_iter().map(signed).collect();
     Ok(Completion {
         id: response.response_id.filter(|id| !id.is_empty()),
         content: first.text,
@@ -460,7 +487,7 @@ fn parse_response(body: &[u8]) -> Result<Completion, String> {
         finish_reason: first.finish.map(|r| with_calls(r, calls)),
         usage: response.usage_metadata.map(Usage::from),
         refusal: None,
-        thinking: Vec::new(),
+        thinking,
     })
 }
 
@@ -497,6 +524,7 @@ impl EventDecoder for Stream {
             None if self.delivered => First {
                 text: String::new(),
                 calls: Vec::new(),
+                signatures: Vec::new(),
                 finish: None,
             },
             None => {
@@ -515,6 +543,9 @@ impl EventDecoder for Stream {
         if !first.text.is_empty() {
             self.delivered = true;
             events.push(StreamEvent::Delta(first.text));
+        }
+        for signature in first.signatures {
+            events.push(StreamEvent::Thinking(ThinkingDelta::Signature(signature)));
         }
         for call in first.calls {
             let call = tool_call(call, self.calls);

@@ -430,6 +430,9 @@ fn streamed_function_calls_are_whole_deltas_and_finish_as_tool_calls() {
         [
             StreamEvent::Id("kD7taJ3xK6Hbz7IPrJmY4Qs".into()),
             StreamEvent::Delta("Checking both.".into()),
+            StreamEvent::Thinking(ThinkingDelta::Signature(
+                "CiQB0e2Kb5hXb0Jf1Fn3tQ2q5s8v7w6x5y4z3A2B1C0D9E8F7G6H".into()
+            )),
             call(0, "Boston"),
             call(1, "New York"),
             StreamEvent::Finish(FinishReason::ToolCalls),
@@ -483,5 +486,56 @@ fn a_stream_reports_usage_only_once_its_candidate_has_finished() {
     assert_eq!(
         usages,
         [StreamEvent::Usage(usage(8)), StreamEvent::Usage(usage(9))]
+    );
+}
+
+#[test]
+fn a_calls_signature_comes_back_to_gemini_on_the_next_turn() {
+    let whole = include_bytes!("../../tests/fixtures/gemini/function_call.json");
+    let answer = Gemini
+        .parse_response(&ChatRequest::new("q"), whole)
+        .unwrap();
+    let signature = "CiQB0e2Kb5hXb0Jf1Fn3tQ2q5s8v7w6x5y4z3A2B1C0D9E8F7G6H";
+    assert_eq!(answer.thinking.len(), 1);
+    assert!(answer.thinking[0].goes_to(Api::Gemini));
+    assert_eq!(answer.thinking[0].signature.as_deref(), Some(signature));
+    // Streamed, the signature comes before the call it belongs to.
+    let sse = include_str!("../../tests/fixtures/gemini/function_call.sse");
+    let (events, failure) = decode_all(Api::Gemini, sse);
+    assert_eq!(failure, None);
+    let first = events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::Thinking(_)))
+        .unwrap();
+    assert_eq!(
+        events[first],
+        StreamEvent::Thinking(ThinkingDelta::Signature(signature.into()))
+    );
+    assert!(matches!(events[first + 1], StreamEvent::ToolCall(_)));
+    // Given back, Gemini gets its own signature on the call; another provider's is no use.
+    let turn = |thinking| ChatRequest {
+        messages: vec![
+            Message::user("q"),
+            Message {
+                thinking,
+                ..Message::assistant_calls("", answer.tool_calls.clone())
+            },
+            Message::tool_result(answer.tool_calls[0].id.clone(), "{}"),
+        ],
+        ..ChatRequest::default()
+    };
+    let sent = body(&turn(answer.thinking.clone()));
+    assert_eq!(
+        sent["contents"][1]["parts"][0]["thoughtSignature"],
+        signature
+    );
+    let foreign = crate::types::Thought {
+        origin: Api::Anthropic,
+        ..answer.thinking[0].clone()
+    };
+    let sent = body(&turn(vec![foreign]));
+    assert_eq!(
+        sent["contents"][1]["parts"][0]["thoughtSignature"],
+        NO_THOUGHT_SIGNATURE
     );
 }
