@@ -147,6 +147,7 @@
 
 mod account;
 mod chat;
+mod count;
 mod drive;
 mod error;
 mod guard;
@@ -162,6 +163,7 @@ mod transport;
 pub mod types;
 pub(crate) mod wire;
 
+pub use count::{CountedBy, TokenCount};
 pub use error::{Break, Error};
 pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};

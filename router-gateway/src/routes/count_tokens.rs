@@ -1,13 +1,15 @@
 //! `POST /v1/messages/count_tokens`: the prompt's size, as Anthropic's SDKs and Claude Code ask
-//! for it, in Anthropic's shape. The count is the router's own estimate (what admission
-//! reserves: never below what the provider counts), said by `x-llmroute-token-count:
-//! estimate`; no provider is called, and nothing is reserved.
+//! for it, in Anthropic's shape. The cheapest candidate's provider counts it when it can
+//! (Anthropic: `x-llmroute-token-count: provider`, with `x-llmroute-provider` and
+//! `x-llmroute-model`), else the router estimates it (`estimate`: what admission reserves).
+//! Nothing is reserved against any limit.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use router_sdk::{CountedBy, TokenCount};
 use serde_json::json;
 
 use super::{request_id_of, set_headers};
@@ -21,21 +23,26 @@ pub(crate) async fn count_tokens(
     request: axum::extract::Request,
 ) -> Response {
     let request_id = request_id_of(request.headers());
-    let counted = count(&shared, request).await;
-    let mut response = match counted {
-        Ok(tokens) => Json(json!({"input_tokens": tokens})).into_response(),
+    let counted = match count(&shared, request).await {
+        Ok(counted) => counted,
         Err(e) => return e.into_response_in(Shape::Anthropic, &request_id),
     };
-    let pairs = [
-        ("x-llmroute-token-count", "estimate"),
-        ("x-request-id", request_id.as_str()),
-    ];
+    let mut response = Json(json!({"input_tokens": counted.input_tokens})).into_response();
+    let mut pairs = vec![("x-request-id", request_id.as_str())];
+    match &counted.counted_by {
+        CountedBy::Provider { provider, model } => pairs.extend([
+            ("x-llmroute-token-count", "provider"),
+            ("x-llmroute-provider", provider.as_str()),
+            ("x-llmroute-model", model.as_str()),
+        ]),
+        CountedBy::Estimate => pairs.push(("x-llmroute-token-count", "estimate")),
+    }
     set_headers(response.headers_mut(), &pairs);
     response
 }
 
-/// The estimated prompt tokens of the request, for a caller whose key may use its model.
-async fn count(shared: &Shared, request: axum::extract::Request) -> Result<u64, ApiError> {
+/// The request's prompt tokens, for a caller whose key may use its model.
+async fn count(shared: &Shared, request: axum::extract::Request) -> Result<TokenCount, ApiError> {
     let registry = shared.router.registry();
     let caller = shared.access.caller(registry, request.headers())?;
     let headers = request.headers().clone();
@@ -44,8 +51,7 @@ async fn count(shared: &Shared, request: axum::extract::Request) -> Result<u64, 
         .map_err(ApiError::bad_request)?
         .request;
     caller.may_use(req.model.as_deref().unwrap_or_default())?;
-    // The count is the prompt's: the answer's cap does not change it.
-    req.max_tokens = None;
-    let preview = shared.router.preview(&req).map_err(ApiError::from)?;
-    Ok(preview.prompt_tokens)
+    req.tenant = caller.tenant.clone();
+    let counted = shared.router.count_tokens(&req).await;
+    counted.map_err(|e| ApiError::logged(e, ""))
 }

@@ -311,30 +311,59 @@ async fn refusals_come_in_anthropics_shape_and_status() {
 }
 
 #[tokio::test]
-async fn count_tokens_is_the_routers_estimate_and_calls_no_provider() {
+async fn count_tokens_is_anthropics_count_where_it_can_count_else_the_estimate() {
     let r = start_two().await;
     let url = format!("{}/v1/messages/count_tokens?beta=true", r.base);
     let count = |body: Value| {
         let req = r.http.post(&url).header("x-api-key", ACME).json(&body);
         async move { req.send().await.unwrap() }
     };
-    let small =
-        count(json!({"model": "claude", "messages": [{"role": "user", "content": "foo"}]})).await;
+    let ask = |model: &str, text: &str| {
+        json!({"model": model, "max_tokens": 100, "metadata": {"user_id": "u"},
+               "messages": [{"role": "user", "content": text}]})
+    };
+    // An OpenAI-compatible model: the router's estimate, and no provider is asked.
+    let small = count(ask("small", "foo")).await;
     assert_eq!(small.status(), 200);
     assert_eq!(small.headers()["x-llmroute-token-count"], "estimate");
     let small: u64 = small.json::<Value>().await.unwrap()["input_tokens"]
         .as_u64()
         .unwrap();
     let long = "word ".repeat(2000);
-    let big =
-        count(json!({"model": "claude", "messages": [{"role": "user", "content": long}]})).await;
+    let big = count(ask("small", &long)).await;
     let big: u64 = big.json::<Value>().await.unwrap()["input_tokens"]
         .as_u64()
         .unwrap();
     assert!(small > 0 && big > 2000 && big > small, "{small} {big}");
     assert!(r.upstream.received_requests().await.unwrap().is_empty());
+
+    // Anthropic counts its own, sent only the prompt's fields.
+    Mock::given(method("POST"))
+        .and(path("/v1/messages/count_tokens"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"input_tokens": 1234})))
+        .up_to_n_times(1)
+        .mount(&r.upstream)
+        .await;
+    let counted = count(ask("claude", "foo")).await;
+    assert_eq!(counted.headers()["x-llmroute-token-count"], "provider");
+    assert_eq!(counted.headers()["x-llmroute-provider"], "an");
+    assert_eq!(counted.json::<Value>().await.unwrap()["input_tokens"], 1234);
+    let sent = &received(&r, "/v1/messages/count_tokens").await[0];
+    let mut fields: Vec<&str> = sent
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["messages", "model"]);
+    // When it cannot count (here 404: no more answers), the estimate stands.
+    let fallback = count(ask("claude", "foo")).await;
+    assert_eq!(fallback.status(), 200);
+    assert_eq!(fallback.headers()["x-llmroute-token-count"], "estimate");
     let bad = count(json!({"model": "claude"})).await;
     assert_eq!(bad.status(), 400);
     let bad: Value = bad.json().await.unwrap();
     assert_eq!(bad["error"]["type"], "invalid_request_error");
+    assert_eq!(in_flight(&r.router).await, 0);
 }

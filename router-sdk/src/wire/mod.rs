@@ -176,6 +176,35 @@ pub(crate) fn build(
     }
 }
 
+/// The request that counts `req`'s prompt tokens on `target`, for a format whose provider has a
+/// counting endpoint (Anthropic's `/v1/messages/count_tokens`, which takes the prompt's fields of
+/// a Messages body and refuses the others); `None` for the others.
+pub(crate) fn count_request(
+    target: &Target<'_>,
+    key: &ApiKey,
+    req: &ChatRequest,
+    extra: &HeaderMap,
+) -> Option<WireRequest> {
+    if target.api != Api::Anthropic {
+        return None;
+    }
+    let mut request = build(target, key, req, extra, false);
+    let path = format!("{}/count_tokens", request.url.path());
+    request.url.set_path(&path);
+    if let Some(fields) = request.body.as_object_mut() {
+        let prompt = [
+            "model",
+            "messages",
+            "system",
+            "tools",
+            "tool_choice",
+            "thinking",
+        ];
+        fields.retain(|name, _| prompt.contains(&name.as_str()));
+    }
+    Some(request)
+}
+
 /// Each deployment's two endpoints, `[answer, stream]`, parsed once when the router is built: a
 /// request clones its URL rather than formatting and parsing it.
 #[derive(Debug)]
