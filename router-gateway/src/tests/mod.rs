@@ -224,3 +224,4 @@ mod hardening;
 mod lifecycle;
 mod refusals;
 mod reports;
+mod responses;
