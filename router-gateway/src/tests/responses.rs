@@ -111,7 +111,7 @@ async fn a_streamed_response_through_a_chat_completions_upstream() {
     assert_eq!(events[7].1["item"], end["output"][0]);
     assert_eq!(
         end["usage"],
-        json!({"input_tokens": 70, "input_tokens_details": {"cached_tokens": 64},
+        json!({"input_tokens": 70, "input_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 0},
                "output_tokens": 25, "output_tokens_details": {"reasoning_tokens": 0},
                "total_tokens": 95})
     );

@@ -98,11 +98,12 @@ pub(super) fn object(
 }
 
 /// Usage as Responses counts it: `input_tokens` includes the cached ones, `output_tokens` the
-/// reasoning ones.
+/// reasoning ones. `cache_write_tokens` (which the SDKs' `Response` requires) is 0: the router
+/// does not count cache writes yet.
 pub(super) fn usage(u: &Usage) -> Value {
     json!({
         "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": u.cached_prompt_tokens},
+        "input_tokens_details": {"cached_tokens": u.cached_prompt_tokens, "cache_write_tokens": 0},
         "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
         "total_tokens": u.total_tokens(),

@@ -65,7 +65,7 @@ fn a_whole_answer_is_a_response_object() {
              "tools": [{"type": "function", "name": "spawn_agent"}]}
         ],
         "usage": {
-            "input_tokens": 1000, "input_tokens_details": {"cached_tokens": 900},
+            "input_tokens": 1000, "input_tokens_details": {"cached_tokens": 900, "cache_write_tokens": 0},
             "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 20},
             "total_tokens": 1050
         }

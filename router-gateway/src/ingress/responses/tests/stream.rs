@@ -135,7 +135,7 @@ fn a_stream_is_the_responses_event_sequence_item_by_item() {
     assert_eq!(end["output"], json!(items));
     assert_eq!(
         end["usage"],
-        json!({"input_tokens": 1000, "input_tokens_details": {"cached_tokens": 900},
+        json!({"input_tokens": 1000, "input_tokens_details": {"cached_tokens": 900, "cache_write_tokens": 0},
                "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 20},
                "total_tokens": 1050})
     );
