@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Auth;
 use crate::auth::Access;
 use crate::cut::{Cut, Streams};
-use crate::ingress::{Chat, Messages};
+use crate::ingress::{Chat, Messages, Responses};
 use crate::routes::{
     api_not_found, chat, count_tokens, model, models, quota, ready, render_metrics, usage,
     wrong_method,
@@ -71,6 +71,10 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         .route(
             "/v1/messages/count_tokens",
             post(count_tokens).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/v1/responses",
+            post(chat::<Responses>).fallback(wrong_method("POST")),
         )
         .route("/v1/models", get(models).fallback(wrong_method("GET")))
         .route(

@@ -294,6 +294,7 @@ impl Body {
             request,
             stream: self.stream,
             include_usage: self.stream_options.is_some_and(|o| o.include_usage),
+            dropped: Vec::new(),
         })
     }
 }
@@ -340,7 +341,7 @@ fn message(i: usize, m: InMessage) -> Result<Message, String> {
 }
 
 /// An image URL: a `data:` URL of base64 bytes, or a URL the provider fetches.
-fn image(url: &str) -> Result<Image, String> {
+pub(crate) fn image(url: &str) -> Result<Image, String> {
     let Some(data) = url.strip_prefix("data:") else {
         return Ok(Image::Url {
             url: url.to_owned(),

@@ -14,16 +14,17 @@ pub(crate) struct Chat;
 impl Ingress for Chat {
     const ROUTE: &'static str = "POST /v1/chat/completions";
     const SHAPE: Shape = Shape::OpenAi;
+    type Asked = ();
 
-    fn read(body: &[u8], _headers: &HeaderMap) -> Result<Read, String> {
-        inbound::read(body)
+    fn read(body: &[u8], _headers: &HeaderMap) -> Result<(Read, ()), String> {
+        inbound::read(body).map(|read| (read, ()))
     }
 
-    fn answer(answer: &ChatResponse, at: &Answering) -> Value {
+    fn answer(answer: &ChatResponse, at: &Answering, _: &()) -> Value {
         outbound::completion(answer, at.created)
     }
 
-    fn events(at: Answering, include_usage: bool) -> Box<dyn Events> {
+    fn events(at: Answering, include_usage: bool, _: ()) -> Box<dyn Events> {
         let chunks =
             outbound::Chunks::new(outbound::id(None, &at.request_id), at.model, at.created);
         Box::new(ChatEvents {

@@ -6,12 +6,15 @@
 //!
 //! - [`Chat`]: OpenAI chat completions (`POST /v1/chat/completions`).
 //! - [`Messages`]: Anthropic Messages (`POST /v1/messages`).
+//! - [`Responses`]: OpenAI Responses (`POST /v1/responses`).
 
 mod chat;
 pub(crate) mod messages;
+pub(crate) mod responses;
 
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
+use router_core::config::Api;
 use router_sdk::{ChatChunk, ChatRequest, ChatResponse};
 use serde_json::Value;
 
@@ -19,6 +22,7 @@ use crate::errors::{ApiError, Shape};
 
 pub(crate) use chat::Chat;
 pub(crate) use messages::Messages;
+pub(crate) use responses::Responses;
 
 /// A request read, and how to answer it.
 #[derive(Debug)]
@@ -30,6 +34,10 @@ pub(crate) struct Read {
     /// Send usage at the end of a stream (OpenAI's `stream_options.include_usage`; formats
     /// that always send it ignore this).
     pub(crate) include_usage: bool,
+    /// What was left out of the request because no provider can take it (a tool only OpenAI
+    /// runs, say), each named by where it was (`tools[3]:web_search`): the answer lists them
+    /// in `x-llmroute-dropped`.
+    pub(crate) dropped: Vec<String>,
 }
 
 /// What every answer names: the request's id, the model as the caller asked for it (shown when
@@ -39,6 +47,9 @@ pub(crate) struct Answering {
     pub(crate) request_id: String,
     pub(crate) model: String,
     pub(crate) created: u64,
+    /// The wire format of the provider answering, when known: the origin of the thinking a
+    /// stream brings in pieces.
+    pub(crate) origin: Option<Api>,
 }
 
 /// One wire format callers speak.
@@ -47,12 +58,16 @@ pub(crate) trait Ingress: Send + Sync + 'static {
     const ROUTE: &'static str;
     /// The shape of its errors.
     const SHAPE: Shape;
+    /// What reading a request leaves for writing its answer: `()` for most; the Responses
+    /// ingress keeps the names of the tools it renamed and what its answers repeat of the
+    /// request.
+    type Asked: Send + 'static;
     /// Reads a request body; `Err` names the field and what is wrong.
-    fn read(body: &[u8], headers: &HeaderMap) -> Result<Read, String>;
+    fn read(body: &[u8], headers: &HeaderMap) -> Result<(Read, Self::Asked), String>;
     /// A whole answer's body.
-    fn answer(answer: &ChatResponse, at: &Answering) -> Value;
+    fn answer(answer: &ChatResponse, at: &Answering, asked: &Self::Asked) -> Value;
     /// The writer of a streamed answer's events.
-    fn events(at: Answering, include_usage: bool) -> Box<dyn Events>;
+    fn events(at: Answering, include_usage: bool, asked: Self::Asked) -> Box<dyn Events>;
 }
 
 /// Writes one streamed answer as SSE events, chunk by chunk.

@@ -1,6 +1,7 @@
-//! A chat request through any ingress (`POST /v1/chat/completions`, `POST /v1/messages`): the
-//! caller's key, its body read and checked, the request routed and answered whole or streamed,
-//! every refusal in the ingress's shape, one access line.
+//! A chat request through any ingress (`POST /v1/chat/completions`, `POST /v1/messages`,
+//! `POST /v1/responses`): the caller's key, its body read and checked, the request routed and
+//! answered whole or streamed, every refusal in the ingress's shape, one access line. What the
+//! ingress left out of the request is listed in the answer's `x-llmroute-dropped`.
 
 use std::sync::Arc;
 
@@ -198,7 +199,8 @@ pub(crate) async fn answer<I: Ingress>(
         }
     };
     let body = body?;
-    let read = I::read(&body, headers).map_err(ApiError::bad_request)?;
+    let (read, asked) = I::read(&body, headers).map_err(ApiError::bad_request)?;
+    let dropped = dropped_header(&read.dropped);
     let mut req = read.request;
     let model = req.model.clone().unwrap_or_default();
     caller.may_use(&model)?;
@@ -245,8 +247,9 @@ pub(crate) async fn answer<I: Ingress>(
             request_id: request_id.to_owned(),
             model: shown_model(stream.model(), &model),
             created: now_secs(),
+            origin: api_of(router, stream.provider()),
         };
-        let events = I::events(at, read.include_usage);
+        let events = I::events(at, read.include_usage, asked);
         let response = streamed(stream, events, counted);
         (response, window, headroom)
     } else {
@@ -269,8 +272,9 @@ pub(crate) async fn answer<I: Ingress>(
             request_id: request_id.to_owned(),
             model: shown_model(&r.model, &model),
             created: now_secs(),
+            origin: api_of(router, &r.provider),
         };
-        let body = I::answer(&answer, &at);
+        let body = I::answer(&answer, &at, &asked);
         let r = &answer.receipt;
         let mut response = Json(body).into_response();
         let cost = format!("{:.8}", r.cost_usd);
@@ -286,7 +290,31 @@ pub(crate) async fn answer<I: Ingress>(
     if let Some(report) = rates.report(router, window, headroom).await {
         report.set(response.headers_mut());
     }
+    if !dropped.is_empty() {
+        set_headers(response.headers_mut(), &[("x-llmroute-dropped", &dropped)]);
+    }
     Ok(response)
+}
+
+/// `x-llmroute-dropped`: what the ingress left out, comma-separated; past the first 32, how
+/// many more (a header stays short whatever a body holds).
+fn dropped_header(dropped: &[String]) -> String {
+    const SHOWN: usize = 32;
+    let mut header = dropped[..dropped.len().min(SHOWN)].join(",");
+    if dropped.len() > SHOWN {
+        header.push_str(&format!(",+{} more", dropped.len() - SHOWN));
+    }
+    header
+}
+
+/// The wire format of the provider named `provider`.
+fn api_of(router: &router_sdk::Router, provider: &str) -> Option<router_core::config::Api> {
+    let registry = router.registry();
+    registry
+        .provider_ids()
+        .map(|id| registry.provider(id))
+        .find(|p| p.name == provider)
+        .map(|p| p.api)
 }
 
 /// The router's `call` and the model's `headroom` reading, run together, unless the gateway

@@ -47,9 +47,8 @@ async fn count(shared: &Shared, request: axum::extract::Request) -> Result<Token
     let caller = shared.access.caller(registry, request.headers())?;
     let headers = request.headers().clone();
     let bytes = body::read(&registry.gateway, &headers, request).await?;
-    let mut req = Messages::read(&bytes, &headers)
-        .map_err(ApiError::bad_request)?
-        .request;
+    let (read, ()) = Messages::read(&bytes, &headers).map_err(ApiError::bad_request)?;
+    let mut req = read.request;
     caller.may_use(req.model.as_deref().unwrap_or_default())?;
     req.tenant = caller.tenant.clone();
     let counted = shared.router.count_tokens(&req).await;

@@ -225,3 +225,4 @@ mod lifecycle;
 mod messages;
 mod refusals;
 mod reports;
+mod responses;

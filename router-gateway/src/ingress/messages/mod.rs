@@ -25,8 +25,9 @@ const PASSED_ON: [&str; 1] = ["anthropic-beta"];
 impl Ingress for Messages {
     const ROUTE: &'static str = "POST /v1/messages";
     const SHAPE: Shape = Shape::Anthropic;
+    type Asked = ();
 
-    fn read(body: &[u8], headers: &HeaderMap) -> Result<Read, String> {
+    fn read(body: &[u8], headers: &HeaderMap) -> Result<(Read, ()), String> {
         let mut read = read::read(body)?;
         for name in PASSED_ON {
             for value in headers.get_all(name) {
@@ -37,14 +38,14 @@ impl Ingress for Messages {
                 }
             }
         }
-        Ok(read)
+        Ok((read, ()))
     }
 
-    fn answer(answer: &ChatResponse, at: &Answering) -> Value {
+    fn answer(answer: &ChatResponse, at: &Answering, _: &()) -> Value {
         answer::message(answer, at)
     }
 
-    fn events(at: Answering, _include_usage: bool) -> Box<dyn Events> {
+    fn events(at: Answering, _include_usage: bool, _: ()) -> Box<dyn Events> {
         Box::new(stream::MessageEvents::new(at))
     }
 }

@@ -261,6 +261,7 @@ impl Body {
             request,
             stream: self.stream.unwrap_or(false),
             include_usage: true,
+            dropped: Vec::new(),
         })
     }
 }

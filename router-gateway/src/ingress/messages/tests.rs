@@ -58,7 +58,7 @@ fn read(body: &Value) -> Result<Read, String> {
         "anthropic-beta",
         "interleaved-thinking-2025-05-14".parse().unwrap(),
     );
-    Messages::read(body.to_string().as_bytes(), &headers)
+    Messages::read(body.to_string().as_bytes(), &headers).map(|(read, ())| read)
 }
 
 #[test]
@@ -176,6 +176,7 @@ fn at() -> Answering {
         request_id: "r1".into(),
         model: "claude-sonnet-4-5".into(),
         created: 0,
+        origin: Some(Api::Anthropic),
     }
 }
 
@@ -217,7 +218,7 @@ fn a_whole_answer_is_anthropics_message() {
         }],
         receipt: receipt(FinishReason::ToolCalls),
     };
-    let got = Messages::answer(&answer, &at());
+    let got = Messages::answer(&answer, &at(), &());
     let want = json!({
         "id": "msg_r1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
         "content": [
@@ -234,7 +235,7 @@ fn a_whole_answer_is_anthropics_message() {
 
 /// The `(event name, data)` of every event `chunks` make.
 fn events(chunks: Vec<ChatChunk>) -> Vec<(&'static str, Value)> {
-    let mut writer = Messages::events(at(), false);
+    let mut writer = Messages::events(at(), false, ());
     chunks
         .into_iter()
         .flat_map(|c| writer.chunk(c))
@@ -302,7 +303,7 @@ fn a_stream_is_anthropics_event_sequence_block_by_block() {
 
 #[test]
 fn a_broken_stream_ends_with_anthropics_error_event() {
-    let mut writer = Messages::events(at(), false);
+    let mut writer = Messages::events(at(), false, ());
     let error = ApiError::bad_request("`messages`: empty");
     let got = writer.failed(&error);
     assert_eq!(got[0].name, Some("error"));
