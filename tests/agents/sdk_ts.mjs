@@ -4,8 +4,9 @@
 //
 // BASE_URL is the gateway's, without /v1, serving `claude-sonnet-4-5` (an Anthropic upstream)
 // and `gpt-5.5` (an OpenAI-compatible one), as through_gateway.py sets it up. Each SDK asks a
-// whole and a streamed answer of both models; the Anthropic SDK also counts tokens. Exits 1 on
-// the first check that fails.
+// whole and a streamed answer of both models (the OpenAI SDK through chat completions and
+// through Responses); the Anthropic SDK also counts tokens. Exits 1 on the first check that
+// fails.
 
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
@@ -55,9 +56,19 @@ async function openaiSdk() {
       usage = chunk.usage ?? usage;
     }
     check(text.length > 0 && usage && usage.total_tokens > 0, "openai streamed", { text, usage });
+    const response = await client.responses.create({ model, input: "Say hi" });
+    check(response.status === "completed" && response.output_text.length > 0, "responses whole", response);
+    const events = await client.responses.create({ model, input: "Say hi", stream: true });
+    const types = [];
+    let completed = null;
+    for await (const event of events) {
+      types.push(event.type);
+      if (event.type === "response.completed") completed = event.response;
+    }
+    check(types[0] === "response.created" && completed?.usage?.total_tokens > 0, "responses streamed", types);
   }
 }
 
 await anthropicSdk();
 await openaiSdk();
-console.log("sdk_ts: @anthropic-ai/sdk and openai, whole and streamed on both upstreams: ok");
+console.log("sdk_ts: @anthropic-ai/sdk (messages, count_tokens) and openai (chat completions, responses), whole and streamed on both upstreams: ok");
