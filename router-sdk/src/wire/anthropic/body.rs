@@ -140,10 +140,17 @@ pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool
     let answer = AnswerTool::of(req);
     let mut tools: Vec<Value> = req.tools.iter().map(tool).collect();
     tools.extend(answer.map(|a| a.definition()));
+    let withdrawn = withdrawn_tools(req);
+    let offers_none = tools.is_empty();
+    tools.extend(withdrawn.iter().map(|name| withdrawn_tool(name)));
     if !tools.is_empty() {
         body.insert("tools".into(), tools.into());
     }
-    if let Some(choice) = tool_choice(req, answer, budget.is_some()) {
+    let choice = tool_choice(req, answer, budget.is_some());
+    // Tools defined only because the history calls them may not be called again.
+    let choice =
+        choice.or_else(|| (offers_none && !withdrawn.is_empty()).then(|| json!({"type": "none"})));
+    if let Some(choice) = choice {
         body.insert("tool_choice".into(), choice);
     }
     if let Some(budget) = budget {
@@ -341,6 +348,30 @@ fn tool_result(m: &Message) -> Value {
         "type": "tool_result",
         "tool_use_id": m.tool_call_id.as_deref().unwrap_or_default(),
         "content": content,
+    })
+}
+
+/// The tools the conversation called that the request no longer offers, in the order first
+/// called. Anthropic refuses `tool_use` and `tool_result` blocks in a request that does not
+/// define their tools (an agent's summary turn sends its history with `tools: []`).
+fn withdrawn_tools(req: &ChatRequest) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    let calls = req.messages.iter().flat_map(|m| &m.tool_calls);
+    for call in calls {
+        let offered = req.tools.iter().any(|t| t.name == call.name);
+        if !offered && !names.contains(&call.name.as_str()) {
+            names.push(&call.name);
+        }
+    }
+    names
+}
+
+/// The definition of a tool the history calls and the request no longer offers.
+fn withdrawn_tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": "Called earlier in this conversation; no longer offered.",
+        "input_schema": {"type": "object"},
     })
 }
 

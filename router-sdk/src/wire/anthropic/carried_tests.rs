@@ -128,3 +128,27 @@ fn cached_messages_end_in_breakpoints_at_most_four() {
     let plain = body("claude-sonnet-4-5", &ChatRequest::new("Hi"), 1024, false);
     assert_eq!(plain["messages"][0]["content"], "Hi");
 }
+
+#[test]
+fn a_history_calling_tools_no_longer_offered_defines_them_and_calls_none() {
+    // An agent's summary turn: its history of calls, `tools: []`.
+    let mut req = tool_turn(Vec::new());
+    req.reasoning = None;
+    req.messages
+        .push(Message::user("Summarize the conversation."));
+    let got = body("claude-sonnet-4-5", &req, 1024, false);
+    assert_eq!(got["tools"][0]["name"], "get_weather");
+    assert_eq!(got["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(got["tool_choice"], json!({"type": "none"}));
+    // Offered, the tool goes as it is, and the choice is the request's.
+    req.tools = vec![crate::types::Tool {
+        name: "get_weather".into(),
+        description: None,
+        parameters: json!({"type": "object", "properties": {}}),
+        strict: false,
+    }];
+    let got = body("claude-sonnet-4-5", &req, 1024, false);
+    assert_eq!(got["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(got["tools"][0]["input_schema"]["properties"], json!({}));
+    assert_eq!(got.get("tool_choice"), None);
+}
