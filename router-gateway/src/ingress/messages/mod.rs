@@ -6,6 +6,7 @@
 //! `anthropic-beta` is passed on to Anthropic upstreams (and to no other provider).
 
 mod answer;
+mod json;
 mod read;
 mod stream;
 

@@ -22,202 +22,12 @@ use router_core::config::Api;
 use router_sdk::{
     ChatRequest, Effort, Image, Message, Part, Reasoning, Role, Thought, Tool, ToolCall, ToolChoice,
 };
-use serde::Deserialize;
-use serde_json::Value;
 
+use super::json::{
+    Block, Body, InContent, InMessage, InRole, InThinking, InTool, InToolChoice, OutputConfig,
+    ResultBlock, ResultContent, Source, System,
+};
 use crate::ingress::Read;
-
-#[derive(Debug, Deserialize)]
-struct Body {
-    model: String,
-    messages: Vec<InMessage>,
-    #[serde(default)]
-    system: Option<System>,
-    #[serde(default)]
-    max_tokens: Option<u64>,
-    #[serde(default)]
-    stop_sequences: Option<Vec<String>>,
-    #[serde(default)]
-    temperature: Option<f64>,
-    #[serde(default)]
-    top_p: Option<f64>,
-    #[serde(default)]
-    tools: Option<Vec<InTool>>,
-    #[serde(default)]
-    tool_choice: Option<InToolChoice>,
-    #[serde(default)]
-    thinking: Option<InThinking>,
-    #[serde(default)]
-    metadata: Option<InMetadata>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    output_config: Option<OutputConfig>,
-}
-
-/// `output_config`: the effort adaptive thinking takes.
-#[derive(Debug, Deserialize)]
-struct OutputConfig {
-    #[serde(default)]
-    effort: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum System {
-    Text(String),
-    Blocks(Vec<TextBlock>),
-}
-
-#[derive(Debug, Deserialize)]
-struct TextBlock {
-    text: String,
-    #[serde(default)]
-    cache_control: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct InMessage {
-    role: InRole,
-    content: InContent,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum InRole {
-    User,
-    Assistant,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum InContent {
-    Text(String),
-    Blocks(Vec<Block>),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block {
-    Text {
-        text: String,
-        #[serde(default)]
-        cache_control: Option<Value>,
-    },
-    Image {
-        source: Source,
-        #[serde(default)]
-        cache_control: Option<Value>,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-        #[serde(default)]
-        cache_control: Option<Value>,
-    },
-    ToolResult {
-        tool_use_id: String,
-        #[serde(default)]
-        content: Option<ResultContent>,
-        #[serde(default)]
-        is_error: Option<bool>,
-        #[serde(default)]
-        cache_control: Option<Value>,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-        #[serde(default)]
-        signature: Option<String>,
-    },
-    RedactedThinking {
-        data: String,
-    },
-}
-
-impl Block {
-    /// Whether the block carries a `cache_control` breakpoint.
-    fn cached(&self) -> bool {
-        match self {
-            Block::Text { cache_control, .. }
-            | Block::Image { cache_control, .. }
-            | Block::ToolUse { cache_control, .. }
-            | Block::ToolResult { cache_control, .. } => cache_control.is_some(),
-            Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Source {
-    Base64 { media_type: String, data: String },
-    Url { url: String },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ResultContent {
-    Text(String),
-    Blocks(Vec<ResultBlock>),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ResultBlock {
-    Text { text: String },
-    Image { source: Source },
-}
-
-#[derive(Debug, Deserialize)]
-struct InTool {
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
-    name: String,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    input_schema: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum InToolChoice {
-    Auto {
-        #[serde(default)]
-        disable_parallel_tool_use: Option<bool>,
-    },
-    Any {
-        #[serde(default)]
-        disable_parallel_tool_use: Option<bool>,
-    },
-    Tool {
-        name: String,
-        #[serde(default)]
-        disable_parallel_tool_use: Option<bool>,
-    },
-    None,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum InThinking {
-    Enabled {
-        #[serde(default)]
-        budget_tokens: Option<u64>,
-    },
-    Disabled,
-    /// The model decides how much to think: the router's default budget.
-    Adaptive,
-}
-
-#[derive(Debug, Deserialize)]
-struct InMetadata {
-    #[serde(default)]
-    user_id: Option<String>,
-}
 
 /// Reads `bytes` as a Messages body; `Err` names the field and what is wrong.
 pub(crate) fn read(bytes: &[u8]) -> Result<Read, String> {
@@ -304,75 +114,68 @@ fn turn(i: usize, m: InMessage, out: &mut Vec<Message>) -> Result<(), String> {
         ..Message::text(role, "")
     };
     for (j, block) in blocks.into_iter().enumerate() {
-        let at = || format!("`messages[{i}].content[{j}]`");
-        // A result's breakpoint is its own tool message's.
-        if !matches!(block, Block::ToolResult { .. }) {
-            message.cache |= block.cached();
-        }
-        match (block, role) {
-            (Block::Text { text, .. }, _) => message.content.push(Part::Text { text }),
-            (Block::Image { source, .. }, _) => message.content.push(Part::Image {
-                image: image(source),
-                detail: None,
-            }),
-            (
-                Block::ToolUse {
-                    id, name, input, ..
-                },
-                Role::Assistant,
-            ) => {
-                let arguments = if input.is_null() {
-                    "{}".to_owned()
-                } else {
-                    input.to_string()
-                };
-                message.tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments,
-                });
-            }
-            (
-                Block::Thinking {
-                    thinking,
-                    signature,
-                },
-                Role::Assistant,
-            ) => {
-                message.thinking.push(thought(thinking, signature, None));
-            }
-            (Block::RedactedThinking { data }, Role::Assistant) => {
-                message
-                    .thinking
-                    .push(thought(String::new(), None, Some(data)));
-            }
-            (
-                Block::ToolResult {
-                    tool_use_id,
-                    content,
-                    is_error,
-                    cache_control,
-                },
-                Role::User,
-            ) => {
-                let mut result = tool_result(tool_use_id, content, is_error == Some(true));
-                result.cache = cache_control.is_some();
-                out.push(result);
-            }
-            (
-                Block::ToolUse { .. } | Block::Thinking { .. } | Block::RedactedThinking { .. },
-                _,
-            ) => {
-                return Err(format!("{}: only an assistant turn holds this block", at()));
-            }
-            (Block::ToolResult { .. }, _) => {
-                return Err(format!("{}: only a user turn holds a `tool_result`", at()));
-            }
-        }
+        add_block(block, &mut message, out)
+            .map_err(|why| format!("`messages[{i}].content[{j}]`: {why}"))?;
     }
     let said = !message.content.is_empty() || !message.tool_calls.is_empty();
     if said || !message.thinking.is_empty() {
         out.push(message);
+    }
+    Ok(())
+}
+
+/// Adds `block` to `message`, its turn; a tool result goes to `out` as a tool message of its
+/// own, before the turn's message. `Err`: the block has no place in a turn of this role.
+fn add_block(block: Block, message: &mut Message, out: &mut Vec<Message>) -> Result<(), String> {
+    let assistant = message.role == Role::Assistant;
+    // A result's breakpoint is its own tool message's.
+    if !matches!(block, Block::ToolResult { .. }) {
+        message.cache |= block.cached();
+    }
+    match block {
+        Block::Text { text, .. } => message.content.push(Part::Text { text }),
+        Block::Image { source, .. } => message.content.push(Part::Image {
+            image: image(source),
+            detail: None,
+        }),
+        Block::ToolUse { .. } | Block::Thinking { .. } | Block::RedactedThinking { .. }
+            if !assistant =>
+        {
+            return Err("only an assistant turn holds this block".to_owned());
+        }
+        Block::ToolUse {
+            id, name, input, ..
+        } => message.tool_calls.push(ToolCall {
+            id,
+            name,
+            arguments: if input.is_null() {
+                "{}".to_owned()
+            } else {
+                input.to_string()
+            },
+        }),
+        Block::Thinking {
+            thinking,
+            signature,
+        } => message.thinking.push(thought(thinking, signature, None)),
+        Block::RedactedThinking { data } => {
+            message
+                .thinking
+                .push(thought(String::new(), None, Some(data)));
+        }
+        Block::ToolResult { .. } if assistant => {
+            return Err("only a user turn holds a `tool_result`".to_owned());
+        }
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            cache_control,
+        } => {
+            let mut result = tool_result(tool_use_id, content, is_error == Some(true));
+            result.cache = cache_control.is_some();
+            out.push(result);
+        }
     }
     Ok(())
 }
