@@ -143,11 +143,22 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Embeddings
+//!
+//! [`Router::embed`] sends an [`EmbedRequest`] (texts, or token ids) to the cheapest embedding
+//! model (`kind: embedding` in the configuration) with room, through the same flow: the same
+//! limits (its estimated input reserved, no output), failover, tenant budgets, settlement and
+//! usage record. Chats never go to embedding models, nor embeddings to chat models. The answer
+//! holds one `f32` vector per input, in input order, and a [`Receipt`].
 #![forbid(unsafe_code)]
 
 mod account;
+mod asked;
 mod chat;
 mod drive;
+mod embed;
+pub mod embedding;
 mod error;
 mod guard;
 mod renewals;
@@ -162,6 +173,7 @@ mod transport;
 pub mod types;
 pub(crate) mod wire;
 
+pub use embedding::{EmbedInput, EmbedRequest, EmbedResponse, base64_f32};
 pub use error::{Break, Error};
 pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};
