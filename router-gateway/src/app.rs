@@ -11,7 +11,8 @@ use crate::auth::Access;
 use crate::cut::{Cut, Streams};
 use crate::ingress::{Chat, Messages};
 use crate::routes::{
-    api_not_found, chat, model, models, quota, ready, render_metrics, usage, wrong_method,
+    api_not_found, chat, embeddings, model, models, quota, ready, render_metrics, usage,
+    wrong_method,
 };
 use crate::{metrics, ratelimit};
 
@@ -66,6 +67,10 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         .route(
             "/v1/messages",
             post(chat::<Messages>).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/v1/embeddings",
+            post(embeddings).fallback(wrong_method("POST")),
         )
         .route("/v1/models", get(models).fallback(wrong_method("GET")))
         .route(
