@@ -21,8 +21,8 @@ const SHOWN: usize = 4;
 /// Options of `llmroute embed`.
 #[derive(Debug, Args)]
 pub(crate) struct EmbedArgs {
-    /// File whose text is one input, or `-` for standard input (repeatable; files first, then
-    /// each --text)
+    /// File whose text (its last newline dropped) is one input, or `-` for standard input
+    /// (repeatable; files first, then each --text)
     #[arg(short = 'p', long = "prompt", value_name = "FILE")]
     prompts: Vec<PathBuf>,
     /// A text to embed (repeatable)
@@ -57,7 +57,7 @@ impl EmbedArgs {
         }
         let mut input = Vec::with_capacity(self.prompts.len() + self.texts.len());
         for path in &self.prompts {
-            input.push(read_prompt(path, "embed")?.into());
+            input.push(without_final_newline(read_prompt(path, "embed")?).into());
         }
         input.extend(self.texts.iter().map(|t| t.as_str().into()));
         Ok(EmbedRequest {
@@ -69,6 +69,18 @@ impl EmbedArgs {
             ..EmbedRequest::default()
         })
     }
+}
+
+/// `text` without its last line's newline (`\n` or `\r\n`): `echo text > file` embeds as
+/// `text`.
+fn without_final_newline(mut text: String) -> String {
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    text
 }
 
 /// Runs the command until it ends or SIGINT / SIGTERM stops it, then waits for what the router
@@ -156,6 +168,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_files_last_newline_is_dropped() {
+        let cut = |s: &str| without_final_newline(s.to_owned());
+        assert_eq!(cut("text\n"), "text");
+        assert_eq!(cut("text\r\n"), "text");
+        assert_eq!(cut("two\nlines\n\n"), "two\nlines\n");
+        assert_eq!(cut("text"), "text");
+    }
 
     #[test]
     fn each_vector_is_one_line_with_its_size_and_first_values() {

@@ -58,7 +58,7 @@ async fn embed_prints_one_line_per_vector_with_its_size_and_first_values() {
     upstream_embeds(&server).await;
     let mut cmd = s.llmroute(&["oa"]);
     cmd.args(["embed", "-p"])
-        .arg(s.prompt("from a file"))
+        .arg(s.prompt("from a file\n"))
         .args(["--text", "two"]);
     let (stdout, stderr) = run_async(cmd, 0).await;
     assert_eq!(
