@@ -41,12 +41,12 @@ pub(crate) async fn embeddings(
             let request = axum::extract::Request::from_parts(parts, body);
             let gateway = &shared.router.registry().gateway;
             let body = crate::body::read(gateway, &headers, request).await;
-            let asked = Asked {
+            let who = Who {
                 caller: &caller,
                 headers: &headers,
                 request_id: &request_id,
             };
-            answer(&shared, &asked, body, &mut gone).await
+            answer(&shared, &who, body, &mut gone).await
         }
         Err(e) => Err(Failed::from(e)),
     };
@@ -63,7 +63,7 @@ pub(crate) async fn embeddings(
 }
 
 /// Who asks, with what headers, under which request id.
-struct Asked<'a> {
+struct Who<'a> {
     caller: &'a auth::Caller,
     headers: &'a HeaderMap,
     request_id: &'a str,
@@ -73,19 +73,19 @@ struct Asked<'a> {
 /// `gone` told); a failure is counted by the caller.
 async fn answer(
     shared: &Arc<Shared>,
-    asked: &Asked<'_>,
+    who: &Who<'_>,
     body: Result<Bytes, ApiError>,
     gone: &mut ClientGone<'_>,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
-    let (caller, router) = (asked.caller, &shared.router);
+    let (caller, router) = (who.caller, &shared.router);
     let (mut req, encoding) = body::read(&body?).map_err(ApiError::bad_request)?;
     let model = req.model.clone().unwrap_or_default();
     caller.may_use(&model)?;
     req.tenant = caller.tenant.clone();
     req.key_id = caller.key_id.clone();
-    req.request_id = Some(asked.request_id.to_owned());
-    let options = options::read(asked.headers, caller, router.registry())?;
+    req.request_id = Some(who.request_id.to_owned());
+    let options = options::read(who.headers, caller, router.registry())?;
     req.priority = options.priority;
     req.deadline = options.deadline;
     req.headers = options.forwarded;
@@ -97,7 +97,7 @@ async fn answer(
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) => {
-            let failed = Failed::routed(shared, e, asked.request_id);
+            let failed = Failed::routed(shared, e, who.request_id);
             if !failed.is_too_many() {
                 return Err(failed);
             }
