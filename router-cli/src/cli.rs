@@ -20,8 +20,8 @@ use crate::logging::LogFormat;
 /// flags or YAML, unknown model, no key set, unreadable prompt, image or schema file, a feature
 /// no model can serve); 3 no capacity before the deadline, or a tenant's budget exhausted; 4
 /// provider error (error answer, timeout, connection, an answer that is not JSON for
-/// `--json-schema`); 5 state store or usage sink unavailable; 130 / 143 `chat` stopped by SIGINT
-/// / SIGTERM (its reservation settled first).
+/// `--json-schema`); 5 state store or usage sink unavailable; 130 / 143 `chat` or `embed` stopped
+/// by SIGINT / SIGTERM (its reservation settled first).
 #[derive(Debug, Parser)]
 #[command(name = "llmroute", version, propagate_version = true)]
 pub(crate) struct Cli {
@@ -66,6 +66,9 @@ pub(crate) enum Command {
     Providers(ProvidersArgs),
     /// Send a prompt to the cheapest provider with room; the answer on stdout.
     Chat(crate::commands::chat::ChatArgs),
+    /// Embed texts with the cheapest embedding model with room: one line per vector (its size
+    /// and first values) on stdout, or the whole answer with --json.
+    Embed(crate::commands::embed::EmbedArgs),
     /// Show what the shared ledger holds: per deployment, use against limits, cooldowns, prices.
     Quota(crate::commands::quota::QuotaArgs),
     /// Report what the usage records say over a period: requests, tokens, cost, grouped by
@@ -79,8 +82,9 @@ pub(crate) enum Command {
     /// the configured limits: no network, no keys. Prints what each deployment served, cost and
     /// 429s, against sending everything to the cheapest or the dearest deployment.
     Simulate(crate::commands::simulate::SimulateArgs),
-    /// Serve an OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`) over the
-    /// router, for every language; callers authenticate with keys of `gateway.keys`.
+    /// Serve an OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/embeddings`,
+    /// `/v1/models`) over the router, for every language; callers authenticate with keys of
+    /// `gateway.keys`.
     Serve(crate::commands::serve::ServeArgs),
     /// Make API keys for the gateway.
     Keys(crate::commands::keys::KeysArgs),

@@ -46,6 +46,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         match &cli.command {
             Command::Providers(args) => commands::providers::run(&ctx, args, out).await,
             Command::Chat(args) => commands::chat::run(&ctx, args, out).await,
+            Command::Embed(args) => commands::embed::run(&ctx, args, out).await,
             Command::Quota(args) => commands::quota::run(&ctx, args, out).await,
             Command::Usage(args) => commands::usage::run(&ctx, args, out).await,
             Command::Simulate(args) => commands::simulate::run(&ctx, args, out).await,

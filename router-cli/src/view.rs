@@ -67,6 +67,11 @@ pub(crate) struct ProviderView {
 #[derive(Debug, Serialize)]
 pub(crate) struct ModelView {
     pub(crate) name: String,
+    /// `chat` or `embedding`.
+    pub(crate) kind: &'static str,
+    /// An embedding model's vector size, when configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dimensions: Option<u32>,
     pub(crate) aliases: Vec<String>,
     pub(crate) price: PriceView,
     pub(crate) limits: LimitsView,
@@ -205,6 +210,8 @@ fn provider(
                 let d = registry.deployment(d);
                 ModelView {
                     name: d.model.clone(),
+                    kind: d.kind.as_str(),
+                    dimensions: d.dimensions,
                     aliases: d.aliases.clone(),
                     price: PriceView::from(d.price),
                     limits: LimitsView::from(d.limits),

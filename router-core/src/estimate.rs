@@ -55,6 +55,17 @@ impl PromptSize {
         }
     }
 
+    /// This size with `tokens` more tokens given as token ids (an embedding input): counted as
+    /// the characters that make that many tokens, so that [`PromptSize::base_tokens`] counts
+    /// each id once.
+    #[must_use]
+    pub fn with_tokens(mut self, tokens: u64) -> Self {
+        self.chars = self
+            .chars
+            .saturating_add(tokens.saturating_mul(CHARS_PER_TOKEN));
+        self
+    }
+
     /// This size with `images` more images.
     #[must_use]
     pub fn with_images(mut self, images: u64) -> Self {
@@ -277,6 +288,12 @@ providers:
             PromptSize::of(["x".repeat(8_000).as_str()]).base_tokens(),
             2_000
         );
+    }
+
+    #[test]
+    fn token_ids_count_one_token_each() {
+        assert_eq!(PromptSize::default().with_tokens(7).base_tokens(), 7);
+        assert_eq!(PromptSize::of(["abcd"]).with_tokens(3).base_tokens(), 4);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use crate::auth::Access;
 use crate::cut::{Cut, Streams};
 use crate::ingress::{Chat, Messages, Responses};
 use crate::routes::{
-    api_not_found, chat, count_tokens, model, models, quota, ready, render_metrics, usage,
-    wrong_method,
+    api_not_found, chat, count_tokens, embeddings, model, models, quota, ready, render_metrics,
+    usage, wrong_method,
 };
 use crate::{metrics, ratelimit};
 
@@ -75,6 +75,10 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
         .route(
             "/v1/responses",
             post(chat::<Responses>).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/v1/embeddings",
+            post(embeddings).fallback(wrong_method("POST")),
         )
         .route("/v1/models", get(models).fallback(wrong_method("GET")))
         .route(

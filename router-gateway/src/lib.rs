@@ -9,6 +9,8 @@
 //! - `POST /v1/chat/completions`: OpenAI's request and answer, whole or streamed (SSE
 //!   `chat.completion.chunk`s, `stream_options.include_usage`, `data: [DONE]`), tools, images,
 //!   JSON output; `model` is any configured model, alias or routed alias.
+//! - `POST /v1/embeddings`: OpenAI's embeddings request and answer (`encoding_format` `float` or
+//!   `base64`), routed to the cheapest embedding model with room.
 //! - `GET /v1/models`: the models, aliases and routed aliases the key may use.
 //! - `GET /v1/quota`: what `llmroute quota --tenant <caller> --json` shows, for the caller.
 //! - `GET /v1/usage?since=24h&until=..&by=day,model&model=..`: what `llmroute usage --json`

@@ -1,7 +1,7 @@
 //! `Router::chat`: one whole answer, the request flow driven over a whole-answer call.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 use router_core::IdMap;
@@ -10,26 +10,28 @@ use tracing::Instrument;
 
 use crate::drive::Request;
 use crate::error::Error;
+use crate::request;
 use crate::router::Router;
 use crate::secret::ApiKey;
 use crate::transport::{self, CallFailure};
 use crate::types::{ChatRequest, ChatResponse, Completion};
 use crate::wire::{self, WireRequest};
 
-/// What every provider call of one request needs: the request, its keys, its deadline.
+/// What every provider call of one request needs: the request (a chat's, or an embedding
+/// request's), its keys, its deadline.
 #[derive(Debug)]
-pub(crate) struct CallInput<'a> {
-    pub(crate) req: &'a ChatRequest,
+pub(crate) struct CallInput<'a, R = ChatRequest> {
+    pub(crate) req: &'a R,
     pub(crate) keys: Arc<IdMap<ProviderId, ApiKey>>,
     pub(crate) headers: HeaderMap,
     pub(crate) deadline_ms: u64,
 }
 
-impl<'a> CallInput<'a> {
+impl<'a, R> CallInput<'a, R> {
     /// What the calls of `request` (planned from `req`) need. The extra headers move here, the
     /// only place that reads them; the keys are shared, as a failure's message is redacted with
     /// them.
-    pub(crate) fn of(request: &mut Request, req: &'a ChatRequest) -> Self {
+    pub(crate) fn of(request: &mut Request, req: &'a R) -> Self {
         CallInput {
             req,
             keys: request.planned.keys.clone(),
@@ -46,7 +48,7 @@ impl Router {
     /// Every path settles the reservation: success with the provider's usage, failures as what
     /// the provider saw, and a dropped future through a drop guard.
     pub async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, Error> {
-        let mut request = self.begin(&req, false)?;
+        let mut request = self.begin(&request::asked(&req)?, false)?;
         let span = request.span.clone();
         let input = CallInput::of(&mut request, &req);
         async {
@@ -82,15 +84,31 @@ impl Router {
         d: DeploymentId,
     ) -> Result<(Completion, HeaderMap), CallFailure> {
         let (api, request) = self.wire(input, d, false);
-        let limits = self.call_limits(input.deadline_ms);
+        // As in `transport`: a failed call's size is dwarfed by the round trip that made it.
+        #[allow(clippy::result_large_err)]
+        let decode =
+            |headers, body: &[u8], now| transport::decode(api, input.req, headers, body, now);
+        self.exchange(api, request, input.deadline_ms, decode).await
+    }
+
+    /// Sends `request` over `api` and reads the whole answer with `decode`, within the attempt's
+    /// time and the request's deadline (`deadline_ms`): this one timer bounds the whole exchange.
+    pub(crate) async fn exchange<T>(
+        &self,
+        api: Api,
+        request: WireRequest,
+        deadline_ms: u64,
+        decode: impl FnOnce(HeaderMap, &[u8], SystemTime) -> Result<(T, HeaderMap), CallFailure>,
+    ) -> Result<(T, HeaderMap), CallFailure> {
+        let limits = self.call_limits(deadline_ms);
         let now = || self.system_now();
         let call = async {
             let response = transport::send(&self.inner.http, api, request, None, now).await?;
             let (headers, body) = transport::read(response).await?;
-            transport::decode(api, input.req, headers, &body, now())
+            decode(headers, &body, now())
         };
         // Without streaming, the whole answer must come within the attempt's time (no later than
-        // the deadline): this one timer bounds the whole exchange.
+        // the deadline).
         match tokio::time::timeout(limits.0, call).await {
             Ok(answer) => answer,
             Err(_) => Err(transport::no_answer_within(limits.0)),

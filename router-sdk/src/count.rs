@@ -50,7 +50,7 @@ impl Router {
     /// no answer is asked for; a provider that fails to count leaves the estimate, and the
     /// failure goes to the log.
     pub async fn count_tokens(&self, req: &ChatRequest) -> Result<TokenCount, Error> {
-        let planned = self.plan(req)?;
+        let planned = self.plan(&crate::request::asked(req)?)?;
         let plan = &planned.plan;
         let estimate = plan.estimates.iter().map(|e| e.prompt_tokens).max();
         let counter = plan.ranked.iter().copied().find_map(|d| {

@@ -1,4 +1,4 @@
-//! The request flow driven over real I/O, shared by `chat` and `chat_stream`: admit through the
+//! The request flow driven over real I/O, shared by `chat`, `chat_stream` and `embed`: admit through the
 //! ledger, sleep, call, settle, cool down, give up, exactly as [`Flow`] decides. Nothing here
 //! decides what a request does next; it only performs it and says so in traces.
 
@@ -13,11 +13,12 @@ use router_core::ledger::{Admission, Denial, Observation};
 use tracing::{Instrument, Span};
 
 use crate::account::{Account, Opening};
+use crate::asked::Asked;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::router::{Planned, Router};
 use crate::transport::CallFailure;
-use crate::types::{Attempt, AttemptOutcome, ChatRequest, FinishReason, Receipt, Usage};
+use crate::types::{Attempt, AttemptOutcome, FinishReason, Receipt, Usage};
 use crate::wire::classify::FailureClass;
 use crate::wire::headers;
 
@@ -40,11 +41,11 @@ pub(crate) struct Request {
 }
 
 impl Router {
-    /// Plans `req` (`stream`: for `chat_stream`) and starts its flow, its span and its account.
-    pub(crate) fn begin(&self, req: &ChatRequest, stream: bool) -> Result<Request, Error> {
-        let planned = self.plan(req)?;
-        let id = match &req.request_id {
-            Some(id) => id.clone(),
+    /// Plans `asked` (`stream`: for `chat_stream`) and starts its flow, its span and its account.
+    pub(crate) fn begin(&self, asked: &Asked<'_>, stream: bool) -> Result<Request, Error> {
+        let planned = self.plan(asked)?;
+        let id = match asked.request_id {
+            Some(id) => id.to_owned(),
             None => format!("{:016x}", self.draw_u64()),
         };
         let span = tracing::info_span!(
@@ -55,22 +56,25 @@ impl Router {
             priority = planned.plan.priority.as_str(),
             // Formatted only when the span is recorded; absent for a request that was not routed.
             route = planned.route.as_ref().map(tracing::field::display),
-            metadata = ?req.metadata,
+            metadata = ?asked.metadata,
         );
         // Without a recorder nothing of the record is gathered: no work on the request's path.
         let account = Account::open(self.inner.recorder.clone(), || Opening {
             id: format!("{:016x}{:016x}", self.draw_u64(), self.draw_u64()),
             request_id: id.clone(),
             // The tenant named, whether or not a tier tracks it.
-            tenant: req.tenant.clone(),
-            key_id: req.key_id.clone(),
+            tenant: asked.tenant.map(str::to_owned),
+            key_id: asked.key_id.map(str::to_owned),
             // What was asked for: a routed alias (the default one too), not its choice.
-            model_asked: req.model.clone().unwrap_or_else(|| {
-                planned
-                    .route
-                    .as_ref()
-                    .map_or_else(|| planned.model.clone(), |m| m.alias.clone())
-            }),
+            model_asked: asked.model.map_or_else(
+                || {
+                    planned
+                        .route
+                        .as_ref()
+                        .map_or_else(|| planned.model.clone(), |m| m.alias.clone())
+                },
+                str::to_owned,
+            ),
             route: planned
                 .route
                 .as_ref()
@@ -477,12 +481,14 @@ fn flow_failure(failure: &CallFailure, in_stream: bool) -> flow::Failure {
     }
 }
 
-/// `chat` and `chat_stream` futures can be spawned: this fails to compile if they stop being
-/// `Send`.
+/// `chat`, `chat_stream` and `embed` futures can be spawned: this fails to compile if they stop
+/// being `Send`.
 #[cfg(test)]
 #[allow(dead_code)]
 fn chat_futures_are_send(router: &Router) {
+    use crate::types::ChatRequest;
     fn send<T: Send>(_: T) {}
     send(router.chat(ChatRequest::new("hi")));
     send(router.chat_stream(ChatRequest::new("hi")));
+    send(router.embed(crate::EmbedRequest::new(["hi"])));
 }

@@ -143,12 +143,68 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Embeddings
+//!
+//! [`Router::embed`] sends an [`EmbedRequest`] (texts, or token ids) to the cheapest embedding
+//! model (`kind: embedding` in the configuration) with room, through the same flow: the same
+//! limits (its estimated input reserved, no output), failover, tenant budgets, settlement and
+//! usage record. Chats never go to embedding models, nor embeddings to chat models. The answer
+//! holds one `f32` vector per input, in input order, and a [`Receipt`]. This example runs as a
+//! test, against a mock OpenAI-compatible server:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use router_core::config::Registry;
+//! use router_sdk::{EmbedRequest, Router, StaticKeys};
+//! # use serde_json::json;
+//! # use wiremock::{Mock, MockServer, ResponseTemplate, matchers::path};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = MockServer::start().await;
+//! # let answer = json!({"object": "list", "model": "text-embedding-3-small",
+//! #     "data": [{"object": "embedding", "index": 0, "embedding": [0.0023064255, -0.009327292]},
+//! #              {"object": "embedding", "index": 1, "embedding": [0.015797347, 0.5]}],
+//! #     "usage": {"prompt_tokens": 8, "total_tokens": 8}});
+//! # Mock::given(path("/v1/embeddings")).respond_with(ResponseTemplate::new(200)
+//! #     .set_body_json(answer)).expect(1).mount(&server).await;
+//! # let base_url = format!("{}/v1", server.uri());
+//! let yaml = format!(r#"
+//! providers:
+//!   - name: openai
+//!     api: openai
+//!     base_url: {base_url}
+//!     api_key_env: OPENAI_API_KEY
+//!     models:
+//!       - {{ name: text-embedding-3-small, kind: embedding, price: {{ input: 0.02 }} }}
+//! "#);
+//! let registry = Registry::from_yaml_str(&yaml, "example.yaml")?;
+//! let keys = StaticKeys::new().with("OPENAI_API_KEY", "sk-example");
+//! let router = Router::builder(registry).keys(Arc::new(keys)).build().await?;
+//!
+//! let req = EmbedRequest {
+//!     model: Some("text-embedding-3-small".into()),
+//!     ..EmbedRequest::new(["The food was delicious.", "Waiter, the soup!"])
+//! };
+//! let answer = router.embed(req).await?;
+//! assert_eq!(answer.embeddings.len(), 2);
+//! assert_eq!(answer.embeddings[0], [0.0023064255, -0.009327292]);
+//! assert_eq!(answer.receipt.usage.prompt_tokens, 8);
+//! assert_eq!(router_sdk::base64_f32(&[1.0, -2.0]), "AACAPwAAAMA=");
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 mod account;
+mod asked;
 mod chat;
 mod count;
 mod drive;
+mod embed;
+pub mod embedding;
 mod error;
 mod guard;
 mod renewals;
@@ -164,6 +220,7 @@ pub mod types;
 pub(crate) mod wire;
 
 pub use count::{CountedBy, TokenCount};
+pub use embedding::{EmbedInput, EmbedRequest, EmbedResponse, base64_f32};
 pub use error::{Break, Error};
 pub use request::is_request_id;
 pub use router::{Preview, Router, RouterBuilder};

@@ -1,15 +1,41 @@
-//! What a request asks for, before any ledger or provider: its checks, its size, its route,
-//! and the deployments that can serve it. Every driver plans through [`Router::plan`], which
-//! calls these, so a request is checked and routed the same way whoever sends it.
+//! What a request asks for, before any ledger or provider: a chat's checks and size, and for
+//! every request ([`Asked`]) its route and the deployments that can serve it. Every driver plans
+//! through [`Router::plan`], which calls these, so a request is checked and routed the same way
+//! whoever sends it.
 //!
 //! [`Router::plan`]: crate::Router
 
-use router_core::config::{Capability, DeploymentId, Registry, RouteMatch, Subject, needed};
+use router_core::config::{
+    Capability, DeploymentId, ModelKind, Registry, RouteMatch, Subject, needed,
+};
 use router_core::estimate::PromptSize;
 use router_core::prompt_cache::{PrefixHasher, PrefixHashes};
 
+use crate::asked::{Asked, Wants};
 use crate::error::Error;
 use crate::types::{ChatRequest, Image, Part, ResponseFormat, Role};
+
+/// A chat request, checked, as the flow sees it.
+pub(crate) fn asked(req: &ChatRequest) -> Result<Asked<'_>, Error> {
+    check(req)?;
+    Ok(Asked {
+        model: req.model.as_deref(),
+        wants: Wants::Chat {
+            features: req.features(),
+            max_tokens: req.max_tokens,
+        },
+        prompt: req.prompt_size(),
+        providers: &req.providers,
+        tenant: req.tenant.as_deref(),
+        key_id: req.key_id.as_deref(),
+        request_id: req.request_id.as_deref(),
+        priority: req.priority,
+        deadline: req.deadline,
+        headers: &req.headers,
+        metadata: &req.metadata,
+        prefixes: prefix_hashes(req),
+    })
+}
 
 /// The prompt's size: the characters of every text part, tool call, tool-call id, tool
 /// definition (name, description, parameters as JSON) and response schema, and its images.
@@ -88,14 +114,19 @@ pub fn is_request_id(id: &str) -> bool {
     !id.chars().any(char::is_control)
 }
 
+/// A request's `request_id`, when it has one, checked ([`is_request_id`]).
+pub(crate) fn check_id(request_id: Option<&str>) -> Result<(), Error> {
+    match request_id.filter(|id| !is_request_id(id)) {
+        Some(id) => Err(Error::InvalidRequest(format!(
+            "request_id {id:?} holds a control character; remove it"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks what no provider would accept, so it fails here, clearly, before any call.
 pub(crate) fn check(req: &ChatRequest) -> Result<(), Error> {
     let invalid = |msg: String| Err(Error::InvalidRequest(msg));
-    if let Some(id) = req.request_id.as_deref().filter(|id| !is_request_id(id)) {
-        return invalid(format!(
-            "request_id {id:?} holds a control character; remove it"
-        ));
-    }
     if req.messages.is_empty() {
         return invalid("a chat needs at least one message".into());
     }
@@ -228,20 +259,18 @@ fn is_function_name(name: &str) -> bool {
 /// rule it matches (with the match, for `preview` and traces).
 pub(crate) fn route(
     registry: &Registry,
-    req: &ChatRequest,
+    asked: &Asked<'_>,
     named: &str,
-    size: PromptSize,
 ) -> Result<(String, Option<RouteMatch>), Error> {
-    let tier = req
+    let tier = asked
         .tenant
-        .as_deref()
         .and_then(|t| registry.tier_of(t))
         .map(|t| t.name.as_str());
     let subject = Subject {
-        prompt_tokens: size.base_tokens(),
-        features: req.features(),
+        prompt_tokens: asked.prompt.base_tokens(),
+        features: asked.wants.features(),
         tier,
-        priority: req.priority,
+        priority: asked.priority,
     };
     registry.routes.resolve(named, &subject).map_err(|_| {
         Error::InvalidRequest(format!(
@@ -252,15 +281,17 @@ pub(crate) fn route(
     })
 }
 
-/// `candidates` left after the request's `providers` restriction and its features: a request
-/// goes only to models that can serve it. An error names the unknown provider, or the feature
-/// and the models that lack it.
+/// `candidates` of `model` left after the request's `providers` restriction, its kind (a chat
+/// goes only to chat models, embeddings only to embedding models) and what it needs of them
+/// (a chat's features, an embedding request's token ids and dimensions). An error names the
+/// unknown provider, the model and its kind, or what the models lack.
 pub(crate) fn servable(
     registry: &Registry,
-    req: &ChatRequest,
+    asked: &Asked<'_>,
+    model: &str,
     candidates: Vec<DeploymentId>,
 ) -> Result<Vec<DeploymentId>, Error> {
-    for name in &req.providers {
+    for name in asked.providers {
         if !registry.providers.iter().any(|p| &p.name == name) {
             let known: Vec<&str> = registry.providers.iter().map(|p| p.name.as_str()).collect();
             return Err(Error::InvalidRequest(format!(
@@ -269,19 +300,77 @@ pub(crate) fn servable(
             )));
         }
     }
-    let allowed: Vec<DeploymentId> = candidates
+    let kind = asked.wants.kind();
+    let (same, other): (Vec<_>, Vec<_>) = candidates
+        .into_iter()
+        .partition(|&d| registry.deployment(d).kind == kind);
+    if same.is_empty() {
+        return Err(wrong_kind(registry, model, kind, &other));
+    }
+    let allowed: Vec<DeploymentId> = same
         .into_iter()
         .filter(|&d| {
-            req.providers.is_empty() || req.providers.contains(&registry.provider_of(d).name)
+            asked.providers.is_empty() || asked.providers.contains(&registry.provider_of(d).name)
         })
         .collect();
     if allowed.is_empty() {
         return Err(Error::InvalidRequest(format!(
             "none of the model's deployments is at the providers the request allows ({})",
-            req.providers.join(", ")
+            asked.providers.join(", ")
         )));
     }
-    let features = req.features();
+    match asked.wants {
+        Wants::Chat { features, .. } => capable(registry, features, allowed),
+        Wants::Embeddings {
+            token_ids,
+            dimensions,
+        } => crate::embed::servable(registry, token_ids, dimensions, allowed),
+    }
+}
+
+/// The error of a request for `model`, whose deployments (`theirs`) are all of the other kind
+/// than `wanted`: it names the model, its kind, and the models of the kind wanted.
+fn wrong_kind(
+    registry: &Registry,
+    model: &str,
+    wanted: ModelKind,
+    theirs: &[DeploymentId],
+) -> Error {
+    let is = theirs
+        .first()
+        .map_or(ModelKind::Chat, |&d| registry.deployment(d).kind);
+    let mut fitting: Vec<&str> = Vec::new();
+    for d in registry.deployments.iter().filter(|d| d.kind == wanted) {
+        if !fitting.contains(&d.model.as_str()) {
+            fitting.push(&d.model);
+        }
+    }
+    let request = match wanted {
+        ModelKind::Chat => "a chat request",
+        ModelKind::Embedding => "an embeddings request",
+    };
+    let instead = if fitting.is_empty() {
+        format!("no {wanted} model is configured")
+    } else {
+        format!("{wanted} models: {}", fitting.join(", "))
+    };
+    Error::InvalidRequest(format!(
+        "model `{model}` is {} {is} model, and this is {request}: name a {wanted} model ({instead})",
+        if is == ModelKind::Embedding {
+            "an"
+        } else {
+            "a"
+        }
+    ))
+}
+
+/// `allowed` left after a chat's `features`: a chat goes only to models that have the
+/// capabilities they need. An error names the feature and the models that lack it.
+fn capable(
+    registry: &Registry,
+    features: router_core::config::Features,
+    allowed: Vec<DeploymentId>,
+) -> Result<Vec<DeploymentId>, Error> {
     let (able, unable): (Vec<_>, Vec<_>) = allowed.into_iter().partition(|&d| {
         registry
             .deployment(d)

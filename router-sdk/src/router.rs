@@ -15,6 +15,7 @@ use router_core::retry::RetryPolicy;
 use router_state::store::{self, Environment, LedgerChoice, LocalStore};
 use router_state::usage::{self, UsageDefault};
 
+use crate::asked::Asked;
 use crate::error::Error;
 use crate::request;
 use crate::secret::{ApiKey, EnvKeys, KeySource, Masker};
@@ -23,7 +24,8 @@ use crate::time::{Sleeper, TokioSleeper};
 use crate::types::ChatRequest;
 use crate::wire;
 
-/// Routes chat requests to the cheapest deployment with room, within every shared limit.
+/// Routes chat and embedding requests to the cheapest deployment with room, within every shared
+/// limit.
 ///
 /// Cheap to clone: clones share the ledger, the HTTP client and the estimates.
 #[derive(Debug, Clone)]
@@ -329,7 +331,7 @@ impl Router {
     /// The estimate and the candidates of `req`, cheapest first, without admitting or calling.
     /// The estimate shown is the largest of the candidates' own.
     pub fn preview(&self, req: &ChatRequest) -> Result<Preview, Error> {
-        let Planned { plan, route, .. } = self.plan(req)?;
+        let Planned { plan, route, .. } = self.plan(&request::asked(req)?)?;
         let registry = &self.inner.registry;
         let candidates = plan
             .ranked
@@ -356,22 +358,20 @@ impl Router {
         })
     }
 
-    /// Validates the request and plans it: its route, the candidates that can serve it and have
-    /// a key, each one's estimate, the ranking, what to reserve and the deadline
-    /// ([`flow::Plan::new`]).
-    pub(crate) fn plan(&self, req: &ChatRequest) -> Result<Planned, Error> {
+    /// Plans a request (a chat's or an embedding request's, checked by its kind already): its
+    /// route, the candidates that can serve it and have a key, each one's estimate, the
+    /// ranking, what to reserve and the deadline ([`flow::Plan::new`]).
+    pub(crate) fn plan(&self, asked: &Asked<'_>) -> Result<Planned, Error> {
         let registry = &self.inner.registry;
-        request::check(req)?;
-        let named = req
+        request::check_id(asked.request_id)?;
+        let named = asked
             .model
-            .as_deref()
             .or(registry.defaults.model.as_deref())
             .ok_or_else(|| {
                 Error::InvalidRequest("no model given and no `defaults.model` configured".into())
             })?;
-        let headers = wire::extra_headers(&req.headers).map_err(Error::InvalidRequest)?;
-        let prompt = req.prompt_size();
-        let (model, route) = request::route(registry, req, named, prompt)?;
+        let headers = wire::extra_headers(asked.headers).map_err(Error::InvalidRequest)?;
+        let (model, route) = request::route(registry, asked, named)?;
         let candidates = registry.resolve(&model);
         if candidates.is_empty() {
             let known = registry
@@ -381,20 +381,19 @@ impl Router {
                 .collect();
             return Err(Error::UnknownModel { model, known });
         }
-        let candidates = request::servable(registry, req, candidates)?;
+        let candidates = request::servable(registry, asked, &model, candidates)?;
         let keys = self.keys_for(&model, &candidates)?;
         let usable: Vec<_> = candidates
             .into_iter()
             .filter(|&d| keys.contains_key(&registry.deployment(d).provider))
             .collect();
-        let prefixes = request::prefix_hashes(req);
         let ask = Ask {
-            prompt,
-            max_tokens: req.max_tokens,
-            tenant: self.tenant_of(req)?,
-            priority: req.priority,
-            deadline: req.deadline.unwrap_or(registry.retry.deadline),
-            cache_reads: self.cache_reads(prefixes.as_ref(), &usable),
+            prompt: asked.prompt,
+            max_tokens: asked.wants.max_tokens(),
+            tenant: self.tenant_of(asked.tenant)?,
+            priority: asked.priority,
+            deadline: asked.deadline.unwrap_or(registry.retry.deadline),
+            cache_reads: self.cache_reads(asked.prefixes.as_ref(), &usable),
         };
         let plan = flow::Plan::new(registry, &self.inner.estimator, &usable, ask, self.now_ms());
         Ok(Planned {
@@ -403,7 +402,7 @@ impl Router {
             model,
             route,
             headers,
-            prefixes,
+            prefixes: asked.prefixes.clone(),
         })
     }
 
@@ -433,8 +432,8 @@ impl Router {
     /// The request's tenant as the ledger accounts it: its tier's limits and budget. `None`
     /// without a tenant, or when the tenant has no tier (no `members` entry and no
     /// `default_tier`): it is then not limited.
-    fn tenant_of(&self, req: &ChatRequest) -> Result<Option<TenantSpec>, Error> {
-        let Some(name) = req.tenant.as_deref() else {
+    fn tenant_of(&self, tenant: Option<&str>) -> Result<Option<TenantSpec>, Error> {
+        let Some(name) = tenant else {
             return Ok(None);
         };
         if let Some(problem) = router_core::config::tenant_name_problem(name) {

@@ -111,7 +111,7 @@ struct Live {
 impl Router {
     /// Like [`Router::chat`], but yields the answer as it arrives.
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChatStream, Error> {
-        let mut request = self.begin(&req, true)?;
+        let mut request = self.begin(&crate::request::asked(&req)?, true)?;
         let span = request.span.clone();
         let input = CallInput::of(&mut request, &req);
         let (guard, opened) = self

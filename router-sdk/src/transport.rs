@@ -166,10 +166,24 @@ pub(crate) fn decode(
     body: &[u8],
     now: SystemTime,
 ) -> Result<(crate::types::Completion, HeaderMap), CallFailure> {
+    decode_with(api, headers, body, now, |body| {
+        wire::parse_response(api, req, body)
+    })
+}
+
+/// Decodes a whole success response with `parse` (a chat's answer, or embeddings), as
+/// [`decode`] says.
+pub(crate) fn decode_with<T>(
+    api: Api,
+    headers: HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+    parse: impl FnOnce(&[u8]) -> Result<T, wire::DecodeError>,
+) -> Result<(T, HeaderMap), CallFailure> {
     // A body that reads as an answer is one (the common case pays for one parse); one that does
     // not may be an error object sent with a 2xx status.
-    match wire::parse_response(api, req, body) {
-        Ok(completion) => Ok((completion, headers)),
+    match parse(body) {
+        Ok(answer) => Ok((answer, headers)),
         Err(e) => {
             if let Some(failure) = error::answer_failure(for_api(api), 200, &headers, body, now) {
                 return Err(CallFailure::Provider { failure, headers });

@@ -4,6 +4,7 @@
 
 pub(crate) mod chat;
 pub(crate) mod completions;
+pub(crate) mod embed;
 pub(crate) mod keys;
 pub(crate) mod providers;
 pub(crate) mod quota;

@@ -108,10 +108,11 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
             cells.extend([limit(m.limits.itpm), limit(m.limits.otpm)]);
         }
         cells.push(limit(m.limits.concurrency));
-        cells.push(if m.capabilities.is_empty() {
-            "-".to_owned()
-        } else {
-            m.capabilities.join(",")
+        cells.push(match (m.kind, m.dimensions) {
+            ("embedding", Some(d)) => format!("embedding ({d} dimensions)"),
+            ("embedding", None) => "embedding".to_owned(),
+            _ if m.capabilities.is_empty() => "-".to_owned(),
+            _ => m.capabilities.join(","),
         });
         if leases {
             cells.push(

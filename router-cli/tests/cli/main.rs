@@ -4,6 +4,7 @@
 
 mod chaos;
 mod chat;
+mod embed;
 mod errors;
 mod logging;
 mod providers;

@@ -2,6 +2,7 @@
 //! them.
 
 use super::capabilities::Capabilities;
+use super::kind::ModelKind;
 use super::values::{Api, DeploymentId, Lease, Limits, Price, ProviderId};
 
 /// One provider account: where to reach it, how to authenticate, its provider-wide limits.
@@ -26,6 +27,11 @@ pub struct Deployment {
     pub provider: ProviderId,
     /// Model name as the provider's API expects it, e.g. `deepseek-chat`.
     pub model: String,
+    /// A chat model or an embedding model (`kind:`, else `embedding` among `capabilities`).
+    pub kind: ModelKind,
+    /// An embedding model's vector size when a request asks for none (`dimensions`); a
+    /// request asking for more is not sent to it.
+    pub dimensions: Option<u32>,
     /// Other names requests may use for this model, e.g. `chat`.
     pub aliases: Vec<String>,
     /// Price in USD per million tokens.

@@ -17,9 +17,9 @@
 //! # Layout
 //!
 //! The flow runs one way: `raw/` (stage 1) → `validate/` (stage 2) → [`Registry`]. The values a
-//! registry holds live in files of their own (`values.rs`, `capabilities.rs`, `deployments.rs`,
-//! `tenants.rs`, `routes.rs`, `gateway.rs`, `ledger.rs`, `usage.rs`), which know neither the raw
-//! file nor the checks. Each section's checker in `validate/` takes its raw section and the values
+//! registry holds live in files of their own (`values.rs`, `kind.rs`, `capabilities.rs`,
+//! `deployments.rs`, `tenants.rs`, `routes.rs`, `gateway.rs`, `ledger.rs`, `usage.rs`), which know
+//! neither the raw file nor the checks. Each section's checker in `validate/` takes its raw section and the values
 //! it is checked against (the deployments' models, the routes, the tiers), never the registry;
 //! `validate/mod.rs` assembles the registry last. `load.rs` holds the entry points.
 //!
@@ -69,6 +69,7 @@ mod capabilities;
 mod deployments;
 mod error;
 mod gateway;
+mod kind;
 mod ledger;
 mod load;
 mod raw;
@@ -84,6 +85,7 @@ pub use capabilities::{Capabilities, Capability, Features, needed};
 pub use deployments::{Deployment, Provider};
 pub use error::ConfigError;
 pub use gateway::{Gateway, GatewayKey, RESERVED_HEADERS};
+pub use kind::ModelKind;
 pub use ledger::{LedgerSettings, OnError};
 pub use registry::Registry;
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};

@@ -63,7 +63,8 @@ impl Limits {
     }
 }
 
-/// Price of a model in USD per million tokens. All are positive and finite.
+/// Price of a model in USD per million tokens. All are positive and finite, but for an embedding
+/// model's output price, which may be 0 (it writes no output tokens).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Price {
     /// USD per million prompt (input) tokens.

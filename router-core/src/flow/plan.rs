@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{DeploymentId, Registry};
+use crate::config::{DeploymentId, ModelKind, Registry};
 use crate::estimate::{Accounting, Estimator, PromptSize};
 use crate::ledger::{MAX_SLOT_TTL, Need, TenantNeed, TenantSpec, usd_to_micros};
 use crate::select;
@@ -131,13 +131,23 @@ impl Plan {
                 Accounting::AtArrival => prompt_tokens.max(ask.prompt.base_tokens()),
                 Accounting::Corrected => prompt_tokens - cached_tokens,
             };
+            let counted_prompt = counted_prompt.min(MAX_COUNTED);
+            // An embedding model writes nothing: no output reserved, ranked or budgeted.
+            if registry.deployment(d).kind == ModelKind::Embedding {
+                return Estimate {
+                    prompt_tokens,
+                    completion_tokens: 0,
+                    counted_prompt,
+                    counted_output: 0,
+                    cached_tokens,
+                };
+            }
             // The model's output cap bounds the expected completion too: without it a small
             // model would be ranked and budgeted as if it could write the default guess.
             let counted_output = ask
                 .max_tokens
                 .unwrap_or_else(|| registry.output_cap(d))
                 .min(MAX_COUNTED);
-            let counted_prompt = counted_prompt.min(MAX_COUNTED);
             Estimate {
                 prompt_tokens,
                 completion_tokens: estimator.output_tokens(d, Some(counted_output)),

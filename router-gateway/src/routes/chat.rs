@@ -319,7 +319,7 @@ fn api_of(router: &router_sdk::Router, provider: &str) -> Option<router_core::co
 
 /// The router's `call` and the model's `headroom` reading, run together, unless the gateway
 /// cuts off what is in flight first (503 `gateway_stopping`).
-async fn beside<T>(
+pub(crate) async fn beside<T>(
     shared: &Shared,
     call: impl Future<Output = T>,
     headroom: impl Future<Output = Option<ratelimit::Report>>,
@@ -334,4 +334,93 @@ async fn beside<T>(
 /// The model an answer names: the one that answered, else the one asked for.
 fn shown_model(answered: &str, asked: &str) -> String {
     if answered.is_empty() { asked } else { answered }.to_owned()
+}
+
+// Shared with `routes::embeddings`, a route that routes but is no chat ingress: the same guard
+// for a client gone, the same refusals, counts and access line.
+
+impl<'a> ClientGone<'a> {
+    /// The guard of a request to `route` by `tenant`, arrived at `started`.
+    pub(crate) fn new(
+        route: &'static str,
+        shared: &'a Shared,
+        request_id: &'a str,
+        tenant: &'a str,
+        started: std::time::Instant,
+    ) -> Self {
+        ClientGone {
+            route,
+            shared,
+            request_id,
+            tenant,
+            started,
+            counted: false,
+            logged: false,
+        }
+    }
+
+    /// The request's outcome is counted in `llmroute_requests_total`.
+    pub(crate) fn counted(&mut self) {
+        self.counted = true;
+    }
+
+    /// The request has its response: its outcome is counted and its access line written by
+    /// the route.
+    pub(crate) fn answered(&mut self) {
+        self.counted = true;
+        self.logged = true;
+    }
+}
+
+impl Failed {
+    /// The router's error `e` of request `request_id`: its provider calls counted, labelled by
+    /// the deployment asked last.
+    pub(crate) fn routed(shared: &Shared, e: router_sdk::Error, request_id: &str) -> Self {
+        shared.metrics.attempts(e.attempts());
+        let (provider, model) = match e.attempts().last() {
+            Some(a) => (Some(a.provider.clone()), Some(a.model.clone())),
+            None => (None, None),
+        };
+        Failed {
+            error: ApiError::logged(e, request_id),
+            provider,
+            model,
+            rates: None,
+        }
+    }
+
+    /// Whether it is a 429, which reports the caller's window (`x-ratelimit-*`).
+    pub(crate) fn is_too_many(&self) -> bool {
+        self.error.status() == StatusCode::TOO_MANY_REQUESTS
+    }
+
+    /// The same failure, reporting `rates`.
+    pub(crate) fn with_rates(mut self, rates: Option<ratelimit::Report>) -> Self {
+        self.rates = rates;
+        self
+    }
+
+    /// Counts the failure as `tenant`'s and answers it in `shape`.
+    pub(crate) fn respond(
+        self,
+        shared: &Shared,
+        tenant: &str,
+        started: std::time::Instant,
+        shape: crate::errors::Shape,
+        request_id: &str,
+    ) -> Response {
+        let who = metrics::Served {
+            tenant,
+            provider: self.provider.as_deref().unwrap_or("-"),
+            model: self.model.as_deref().unwrap_or("-"),
+        };
+        shared
+            .metrics
+            .request(&who, self.error.code(), started.elapsed());
+        let mut response = self.error.into_response_in(shape, request_id);
+        if let Some(rates) = self.rates {
+            rates.set(response.headers_mut());
+        }
+        response
+    }
 }

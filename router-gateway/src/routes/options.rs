@@ -1,7 +1,7 @@
-//! What a chat request's headers ask of the router: its priority (unless its key pins one), its
-//! deadline, the headers passed on to the provider, and the providers it may go to. Pure: the
-//! headers, the caller and the configuration in, the request's settings or a 400 naming the
-//! header out.
+//! What a request's headers ask of the router (a chat's, an embedding request's): its priority
+//! (unless its key pins one), its deadline, the headers passed on to the provider, and the
+//! providers it may go to. Pure: the headers, the caller and the configuration in, the
+//! request's settings or a 400 naming the header out.
 
 use std::time::Duration;
 
@@ -16,6 +16,46 @@ use crate::errors::ApiError;
 /// The longest `x-llmroute-timeout`: a day.
 const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 
+/// What a request's headers ask of the router, for any route that routes.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) priority: Priority,
+    pub(crate) deadline: Option<Duration>,
+    /// The headers of `gateway.forward_headers` the request has, each value in order.
+    pub(crate) forwarded: Vec<(String, String)>,
+    /// `x-llmroute-providers`, when sent.
+    pub(crate) providers: Option<Vec<String>>,
+}
+
+/// What `headers` ask of the router for `caller`, under `registry`'s configuration.
+pub(crate) fn read(
+    headers: &HeaderMap,
+    caller: &Caller,
+    registry: &Registry,
+) -> Result<Options, ApiError> {
+    let priority = priority(caller.priority, header(headers, "x-llmroute-priority"))?;
+    let deadline = header(headers, "x-llmroute-timeout")
+        .map(deadline)
+        .transpose()?;
+    let mut forwarded = Vec::new();
+    for name in &registry.gateway.forward_headers {
+        for value in headers.get_all(name.as_str()) {
+            if let Ok(value) = value.to_str() {
+                forwarded.push((name.clone(), value.to_owned()));
+            }
+        }
+    }
+    let providers = header(headers, "x-llmroute-providers")
+        .map(|list| caller.providers_asked(registry, list))
+        .transpose()?;
+    Ok(Options {
+        priority,
+        deadline,
+        forwarded,
+        providers,
+    })
+}
+
 /// Sets on `req` what `headers` ask of it for `caller`, under `registry`'s configuration.
 pub(crate) fn apply(
     req: &mut ChatRequest,
@@ -23,19 +63,14 @@ pub(crate) fn apply(
     caller: &Caller,
     registry: &Registry,
 ) -> Result<(), ApiError> {
-    req.priority = priority(caller.priority, header(headers, "x-llmroute-priority"))?;
-    if let Some(secs) = header(headers, "x-llmroute-timeout") {
-        req.deadline = Some(deadline(secs)?);
+    let options = read(headers, caller, registry)?;
+    req.priority = options.priority;
+    if options.deadline.is_some() {
+        req.deadline = options.deadline;
     }
-    for name in &registry.gateway.forward_headers {
-        for value in headers.get_all(name.as_str()) {
-            if let Ok(value) = value.to_str() {
-                req.headers.push((name.clone(), value.to_owned()));
-            }
-        }
-    }
-    if let Some(list) = header(headers, "x-llmroute-providers") {
-        req.providers = caller.providers_asked(registry, list)?;
+    req.headers.extend(options.forwarded);
+    if let Some(providers) = options.providers {
+        req.providers = providers;
     }
     Ok(())
 }

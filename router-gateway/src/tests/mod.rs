@@ -220,6 +220,7 @@ async fn in_flight(router: &Router) -> u64 {
 }
 
 mod answers;
+mod embeddings;
 mod hardening;
 mod lifecycle;
 mod messages;

@@ -8,10 +8,12 @@
 //! [`StreamDecoder`] turns SSE events into [`StreamEvent`](crate::types::StreamEvent)s;
 //! [`error`] reads an error and [`classify`](classify::classify) (pure, no provider knowledge)
 //! says what it means; [`headers`] parses rate-limit and retry headers. Provider JSON shapes
-//! stay private to their module.
+//! stay private to their module. Embeddings have translators of their own ([`embed`]), which share
+//! the chat formats' keys, headers and errors.
 
 mod anthropic;
 pub(crate) mod classify;
+pub(crate) mod embed;
 pub(crate) mod error;
 mod gemini;
 pub(crate) mod headers;
@@ -24,7 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use router_core::config::{Api, DeploymentId, RESERVED_HEADERS, Registry, redact_url};
+use router_core::config::{Api, DeploymentId, ModelKind, RESERVED_HEADERS, Registry, redact_url};
 use router_core::ledger::Observation;
 use serde::{Deserialize, Deserializer};
 
@@ -120,31 +122,7 @@ pub(crate) fn build(
     stream: bool,
 ) -> WireRequest {
     let format = for_api(target.api);
-    // The caller's headers first: the format's own and the key are set after them and win
-    // (validation already refuses the names that carry a key or frame the body).
-    let mut headers = extra.clone();
-    // Anthropic's own headers (`anthropic-beta` from its clients) go to Anthropic alone: what they
-    // switch on, no other provider has.
-    if target.api != Api::Anthropic {
-        let theirs: Vec<HeaderName> = headers
-            .keys()
-            .filter(|name| name.as_str().starts_with("anthropic-"))
-            .cloned()
-            .collect();
-        for name in theirs {
-            headers.remove(name);
-        }
-    }
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for &(name, value) in format.fixed_headers() {
-        headers.insert(
-            HeaderName::from_static(name),
-            HeaderValue::from_static(value),
-        );
-    }
-    if let Some((name, value)) = format.auth(key) {
-        headers.insert(name, value);
-    }
+    let headers = headers(target.api, key, extra);
     let mut body = format.body(target, req, stream);
     // The caller's extra fields go in as given, and win: they are the way to reach a server's
     // own options. Gemini's generation config, where its options live, is merged into the one
@@ -205,8 +183,39 @@ pub(crate) fn count_request(
     Some(request)
 }
 
+/// The headers of a call to `api`: the caller's `extra` ones, then the format's own and the
+/// key, which win (validation already refuses the names that carry a key or frame the body).
+pub(crate) fn headers(api: Api, key: &ApiKey, extra: &HeaderMap) -> HeaderMap {
+    let format = for_api(api);
+    let mut headers = extra.clone();
+    // Anthropic's own headers (`anthropic-beta` from its clients) go to Anthropic alone: what they
+    // switch on, no other provider has.
+    if api != Api::Anthropic {
+        let theirs: Vec<HeaderName> = headers
+            .keys()
+            .filter(|name| name.as_str().starts_with("anthropic-"))
+            .cloned()
+            .collect();
+        for name in theirs {
+            headers.remove(name);
+        }
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for &(name, value) in format.fixed_headers() {
+        headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+    if let Some((name, value)) = format.auth(key) {
+        headers.insert(name, value);
+    }
+    headers
+}
+
 /// Each deployment's two endpoints, `[answer, stream]`, parsed once when the router is built: a
-/// request clones its URL rather than formatting and parsing it.
+/// request clones its URL rather than formatting and parsing it. An embedding model's are its
+/// embeddings endpoint, twice (it does not stream).
 #[derive(Debug)]
 pub(crate) struct Endpoints(Vec<[Url; 2]>);
 
@@ -218,7 +227,12 @@ impl Endpoints {
         for d in registry.deployment_ids() {
             let deployment = registry.deployment(d);
             let provider = registry.provider(deployment.provider);
-            let pair = endpoints(provider.api, &provider.base_url, &deployment.model).map_err(|e| {
+            let (api, base, model) = (provider.api, &provider.base_url, &deployment.model);
+            let pair = match deployment.kind {
+                ModelKind::Chat => endpoints(api, base, model),
+                ModelKind::Embedding => embed::endpoint(api, base, model).map(|u| [u.clone(), u]),
+            };
+            let pair = pair.map_err(|e| {
                 format!(
                     "provider `{}`: base_url `{}` is not a URL the HTTP client can send to ({e}); \
                      write the full URL as the provider documents it",

@@ -3,6 +3,7 @@
 
 mod adapters;
 mod chaos;
+mod embeddings;
 mod failover;
 mod faults;
 mod features;

@@ -97,7 +97,7 @@ impl ChatArgs {
 
     fn request(&self) -> Result<ChatRequest, Failure> {
         let numbers = self.numbers()?;
-        let prompt = read_prompt(&self.prompt)?;
+        let prompt = read_prompt(&self.prompt, "chat")?;
         let mut messages: Vec<Message> = self.system.iter().map(Message::system).collect();
         let mut user = Message::user(prompt);
         for image in &self.images {
@@ -137,9 +137,9 @@ impl ChatArgs {
     }
 }
 
-/// The prompt of `-p FILE` (`-p -`: standard input): text, not blank. Each error names the
-/// file (or standard input) and says what to do.
-fn read_prompt(path: &Path) -> Result<String, Failure> {
+/// The prompt of `-p FILE` (`-p -`: standard input) of `llmroute COMMAND`: text, not blank.
+/// Each error names the file (or standard input) and says what to do.
+pub(crate) fn read_prompt(path: &Path, command: &str) -> Result<String, Failure> {
     let stdin = path.as_os_str() == "-";
     let mut bytes = Vec::new();
     let read = if stdin {
@@ -175,10 +175,12 @@ fn read_prompt(path: &Path) -> Result<String, Failure> {
     })?;
     if text.trim().is_empty() {
         let what_to_do = if stdin {
-            "pipe the prompt in, e.g. echo 'Hello' | llmroute chat -p -, or pass a file with \
-             -p FILE"
+            format!(
+                "pipe the prompt in, e.g. echo 'Hello' | llmroute {command} -p -, or pass a \
+                 file with -p FILE"
+            )
         } else {
-            "write the prompt into it, or pass another file"
+            "write the prompt into it, or pass another file".to_owned()
         };
         return Err(Failure::usage(anyhow!("{source} is empty; {what_to_do}")));
     }
@@ -225,7 +227,7 @@ const SETTLE_WAIT: Duration = Duration::from_secs(10);
 /// ([`Router::drain`]), so exiting does not cut them short: up to [`SETTLE_WAIT`] and
 /// `usage.timeout_ms` on top, since a record whose write hangs goes to the spill file only when
 /// that timeout ends.
-async fn settle_pending(router: &Router) {
+pub(crate) async fn settle_pending(router: &Router) {
     let usage = router.registry().usage.as_ref().map_or(
         Duration::from_millis(router_core::config::UsageSettings::TIMEOUT_MS),
         |u| u.timeout,

@@ -206,6 +206,9 @@ pub(crate) struct RawLimits {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawModel {
     pub(crate) name: At<String>,
+    /// `chat` or `embedding`; absent: `embedding` if listed in `capabilities`, else `chat`.
+    #[serde(default)]
+    pub(crate) kind: Option<At<String>>,
     #[serde(default)]
     pub(crate) aliases: Option<Vec<At<String>>>,
     pub(crate) price: At<RawPrice>,
@@ -217,6 +220,9 @@ pub(crate) struct RawModel {
     pub(crate) capabilities: Option<At<Vec<At<String>>>>,
     #[serde(default)]
     pub(crate) lease: Option<At<RawLease>>,
+    /// An embedding model's default vector size.
+    #[serde(default)]
+    pub(crate) dimensions: Option<At<Number>>,
 }
 
 /// A model's `lease:`, `auto` or a block.
@@ -278,7 +284,9 @@ pub(crate) struct RawLeaseBlock {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPrice {
     pub(crate) input: At<Number>,
-    pub(crate) output: At<Number>,
+    /// Required of chat models; an embedding model's may be absent or 0.
+    #[serde(default)]
+    pub(crate) output: Option<At<Number>>,
     #[serde(default)]
     pub(crate) cached_input: Option<At<Number>>,
 }

@@ -7,6 +7,7 @@ use crate::config::base_url::check_base_url;
 use crate::config::capabilities::{Capabilities, Capability};
 use crate::config::deployments::Models;
 use crate::config::error::ConfigError;
+use crate::config::kind::ModelKind;
 use crate::config::raw::{At, Number, RawLimits, RawPrice};
 use crate::config::routes::Routes;
 use crate::config::state::{StateValue, check_redis_url, nodes_to_url};
@@ -27,6 +28,9 @@ pub(crate) struct Ctx<'a> {
     /// File name (or label) used in messages.
     pub(crate) source: &'a str,
 }
+
+/// The name in `capabilities:` that makes a model an embedding model.
+pub(crate) const EMBEDDING: &str = "embedding";
 
 /// 2^53: every whole number up to it is exact as a float (a decimal in YAML).
 const EXACT: f64 = 9_007_199_254_740_992.0;
@@ -223,24 +227,44 @@ impl Ctx<'_> {
         })
     }
 
-    /// `price:` in USD per million tokens, both positive and finite.
-    pub(crate) fn price(&self, base: &str, raw: &At<RawPrice>) -> Result<Price, ConfigError> {
-        let one = |key: &str, value: &At<Number>| {
-            if let Some(usd) = positive_finite(&value.value) {
+    /// `price:` in USD per million tokens, positive and finite. A chat model's needs `output`;
+    /// an embedding model writes no output tokens, so its `output` may be absent or 0.
+    pub(crate) fn price(
+        &self,
+        base: &str,
+        raw: &At<RawPrice>,
+        kind: ModelKind,
+    ) -> Result<Price, ConfigError> {
+        let one = |key: &str, value: &At<Number>, zero: bool| {
+            let usd = value.value.as_f64().filter(|x| x.is_finite());
+            if let Some(usd) = usd.filter(|&x| x > 0.0 || (zero && x == 0.0)) {
                 return Ok(usd);
             }
+            let least = if zero { "a non-negative" } else { "a positive" };
             let msg = format!(
-                "must be a positive, finite price in USD per million tokens, got {}; \
+                "must be {least}, finite price in USD per million tokens, got {}; \
                  write the provider's list price, e.g. 0.27",
                 value.value
             );
             Err(self.invalid(&format!("{base}.price.{key}"), line(value), msg))
         };
+        let embedding = kind == ModelKind::Embedding;
+        let output = match &raw.value.output {
+            Some(v) => one("output", v, embedding)?,
+            None if embedding => 0.0,
+            None => {
+                let msg = "missing; a chat model's price needs `input` and `output`, e.g. \
+                           `{ input: 0.27, output: 1.10 }` (only an embedding model may leave \
+                           `output` out)";
+                let field = format!("{base}.price.output");
+                return Err(self.invalid(&field, line(raw), msg.to_owned()));
+            }
+        };
         let cached = raw.value.cached_input.as_ref();
         Ok(Price {
-            input_per_mtok: one("input", &raw.value.input)?,
-            output_per_mtok: one("output", &raw.value.output)?,
-            cached_input_per_mtok: cached.map(|v| one("cached_input", v)).transpose()?,
+            input_per_mtok: one("input", &raw.value.input, false)?,
+            output_per_mtok: output,
+            cached_input_per_mtok: cached.map(|v| one("cached_input", v, false)).transpose()?,
         })
     }
 
@@ -261,6 +285,8 @@ impl Ctx<'_> {
     }
 
     /// `capabilities:` of a model: known names, none twice; absent: the defaults of `api`.
+    /// `embedding` names the model's kind, not a capability ([`EMBEDDING`]): it is left out here
+    /// and read by the kind's check.
     pub(crate) fn capabilities(
         &self,
         base: &str,
@@ -281,10 +307,12 @@ impl Ctx<'_> {
                     list.push(c);
                     continue;
                 }
+                None if entry.value == EMBEDDING => continue,
                 None => {
                     let known: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
                     format!(
-                        "`{}` is not a capability; use any of: {}",
+                        "`{}` is not a capability; use any of: {}, or `{EMBEDDING}` for an \
+                         embedding model",
                         entry.value,
                         known.join(", ")
                     )

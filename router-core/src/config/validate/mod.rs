@@ -24,6 +24,7 @@ use super::values::{Defaults, RetrySettings};
 
 mod checks;
 mod gateway;
+mod kind;
 mod ledger;
 mod providers;
 mod routes;

@@ -1,9 +1,10 @@
 //! `providers:` checked: each provider, and each of its models as a deployment with its
-//! limits, price, capabilities, aliases and lease.
+//! kind, limits, price, capabilities, aliases and lease.
 
 use std::collections::HashMap;
 
 use super::checks::{Ctx, line};
+use super::kind::{Kind, kind};
 use crate::config::deployments::{Deployment, Provider};
 use crate::config::error::ConfigError;
 use crate::config::raw::{At, RawConfig, RawLease, RawModel, RawProvider};
@@ -102,6 +103,11 @@ fn deployment(
     raw: &RawModel,
 ) -> Result<Deployment, ConfigError> {
     let capabilities = ctx.capabilities(path, api, raw.capabilities.as_ref())?;
+    let Kind {
+        kind,
+        capabilities,
+        dimensions,
+    } = kind(ctx, path, api, raw, capabilities)?;
     let aliases = aliases(
         ctx,
         path,
@@ -125,12 +131,14 @@ fn deployment(
     Ok(Deployment {
         provider,
         aliases,
-        price: ctx.price(path, &raw.price)?,
+        price: ctx.price(path, &raw.price, kind)?,
         limits,
         max_output_tokens,
         capabilities,
         lease,
         model,
+        kind,
+        dimensions,
     })
 }
 
