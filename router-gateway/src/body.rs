@@ -1,6 +1,6 @@
-//! A chat request's body, read within the gateway's limits: its size
+//! A request's body, read within the gateway's limits: its size
 //! (`gateway.body_limit_bytes`) and the time it may take to arrive
-//! (`gateway.body_timeout_secs`).
+//! (`gateway.body_timeout_secs`); then parsed as one JSON value of the route's shape.
 
 use axum::body::Bytes;
 use axum::extract::FromRequest;
@@ -58,4 +58,24 @@ fn body_unread(rejection: &BytesRejection, limit: u64) -> ApiError {
             "the request body could not be read ({rejection}): send the request again"
         ))
     }
+}
+
+/// Parses `bytes` as one JSON `T`, a request body of `what` ("a chat-completions request");
+/// `Err` names the field and what is wrong. The body is one JSON value and nothing after it but
+/// whitespace: a parser in front of the gateway that reads `{..}{..}` or `{..}xx` otherwise
+/// than this one would see another request.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, String> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let body: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("the body is not {what}: {}", e.inner())
+        } else {
+            format!("`{path}`: {}", e.inner())
+        }
+    })?;
+    de.end().map_err(|e| {
+        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
+    })?;
+    Ok(body)
 }

@@ -199,18 +199,7 @@ struct InSchema {
 /// is one JSON value and nothing after it but whitespace: a parser in front of the gateway that
 /// reads `{..}{..}` or `{..}xx` otherwise than this one would see another request.
 pub(crate) fn read(bytes: &[u8]) -> Result<Read, String> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            format!("the body is not a chat-completions request: {}", e.inner())
-        } else {
-            format!("`{path}`: {}", e.inner())
-        }
-    })?;
-    de.end().map_err(|e| {
-        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
-    })?;
+    let body: Body = crate::body::parse(bytes, "a chat-completions request")?;
     body.into_read()
 }
 

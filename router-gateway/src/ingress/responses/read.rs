@@ -100,18 +100,7 @@ enum InFormat {
 
 /// Reads `bytes` as a Responses body; `Err` names the field and what is wrong.
 pub(super) fn read(bytes: &[u8]) -> Result<(Read, Asked), String> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            format!("the body is not a Responses request: {}", e.inner())
-        } else {
-            format!("`{path}`: {}", e.inner())
-        }
-    })?;
-    de.end().map_err(|e| {
-        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
-    })?;
+    let body: Body = crate::body::parse(bytes, "a Responses request")?;
     body.into_read()
 }
 

@@ -33,18 +33,7 @@ struct Body {
 /// Reads `bytes` as an embeddings body: the router's request and how to write the vectors.
 /// `Err` names the field and what is wrong. The body is one JSON value and nothing after it.
 pub(crate) fn read(bytes: &[u8]) -> Result<(EmbedRequest, Encoding), String> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            format!("the body is not an embeddings request: {}", e.inner())
-        } else {
-            format!("`{path}`: {}", e.inner())
-        }
-    })?;
-    de.end().map_err(|e| {
-        format!("the body holds more than one JSON value ({e}): send one JSON object alone")
-    })?;
+    let body: Body = crate::body::parse(bytes, "an embeddings request")?;
     let encoding = match body.encoding_format.as_deref() {
         None | Some("float") => Encoding::Float,
         Some("base64") => Encoding::Base64,
