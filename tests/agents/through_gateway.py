@@ -18,13 +18,15 @@ import argparse
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import urllib.request
 
 import agent_common as common
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from gateway_process import serving  # noqa: E402
 from claude_code import run_claude
 from codex import run_codex
 from mock_upstreams import MockServer
@@ -62,20 +64,6 @@ RUNS = [
     ("codex", "gpt-5.5", "chat"),
     ("codex", "gpt-via-anthropic", "anthropic"),
 ]
-
-
-def start_gateway(llmroute, config, env):
-    """`llmroute serve` on a free port; (process, base URL without /v1)."""
-    gateway = subprocess.Popen(
-        [llmroute, "--config", config, "serve", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    first = gateway.stdout.readline().strip()
-    prefix = "llmroute gateway listening on "
-    if not first.startswith(prefix):
-        gateway.kill()
-        raise SystemExit(f"unexpected first line from the gateway: {first!r}: "
-                         f"{gateway.stderr.read()[-2000:]}")
-    return gateway, first[len(prefix):]
 
 
 def in_flight(value):
@@ -126,12 +114,9 @@ def main():
         with open(config, "w") as f:
             f.write(CONFIG.format(anthropic=anthropic.url, chat=chat.url,
                                   key_hash=hashlib.sha256(KEY.encode()).hexdigest()))
-        env = dict(os.environ, AGENT_UPSTREAM_KEY=UPSTREAM_KEY,
-                   LLMROUTE_STATE_DIR=os.path.join(work, "state"))
-        env.pop("REDIS_URL", None)
-        env.pop("LLMROUTE_USAGE", None)
-        gateway, base = start_gateway(args.llmroute, config, env)
-        try:
+        secrets = (UPSTREAM_KEY, KEY)
+        with serving(args.llmroute, config, secrets, AGENT_UPSTREAM_KEY=UPSTREAM_KEY) as gateway:
+            base = gateway.base
             for agent, model, upstream in runs:
                 mock = mocks[upstream]
                 since = len(mock.requests)
@@ -155,16 +140,10 @@ def main():
             left = in_flight(quota(base))
             if left:
                 problems.append(f"{left} requests still in flight after the agents finished")
-        finally:
-            gateway.send_signal(signal.SIGTERM)
-            _, stderr = gateway.communicate(timeout=30)
-        if gateway.returncode != 0:
-            problems.append(f"the gateway exited {gateway.returncode}: {stderr[-2000:]}")
-        if UPSTREAM_KEY in stderr or KEY in stderr:
-            problems.append("a key appeared in the gateway's log")
         calls = len([r for m in mocks.values() for r in m.requests
                      if r["path"].split("?")[0] in ("/v1/messages", "/v1/chat/completions")])
-        report = usage_records(args.llmroute, config, env)
+        state = dict(os.environ, LLMROUTE_STATE_DIR=os.path.join(work, "state"))
+        report = usage_records(args.llmroute, config, state)
         totals = report.get("totals", {})
         if totals.get("requests") != calls:
             problems.append(f"usage records: {totals.get('requests')} requests, {calls} calls")

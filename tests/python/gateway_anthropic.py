@@ -12,12 +12,12 @@ Usage: python gateway_anthropic.py PATH/TO/llmroute
 
 import hashlib
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 
 import anthropic
+
+from gateway_process import serving
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "agents"))
 from mock_upstreams import MARKER, MockServer  # noqa: E402
@@ -87,17 +87,8 @@ def main(llmroute):
         path = os.path.join(work, "providers.yaml")
         with open(path, "w") as f:
             f.write(config(up_anthropic.url, up_chat.url))
-        env = dict(os.environ, UP_KEY="sk-upstream-S3CRET",
-                   LLMROUTE_STATE_DIR=os.path.join(work, "state"))
-        env.pop("REDIS_URL", None)
-        gateway = subprocess.Popen([llmroute, "--config", path, "serve", "--listen", "127.0.0.1:0"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                   text=True)
-        try:
-            first = gateway.stdout.readline().strip()
-            prefix = "llmroute gateway listening on "
-            assert first.startswith(prefix), f"unexpected first line: {first!r}"
-            base = first[len(prefix):]
+        with serving(llmroute, path, secrets=("S3CRET", KEY), UP_KEY="sk-upstream-S3CRET") as gateway:
+            base = gateway.base
             client = anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
             for model in ("claude", "via-chat"):
                 whole = client.messages.create(
@@ -132,11 +123,6 @@ def main(llmroute):
                 raise AssertionError("a wrong key was let in")
             except anthropic.AuthenticationError as e:
                 assert e.body["error"]["type"] == "authentication_error", e.body
-        finally:
-            gateway.send_signal(signal.SIGTERM)
-            _, stderr = gateway.communicate(timeout=30)
-    assert gateway.returncode == 0, f"exit {gateway.returncode}: {stderr}"
-    assert "S3CRET" not in stderr and KEY not in stderr, stderr
     print("gateway_anthropic: whole, streamed, tool round trip (Anthropic and chat upstreams), "
           "count_tokens, RateLimitError with retry-after, AuthenticationError: ok")
 

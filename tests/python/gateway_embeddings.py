@@ -19,15 +19,15 @@ import base64
 import hashlib
 import json
 import os
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
+
+from gateway_process import serving
 
 KEY = "llmr-python-embed-key"
 # Each one the shortest decimal of its float32: written back as it is by the float format.
@@ -86,16 +86,8 @@ gateway:
   keys:
     - {{ sha256: {hashlib.sha256(KEY.encode()).hexdigest()}, tenant: py }}
 """)
-    env = dict(os.environ, UP_KEY="sk-upstream-S3CRET", LLMROUTE_STATE_DIR=os.path.join(work, "state"))
-    env.pop("REDIS_URL", None)
-    gateway = subprocess.Popen(
-        [llmroute, "--config", config, "serve", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    try:
-        first = gateway.stdout.readline().strip()
-        prefix = "llmroute gateway listening on "
-        assert first.startswith(prefix), f"unexpected first line: {first!r}"
-        base = first[len(prefix):] + "/v1"
+    with serving(llmroute, config, secrets=("S3CRET", KEY), UP_KEY="sk-upstream-S3CRET") as gateway:
+        base = gateway.base + "/v1"
         client = openai.OpenAI(base_url=base, api_key=KEY, max_retries=0)
 
         # Unset: the SDK sends base64 and decodes the float32s itself.
@@ -132,11 +124,6 @@ gateway:
             raise AssertionError("a chat model was asked for embeddings")
         except openai.BadRequestError as e:
             assert "model `chat` is a chat model" in e.body["message"], e.body
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        _, stderr = gateway.communicate(timeout=30)
-    assert gateway.returncode == 0, f"exit {gateway.returncode}: {stderr}"
-    assert "S3CRET" not in stderr and KEY not in stderr, stderr
     upstream.shutdown()
     print("gateway_embeddings: decoded by the SDK, float, base64, token ids, headers, "
           "BadRequestError for a chat model: ok")

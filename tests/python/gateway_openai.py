@@ -11,14 +11,14 @@ Usage: python gateway_openai.py PATH/TO/llmroute
 import hashlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
+
+from gateway_process import serving
 
 KEY = "llmr-python-test-key"
 USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
@@ -85,16 +85,8 @@ gateway:
   keys:
     - {{ sha256: {hashlib.sha256(KEY.encode()).hexdigest()}, tenant: py }}
 """)
-    env = dict(os.environ, UP_KEY="sk-upstream-S3CRET", LLMROUTE_STATE_DIR=os.path.join(work, "state"))
-    env.pop("REDIS_URL", None)
-    gateway = subprocess.Popen(
-        [llmroute, "--config", config, "serve", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    try:
-        first = gateway.stdout.readline().strip()
-        prefix = "llmroute gateway listening on "
-        assert first.startswith(prefix), f"unexpected first line: {first!r}"
-        base = first[len(prefix):] + "/v1"
+    with serving(llmroute, config, secrets=("S3CRET", KEY), UP_KEY="sk-upstream-S3CRET") as gateway:
+        base = gateway.base + "/v1"
         client = openai.OpenAI(base_url=base, api_key=KEY, max_retries=0)
         messages = [{"role": "user", "content": "Hi"}]
 
@@ -137,11 +129,6 @@ gateway:
             raise AssertionError("a wrong key was let in")
         except openai.AuthenticationError as e:
             assert e.body["code"] == "invalid_api_key", e.body
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        _, stderr = gateway.communicate(timeout=30)
-    assert gateway.returncode == 0, f"exit {gateway.returncode}: {stderr}"
-    assert "S3CRET" not in stderr and KEY not in stderr, stderr
     upstream.shutdown()
     print("gateway_openai: whole, streamed, tool call, RateLimitError with retry-after, AuthenticationError: ok")
 
