@@ -511,6 +511,12 @@ impl ChatRequest {
         crate::request::prompt_size(self)
     }
 
+    /// The hashes of the prompt's prefixes, by which admission finds what a provider holds in
+    /// its prompt cache: `None` when no message is marked [`Message::cache`].
+    pub fn prefix_hashes(&self) -> Option<router_core::prompt_cache::PrefixHashes> {
+        crate::request::prefix_hashes(self)
+    }
+
     /// What the request needs of a model, beyond text.
     pub fn features(&self) -> Features {
         let calls = self

@@ -1,7 +1,9 @@
 //! What estimation costs on a request's path: the prompt's size, and the whole plan (each
 //! candidate's two estimates, the ranking and what to reserve) for an 8,000-character prompt
 //! over five candidates, and the size of a request with tools and an image. Beside them, the
-//! exact tiktoken count kept for `chat -v` and `preview`.
+//! exact tiktoken count kept for `chat -v` and `preview`. And a coding agent's turn of about
+//! 30,000 tokens: its size, and the hashes of its prefixes admission looks up in the prompt
+//! cache.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::hint::black_box;
@@ -79,6 +81,35 @@ fn request_with_tools(text: &str) -> ChatRequest {
     }
 }
 
+/// A coding agent's turn: a system prompt of 15 times `text`, 12 tools, 20 messages, the
+/// system prompt and the last message marked for caching.
+fn agent_turn(text: &str) -> ChatRequest {
+    let mut req = request_with_tools(text);
+    let tools = req.tools.clone();
+    req.tools.extend(tools.iter().cloned().map(|mut t| {
+        t.name.push_str("_b");
+        t
+    }));
+    req.tools.truncate(12);
+    let mut messages = vec![Message {
+        cache: true,
+        ..Message::system(text.repeat(15))
+    }];
+    for i in 0..20 {
+        let said = format!("turn {i}: {}", &text[..400]);
+        messages.push(if i % 2 == 0 {
+            Message::user(said)
+        } else {
+            Message::assistant(said)
+        });
+    }
+    if let Some(last) = messages.last_mut() {
+        last.cache = true;
+    }
+    req.messages = messages;
+    req
+}
+
 fn estimation(c: &mut Criterion) {
     let registry = Registry::from_yaml_str(YAML, "bench.yaml").unwrap();
     let estimator = Estimator::new(&registry);
@@ -104,6 +135,15 @@ fn estimation(c: &mut Criterion) {
     let with_tools = request_with_tools(&text);
     g.bench_function("request_size_8000_chars_5_tools_1_image", |b| {
         b.iter(|| black_box(&with_tools).prompt_size())
+    });
+    // An agent's turn: a 120,000-character system prompt (about 30,000 tokens), 12 tools and
+    // 20 messages of history, marked for caching: its size and its prefixes' hashes.
+    let turn = agent_turn(&text);
+    g.bench_function("agent_turn_120000_chars_size", |b| {
+        b.iter(|| black_box(&turn).prompt_size())
+    });
+    g.bench_function("agent_turn_120000_chars_prefix_hashes", |b| {
+        b.iter(|| black_box(&turn).prefix_hashes())
     });
     // Loaded once before timing, as `chat -v` pays it once per process.
     let _ = estimate::count(["warm up"]);
