@@ -197,7 +197,7 @@ local function fits(w, z, code, rpm, tpm, itpm, otpm, conc, reasons)
       end
       ok = false
       reasons[#reasons + 1] = {kind = 7, s = code, key = w, o = o, total = I, prefix = 'i',
-        need = need_in, limit = itpm + 0}
+        need = need_in, limit = itpm + 0, z = z}
     end
     if otpm ~= '0' and X + need_out > otpm + 0 then
       if not reasons then
@@ -205,7 +205,7 @@ local function fits(w, z, code, rpm, tpm, itpm, otpm, conc, reasons)
       end
       ok = false
       reasons[#reasons + 1] = {kind = 8, s = code, key = w, o = o, total = X, prefix = 'x',
-        need = need_out, limit = otpm + 0}
+        need = need_out, limit = otpm + 0, z = z}
     end
   end
   if conc ~= '0' then
@@ -359,6 +359,11 @@ local function verdict(reasons)
     local at = r.at
     if r.kind == 2 or r.kind == 3 or r.kind == 7 or r.kind == 8 then
       at = fits_at(r.key, r.o, r.total, r.prefix, r.need, r.limit)
+      -- Input and output are corrected when requests in flight settle: poll while any is.
+      after_now = after_now or fmt('(%d', now)
+      if (r.kind == 7 or r.kind == 8) and redis.call('ZCOUNT', r.z, after_now, '+inf') > 0 then
+        at = math.min(at, now + CONCURRENCY_POLL_MS)
+      end
     elseif r.kind == 4 then
       -- Slots are freed when requests settle, which no clock predicts: poll, bounded by the
       -- oldest slot's expiry.

@@ -55,10 +55,20 @@ async fn itpm_and_otpm_admit_what_a_combined_limit_would_refuse(store: Store) {
 
 async fn an_itpm_full_deployment_refuses_while_otpm_has_room(store: Store) {
     let w = World::new(store, &one_model(SPLIT)).await;
-    let _r = grant(&w, 1000, 10).await;
+    let r = grant(&w, 1000, 10).await;
     let d = deny(&w, 1, 10).await;
     assert_eq!(d.refusals[0].limit, LimitKind::InputTokens);
     assert_eq!(d.refusals[0].scope, Scope::Deployment);
+    // With a request in flight, its settlement may give input back: ask again in a second.
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(1)));
+    // Settled in full, nothing in flight: the window must slide.
+    let used = ActualUsage {
+        tokens: 1010,
+        input_tokens: 1000,
+        ..ActualUsage::default()
+    };
+    assert!(w.ledger.settle(&r, used).await.unwrap());
+    let d = deny(&w, 1, 10).await;
     assert_eq!(d.retry_after(), Some(Duration::from_secs(61)));
     // Output has room: a request with no input still fits, up to exactly the limit.
     let _r = grant(&w, 0, 190).await;

@@ -665,9 +665,12 @@ fn blocked(
         .filter_map(|(kind, full)| full.then_some(kind))
 }
 
-/// How soon to ask again when only concurrency is full: slots are freed when requests settle,
-/// which no clock predicts, so poll; the oldest slot's expiry bounds the wait. Twin:
-/// `CONCURRENCY_POLL_MS` in the Lua prelude, written from this constant.
+/// How soon to ask again when what frees the limit is a settlement, which no clock predicts:
+/// concurrency (slots are freed when requests settle), and input and output tokens while
+/// requests are in flight (a limiter that counts them apart, Anthropic's ITPM and OTPM, is
+/// corrected at settlement to what was used, often far below the `max_tokens` reserved). Poll;
+/// the window's own expiry, or the oldest slot's, bounds the wait. Twin: `CONCURRENCY_POLL_MS`
+/// in the Lua prelude, written from this constant.
 pub(crate) const CONCURRENCY_POLL_MS: u64 = 1_000;
 
 /// When a full limit of one scope would take `counts` more (ms).
@@ -681,7 +684,15 @@ fn free_at(
 ) -> u64 {
     let window = windowed(limits).into_iter().find(|&(k, _, _)| k == kind);
     match window {
-        Some((_, limit, dim)) => w.fits_at(dim, counts[dim], limit.map_or(0, |l| l.get())),
+        Some((_, limit, dim)) => {
+            let expires = w.fits_at(dim, counts[dim], limit.map_or(0, |l| l.get()));
+            let corrected = matches!(dim, Dim::Input | Dim::Output);
+            if corrected && slots.len(now) > 0 {
+                expires.min(now + CONCURRENCY_POLL_MS)
+            } else {
+                expires
+            }
+        }
         None => slots
             .earliest_expiry(now)
             .unwrap_or(now)
