@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 
 use eventsource_stream::Eventsource;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
+use router_core::estimate::Accounting;
 use router_core::ledger::WindowUse;
 use tracing::Instrument;
 
@@ -120,8 +121,7 @@ impl Router {
             .await?;
         let d = guard.deployment();
         let tenant_window = guard.tenant_window();
-        // The opening headers' report goes with the settlement, whenever the stream ends.
-        let guard = guard.reporting(self.report(d, &opened.headers));
+        let guard = self.opening_report(guard, &opened.headers);
         let registry = &self.inner.registry;
         let provider = registry.provider_of(d).name.clone();
         let model = registry.deployment(d).model.clone();
@@ -162,6 +162,30 @@ impl Router {
             deadline,
             tenant_window,
         })
+    }
+
+    /// Follows the rate-limit report of a stream's opening headers. A limiter counted at arrival
+    /// (OpenAI's, Gemini's): with the settlement, whenever the stream ends, in one ledger call.
+    /// A limiter corrected at the end (Anthropic's ITPM and OTPM): now, while the ledger counts
+    /// what the report counts (this stream's `max_tokens` among them); followed after the
+    /// settlement gave the unused part back, the report would count it again as someone
+    /// else's use, until its reset.
+    fn opening_report(&self, guard: Guard, headers: &reqwest::header::HeaderMap) -> Guard {
+        let d = guard.deployment();
+        let report = self.report(d, headers);
+        let api = self.inner.registry.provider_of(d).api;
+        match (Accounting::of(api), report) {
+            (Accounting::Corrected, Some(observation)) => {
+                let ledger = self.inner.ledger.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = ledger.observe(d, observation).await {
+                        tracing::debug!(error = %e, "a stream's opening report was not followed");
+                    }
+                });
+                guard
+            }
+            (_, report) => guard.reporting(report),
+        }
     }
 
     /// Opens a stream on `d`: the provider must start answering within the attempt's time.

@@ -320,17 +320,3 @@ async fn a_rate_limit_reset_a_year_away_cools_down_for_at_most_max_cooldown() {
         );
     }
 }
-
-/// `secs` since the epoch as RFC 3339 (UTC), for Anthropic's reset headers.
-fn rfc3339(secs: u64) -> String {
-    let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(secs));
-    // "Sun, 06 Nov 1994 08:49:37 GMT" -> "1994-11-06T08:49:37Z"
-    let parts: Vec<&str> = date.split(' ').collect();
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| *m == parts[2])
-    .map_or(0, |i| i + 1);
-    format!("{}-{month:02}-{}T{}Z", parts[3], parts[1], parts[4])
-}

@@ -422,3 +422,52 @@ async fn an_anthropic_prompt_read_from_the_cache_settles_only_its_uncached_part_
     let snap = w.snapshot("claude-test").await.usage;
     assert_eq!((snap.input_tokens, snap.output_tokens), (300, 12));
 }
+
+/// Anthropic's headers at a stream's opening count its `max_tokens` against OTPM, as the ledger
+/// does then. Followed at the opening, they leave the ledger where the provider is: once the
+/// stream settles to its real output, the unused part is free again, not counted a second time
+/// as someone else's use until the provider's reset.
+#[tokio::test]
+async fn a_streams_opening_report_is_followed_before_its_settlement_gives_output_back() {
+    let mut an = Upstream::anthropic("an", (3.0, 15.0));
+    an.limits = "itpm: 10000, otpm: 1000";
+    let w = World::new(&[an]).await;
+    let reset = rfc3339(T0 / 1000 + 60);
+    let sse = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":20,"output_tokens":1}}}"#,
+        "\n\nevent: content_block_start\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        "\n\nevent: content_block_delta\n",
+        r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        "\n\nevent: message_delta\n",
+        r#"data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":10}}"#,
+        "\n\nevent: message_stop\n",
+        r#"data: {"type":"message_stop"}"#,
+        "\n\n",
+    );
+    // The provider counts the stream's 800 reserved output tokens, and nothing else.
+    Mock::given(method("POST"))
+        .and(path(ANTHROPIC_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(sse, "text/event-stream")
+                .insert_header("anthropic-ratelimit-output-tokens-limit", "1000")
+                .insert_header("anthropic-ratelimit-output-tokens-remaining", "200")
+                .insert_header("anthropic-ratelimit-output-tokens-reset", reset.as_str()),
+        )
+        .mount(&w.servers[0])
+        .await;
+    let mut req = ChatRequest::new("Hi");
+    req.max_tokens = Some(800);
+    let mut stream = w.router.chat_stream(req).await.unwrap();
+    while let Some(chunk) = stream.next().await {
+        chunk.unwrap();
+    }
+    let snap = w.snapshot("claude-test").await.usage;
+    assert_eq!(
+        snap.output_tokens, 10,
+        "the real output, and no phantom use"
+    );
+    assert_eq!(w.in_flight().await, 0);
+}
