@@ -65,24 +65,26 @@ impl Body {
     }
 }
 
-/// The system prompt as one system message (none when empty), cached when any block is.
+/// The system prompt as system messages, one per block (empty ones left out), each cached as
+/// its block is: a breakpoint after a block that every session shares (Claude Code's own
+/// prompt) keeps it cached across sessions.
 fn system(system: Option<System>) -> Vec<Message> {
-    let (text, cached) = match system {
-        None => return Vec::new(),
-        Some(System::Text(text)) => (text, false),
-        Some(System::Blocks(blocks)) => {
-            let cached = blocks.iter().any(|b| b.cache_control.is_some());
-            let texts: Vec<String> = blocks.into_iter().map(|b| b.text).collect();
-            (texts.join("\n\n"), cached)
-        }
+    let blocks = match system {
+        None => Vec::new(),
+        Some(System::Text(text)) => vec![(text, false)],
+        Some(System::Blocks(blocks)) => blocks
+            .into_iter()
+            .map(|b| (b.text, b.cache_control.is_some()))
+            .collect(),
     };
-    if text.is_empty() {
-        return Vec::new();
-    }
-    vec![Message {
-        cache: cached,
-        ..Message::system(text)
-    }]
+    blocks
+        .into_iter()
+        .filter(|(text, _)| !text.is_empty())
+        .map(|(text, cache)| Message {
+            cache,
+            ..Message::system(text)
+        })
+        .collect()
 }
 
 /// Turn `i` as the router's messages, pushed onto `out`.

@@ -81,27 +81,30 @@ fn a_claude_code_turn_reads_into_the_routers_request() {
         roles,
         [
             Role::System,
+            Role::System,
             Role::User,
             Role::Assistant,
             Role::Tool,
             Role::User
         ]
     );
+    // One system message per block, each cached as its block is.
     assert_eq!(
         m[0].text_content(),
-        "x-anthropic-billing-header: cc_version=2\n\nYou are Claude Code."
+        "x-anthropic-billing-header: cc_version=2"
     );
-    assert!(m[0].cache, "a cached system block caches the system prompt");
-    assert_eq!(m[2].tool_calls[0].arguments, r#"{"command":"echo ok"}"#);
-    let thought = &m[2].thinking[0];
+    assert_eq!(m[1].text_content(), "You are Claude Code.");
+    assert!(!m[0].cache && m[1].cache);
+    assert_eq!(m[3].tool_calls[0].arguments, r#"{"command":"echo ok"}"#);
+    let thought = &m[3].thinking[0];
     assert_eq!(
         (thought.origin, thought.signature.as_deref()),
         (Api::Anthropic, Some("sig-1"))
     );
-    assert_eq!(m[3].tool_call_id.as_deref(), Some("toolu_1"));
-    assert_eq!(m[3].text_content(), "ok\n");
-    assert!(m[3].cache && !m[4].cache);
-    assert_eq!(m[4].text_content(), "And now?");
+    assert_eq!(m[4].tool_call_id.as_deref(), Some("toolu_1"));
+    assert_eq!(m[4].text_content(), "ok\n");
+    assert!(m[4].cache && !m[5].cache);
+    assert_eq!(m[5].text_content(), "And now?");
     // What only Anthropic's API knows is not passed on as a field; its beta header is.
     assert!(r.extra_body.is_empty());
     assert_eq!(

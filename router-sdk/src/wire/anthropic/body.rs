@@ -109,19 +109,12 @@ pub(super) fn body(model: &str, req: &ChatRequest, output_cap: u64, stream: bool
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     body.insert("max_tokens".into(), max_tokens.into());
-    let system_cached = system.iter().any(|m| m.cache);
-    if !system.is_empty() {
-        let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
-        let joined = joined.join("\n\n");
-        let system = if system_cached {
-            json!([{"type": "text", "text": joined, "cache_control": ephemeral()}])
-        } else {
-            joined.into()
-        };
+    let (system, system_breakpoints) = system_prompt(&system);
+    if let Some(system) = system {
         body.insert("system".into(), system);
     }
     let mut messages = messages(&turns);
-    keep_breakpoints(&mut messages, MAX_BREAKPOINTS - usize::from(system_cached));
+    keep_breakpoints(&mut messages, MAX_BREAKPOINTS - system_breakpoints);
     body.insert("messages".into(), messages.into());
     let temperature = req
         .temperature
@@ -243,6 +236,37 @@ fn content(m: &Message) -> Content {
         last["cache_control"] = ephemeral();
     }
     Content::Blocks(blocks)
+}
+
+/// The `system` field of `system` messages, and the cache breakpoints it holds: their texts
+/// joined with blank lines; with a message marked for caching, one text block per message, each
+/// marked one a breakpoint (at most [`MAX_BREAKPOINTS`], the last ones).
+fn system_prompt(system: &[&Message]) -> (Option<Value>, usize) {
+    if system.is_empty() {
+        return (None, 0);
+    }
+    if !system.iter().any(|m| m.cache) {
+        let joined: Vec<String> = system.iter().map(|m| m.text_content()).collect();
+        return (Some(joined.join("\n\n").into()), 0);
+    }
+    let mut blocks: Vec<Value> = system
+        .iter()
+        .map(|m| {
+            let mut block = json!({"type": "text", "text": m.text_content()});
+            if m.cache {
+                block["cache_control"] = ephemeral();
+            }
+            block
+        })
+        .collect();
+    let marked = system.iter().filter(|m| m.cache).count();
+    let mut extra = marked.saturating_sub(MAX_BREAKPOINTS);
+    for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+        if extra > 0 && block.remove("cache_control").is_some() {
+            extra -= 1;
+        }
+    }
+    (Some(Value::Array(blocks)), marked.min(MAX_BREAKPOINTS))
 }
 
 /// Leaves the last `most` cache breakpoints of `messages`, removing the earlier ones.

@@ -152,3 +152,42 @@ fn a_history_calling_tools_no_longer_offered_defines_them_and_calls_none() {
     assert_eq!(got["tools"][0]["input_schema"]["properties"], json!({}));
     assert_eq!(got.get("tool_choice"), None);
 }
+
+#[test]
+fn system_messages_keep_their_own_breakpoints() {
+    let cached = |m: Message| Message { cache: true, ..m };
+    let req = ChatRequest {
+        messages: vec![
+            Message::system("billing header"),
+            cached(Message::system("the agent's own prompt")),
+            cached(Message::user("Hi")),
+        ],
+        ..ChatRequest::default()
+    };
+    let got = body("claude-sonnet-4-5", &req, 1024, false);
+    assert_eq!(
+        got["system"],
+        json!([
+            {"type": "text", "text": "billing header"},
+            {"type": "text", "text": "the agent's own prompt", "cache_control": {"type": "ephemeral"}}
+        ])
+    );
+    assert_eq!(breakpoints(&got), [(0, 0)]);
+    // Five marked system messages: the last four keep theirs, and no message can have one.
+    let many = ChatRequest {
+        messages: (0..5)
+            .map(|i| cached(Message::system(format!("part {i}"))))
+            .chain([cached(Message::user("Hi"))])
+            .collect(),
+        ..ChatRequest::default()
+    };
+    let got = body("claude-sonnet-4-5", &many, 1024, false);
+    let marked: Vec<bool> = got["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.get("cache_control").is_some())
+        .collect();
+    assert_eq!(marked, [false, true, true, true, true]);
+    assert!(breakpoints(&got).is_empty());
+}
