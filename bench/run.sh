@@ -2,7 +2,7 @@
 # Run llmroute through the shared benchmark harness, next to its floor (and optionally LiteLLM),
 # and print a side-by-side markdown table. See bench/README.md.
 #
-#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu] [--no-build] [--litellm-python PATH]
+#   bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu | --agents] [--no-build] [--litellm-python PATH]
 #
 # Environment: LLMROUTE_BENCH_HARNESS (default <repo>/../shared/bench), OUT (default a new
 # temporary directory), CARGO_TARGET_DIR (honoured for the build and the worker's path).
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu] [--no-build] [--litellm-python PATH]
+usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | --k1 | --cpu | --agents] [--no-build] [--litellm-python PATH]
 
   --quick                only the floor and llmroute K=4 (enforce mock, inside one minute): a smoke test
   --gateway-only         only the floor and llmroute serve with K=4 reference workers (enforce mock)
@@ -27,6 +27,9 @@ usage: bench/run.sh [--quick | --gateway-only | --chaos | --leases | --slack | -
   --cpu                  the floor and llmroute K=4 (enforce mock) three times each, in the order
                          floor, router, router, floor, floor, router, so that a machine's drift
                          during the runs weighs on both alike; prints CPU per request run by run
+  --agents               instead of the harness: agent traffic (bench/agents/run.py): Claude Code- and
+                         Codex-shaped sessions straight to a mock enforcing Anthropic's ITPM and OTPM,
+                         then through llmroute serve (with --quick: its quick set)
   --no-build             do not run cargo; use the bench_worker already built
   --litellm-python PATH  also run the LiteLLM peer (usage-based-routing-v2, K=4) with this venv python
   -h, --help             this text
@@ -46,6 +49,7 @@ LEASES=0
 SLACK=0
 K1=0
 CPU=0
+AGENTS=0
 BUILD=1
 LITELLM_PY=""
 while (($#)); do
@@ -57,6 +61,7 @@ while (($#)); do
         --slack) SLACK=1 QUICK=1 ;;
         --k1) K1=1 QUICK=1 ;;
         --cpu) CPU=1 QUICK=1 ;;
+        --agents) AGENTS=1 ;;
         --no-build) BUILD=0 ;;
         --litellm-python)
             [[ $# -ge 2 ]] || { echo "run.sh: --litellm-python needs a PATH" >&2; exit 2; }
@@ -106,6 +111,12 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/llmroute-bench.XXXXXX")}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 echo "results: $OUT"
+
+if ((AGENTS)); then
+    quick=()
+    ((QUICK)) && quick=(--quick)
+    exec python3 "$REPO/bench/agents/run.py" "${quick[@]}" --llmroute "$LLMROUTE" --out "$OUT/agents"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Our own Redis and mocks; everything started here is stopped on exit, by pid.

@@ -5,7 +5,7 @@
 use axum::http::HeaderMap;
 use router_core::config::Api;
 use router_sdk::{
-    ChatChunk, ChatResponse, FinishReason, Receipt, Role, ThinkingDelta, Thought, ToolCall,
+    ChatChunk, ChatResponse, FinishReason, Image, Receipt, Role, ThinkingDelta, Thought, ToolCall,
     ToolCallDelta, ToolChoice, Usage,
 };
 use serde_json::{Value, json};
@@ -146,6 +146,47 @@ fn choices_effort_errors_and_empty_signatures_read_as_the_router_takes_them() {
     let off = json!({"model": "m", "thinking": {"type": "disabled"},
                      "messages": [{"role": "user", "content": "Hi"}]});
     assert_eq!(read(&off).unwrap().request.reasoning, None);
+}
+
+#[test]
+fn images_read_from_base64_and_url_sources_in_turns_and_tool_results() {
+    let png = "iVBORw0KGgo=";
+    let body = json!({
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                {"type": "image", "source": {"type": "url", "url": "https://x.test/a.jpg"}}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t", "name": "shot", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t", "content": [
+                    {"type": "text", "text": "the screen:"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+                ]}
+            ]}
+        ]
+    });
+    let r = read(&body).unwrap().request;
+    let images: Vec<&Image> = r.messages[0].images().collect();
+    assert_eq!(
+        images,
+        [
+            &Image::Base64 {
+                media_type: "image/png".into(),
+                data: png.into()
+            },
+            &Image::Url {
+                url: "https://x.test/a.jpg".into()
+            }
+        ]
+    );
+    assert_eq!(r.messages[2].role, Role::Tool);
+    assert_eq!(r.messages[2].images().count(), 1);
+    assert_eq!(r.messages[2].text_content(), "the screen:");
+    assert!(r.features().images && r.features().tools);
 }
 
 #[test]
