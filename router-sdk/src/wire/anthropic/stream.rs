@@ -264,6 +264,85 @@ fn json_event(whose: ToolBlock, json: String) -> StreamEvent {
     }
 }
 
+impl Stream {
+    /// A content block opens: a tool call, a thought, or a block with nothing to say yet.
+    fn block_start(&mut self, index: u64, block: StartBlock) -> Vec<StreamEvent> {
+        match block {
+            StartBlock::ToolUse { id, name, input } => self.tool_start(index, id, name, &input),
+            StartBlock::Thinking {
+                thinking,
+                signature,
+            } => thinking_start(thinking, signature),
+            StartBlock::RedactedThinking { data } => {
+                vec![StreamEvent::Thinking(ThinkingDelta::Redacted(data))]
+            }
+            StartBlock::Other => Vec::new(),
+        }
+    }
+
+    /// A piece of the block at `index`.
+    fn block_delta(&mut self, index: u64, delta: BlockDelta) -> Vec<StreamEvent> {
+        let thinking = |piece| vec![StreamEvent::Thinking(piece)];
+        match delta {
+            BlockDelta::TextDelta { text } if !text.is_empty() => self.text(text),
+            BlockDelta::InputJsonDelta { partial_json } => self.tool_json(index, partial_json),
+            BlockDelta::ThinkingDelta { thinking: text } => thinking(ThinkingDelta::Text(text)),
+            BlockDelta::SignatureDelta { signature } if !signature.is_empty() => {
+                thinking(ThinkingDelta::Signature(signature))
+            }
+            BlockDelta::TextDelta { .. }
+            | BlockDelta::SignatureDelta { .. }
+            | BlockDelta::Other => Vec::new(),
+        }
+    }
+
+    /// The message's stop reason and usage so far. Once it has stopped, text held for a tool
+    /// that never came is the answer, and blocks it ended without a block stop end.
+    fn message_delta(
+        &mut self,
+        delta: MessageDeltaBody,
+        usage: Option<UsageJson>,
+    ) -> Vec<StreamEvent> {
+        let answer_tool = self.answer_tool.is_some();
+        let calls = self.calls as usize;
+        let held = delta
+            .stop_reason
+            .as_ref()
+            .and_then(|_| self.held.take())
+            .filter(|t| !t.is_empty())
+            .map(StreamEvent::Delta);
+        let ends = match delta.stop_reason {
+            Some(_) => self.tool_ends(),
+            None => Vec::new(),
+        };
+        let finish = delta
+            .stop_reason
+            .map(|r| StreamEvent::Finish(finish_of(&r, answer_tool, calls)));
+        let usage = usage.map(|u| {
+            self.usage.assign(u);
+            StreamEvent::Usage(self.usage.usage())
+        });
+        held.into_iter()
+            .chain(ends)
+            .chain(finish)
+            .chain(usage)
+            .collect()
+    }
+
+    /// The message ended: text held for a tool that never came (with no stop reason to give it
+    /// before), the blocks still open, then `Done`.
+    fn message_stop(&mut self) -> Vec<StreamEvent> {
+        self.done = true;
+        let held = self.held.take().filter(|t| !t.is_empty());
+        let ends = self.tool_ends();
+        held.map(StreamEvent::Delta)
+            .into_iter()
+            .chain(ends)
+            .chain([StreamEvent::Done])
+            .collect()
+    }
+}
+
 impl EventDecoder for Stream {
     fn event(&mut self, event_name: &str, data: &str) -> Result<Vec<StreamEvent>, Failure> {
         if self.done {
@@ -285,82 +364,13 @@ impl EventDecoder for Stream {
             }
             Event::ContentBlockStart {
                 index,
-                content_block: StartBlock::ToolUse { id, name, input },
-            } => self.tool_start(index, id, name, &input),
-            Event::ContentBlockDelta {
-                delta: BlockDelta::TextDelta { text },
-                ..
-            } if !text.is_empty() => self.text(text),
-            Event::ContentBlockDelta {
-                index,
-                delta: BlockDelta::InputJsonDelta { partial_json },
-            } => self.tool_json(index, partial_json),
+                content_block,
+            } => self.block_start(index, content_block),
+            Event::ContentBlockDelta { index, delta } => self.block_delta(index, delta),
             Event::ContentBlockStop { index } => self.tool_end(index),
-            Event::MessageDelta { delta, usage } => {
-                let answer_tool = self.answer_tool.is_some();
-                let calls = self.calls as usize;
-                // The answer is over: text held for a tool that never came is the answer.
-                let held = delta
-                    .stop_reason
-                    .as_ref()
-                    .and_then(|_| self.held.take())
-                    .filter(|t| !t.is_empty())
-                    .map(StreamEvent::Delta);
-                // Blocks the message ended without a block stop.
-                let ends = match delta.stop_reason {
-                    Some(_) => self.tool_ends(),
-                    None => Vec::new(),
-                };
-                let finish = delta
-                    .stop_reason
-                    .map(|r| StreamEvent::Finish(finish_of(&r, answer_tool, calls)));
-                let usage = usage.map(|u| {
-                    self.usage.assign(u);
-                    StreamEvent::Usage(self.usage.usage())
-                });
-                held.into_iter()
-                    .chain(ends)
-                    .chain(finish)
-                    .chain(usage)
-                    .collect()
-            }
-            Event::MessageStop => {
-                self.done = true;
-                // Held for a tool that never came, with no stop reason to give it before.
-                let held = self.held.take().filter(|t| !t.is_empty());
-                let ends = self.tool_ends();
-                held.map(StreamEvent::Delta)
-                    .into_iter()
-                    .chain(ends)
-                    .chain([StreamEvent::Done])
-                    .collect()
-            }
-            Event::ContentBlockStart {
-                content_block:
-                    StartBlock::Thinking {
-                        thinking,
-                        signature,
-                    },
-                ..
-            } => thinking_start(thinking, signature),
-            Event::ContentBlockStart {
-                content_block: StartBlock::RedactedThinking { data },
-                ..
-            } => vec![StreamEvent::Thinking(ThinkingDelta::Redacted(data))],
-            Event::ContentBlockDelta {
-                delta: BlockDelta::ThinkingDelta { thinking },
-                ..
-            } => vec![StreamEvent::Thinking(ThinkingDelta::Text(thinking))],
-            Event::ContentBlockDelta {
-                delta: BlockDelta::SignatureDelta { signature },
-                ..
-            } if !signature.is_empty() => {
-                vec![StreamEvent::Thinking(ThinkingDelta::Signature(signature))]
-            }
-            Event::ContentBlockStart { .. }
-            | Event::ContentBlockDelta { .. }
-            | Event::Error
-            | Event::Other => Vec::new(),
+            Event::MessageDelta { delta, usage } => self.message_delta(delta, usage),
+            Event::MessageStop => self.message_stop(),
+            Event::Error | Event::Other => Vec::new(),
         })
     }
 }
