@@ -31,15 +31,7 @@ pub(crate) async fn chat<I: Ingress>(
     // Known once the key is: every answer after that, refusals included, is the tenant's.
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
-    let mut gone = ClientGone {
-        route: I::ROUTE,
-        shared: &shared,
-        request_id: &request_id,
-        tenant,
-        started,
-        counted: false,
-        logged: false,
-    };
+    let mut gone = ClientGone::new(I::ROUTE, &shared, &request_id, tenant, started);
     let outcome = match caller {
         Ok(caller) => {
             // The body is read once the key is known: a caller without a key cannot make the
@@ -60,23 +52,9 @@ pub(crate) async fn chat<I: Ingress>(
     };
     let response = match outcome {
         Ok(response) => response,
-        Err(failed) => {
-            let who = metrics::Served {
-                tenant,
-                provider: failed.provider.as_deref().unwrap_or("-"),
-                model: failed.model.as_deref().unwrap_or("-"),
-            };
-            let code = failed.error.code();
-            shared.metrics.request(&who, code, started.elapsed());
-            let mut response = failed.error.into_response_in(I::SHAPE, &request_id);
-            if let Some(rates) = failed.rates {
-                rates.set(response.headers_mut());
-            }
-            response
-        }
+        Err(failed) => failed.respond(&shared, tenant, started, I::SHAPE, &request_id),
     };
-    gone.counted = true;
-    gone.logged = true;
+    gone.answered();
     let h = response.headers();
     let shown = |name: &str| header(h, name).unwrap_or("-");
     let status = response.status().as_u16();
@@ -185,19 +163,7 @@ pub(crate) async fn answer<I: Ingress>(
         .clone()
         .unwrap_or_else(|| router_core::config::NO_TENANT.to_owned());
     // A router error: its provider calls are counted, and it is labelled by who was asked.
-    let routed = |e: router_sdk::Error| {
-        shared.metrics.attempts(e.attempts());
-        let (provider, model) = match e.attempts().last() {
-            Some(a) => (Some(a.provider.clone()), Some(a.model.clone())),
-            None => (None, None),
-        };
-        Failed {
-            error: ApiError::logged(e, request_id),
-            provider,
-            model,
-            rates: None,
-        }
-    };
+    let routed = |e: router_sdk::Error| Failed::routed(shared, e, request_id);
     let body = body?;
     let (read, asked) = I::read(&body, headers).map_err(ApiError::bad_request)?;
     let dropped = dropped_header(&read.dropped);
@@ -213,9 +179,9 @@ pub(crate) async fn answer<I: Ingress>(
     // A refusal of the router: a 429 reports the window as the refusal found it, or the
     // model's headroom read beside the admission.
     let refused = |e: router_sdk::Error, headroom| async move {
-        let mut failed = routed(e);
-        if failed.error.status() == StatusCode::TOO_MANY_REQUESTS {
-            failed.rates = rates.report(router, None, headroom).await;
+        let failed = routed(e);
+        if failed.is_too_many() {
+            return failed.with_rates(rates.report(router, None, headroom).await);
         }
         failed
     };
