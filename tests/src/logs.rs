@@ -1,26 +1,48 @@
 //! Log lines a test can read: [`Logs::capture`] records every event logged on this thread (and
 //! so by every task of a current-thread runtime) while its guard lives, at every level.
+//!
+//! One subscriber serves the whole test binary, installed once as the global default; it writes
+//! an event to the capture of the thread that logged it, if any. A subscriber per test (a
+//! thread's scoped default) would not do: tracing caches whether a log statement is wanted
+//! across threads, and a statement first reached on another thread while a capture starts can
+//! stay unwanted for it.
 
+use std::cell::RefCell;
 use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, Once, PoisonError};
 
-use tracing::subscriber::DefaultGuard;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+
+thread_local! {
+    /// The capture this thread's events go to.
+    static SINK: RefCell<Option<Logs>> = const { RefCell::new(None) };
+}
 
 /// The text of the events logged while a capture's guard lived.
 #[derive(Debug, Clone, Default)]
 pub struct Logs(Arc<Mutex<Vec<u8>>>);
 
+/// A capture in progress; it stops when this drops, on the thread that started it.
+#[must_use = "the capture stops when the guard drops"]
+pub struct Capture {
+    previous: Option<Logs>,
+    _on_this_thread: PhantomData<*const ()>,
+}
+
 impl Logs {
-    /// Starts recording; it stops when the guard drops.
-    pub fn capture() -> (Logs, DefaultGuard) {
+    /// Starts recording this thread's events; it stops when the guard drops.
+    pub fn capture() -> (Logs, Capture) {
+        install();
         let logs = Logs::default();
-        let sink = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || sink.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
+        let previous = SINK.with(|sink| sink.replace(Some(logs.clone())));
+        let guard = Capture {
+            previous,
+            _on_this_thread: PhantomData,
+        };
+        (logs, guard)
     }
 
     /// Every line so far.
@@ -28,6 +50,28 @@ impl Logs {
         let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        SINK.with(|sink| *sink.borrow_mut() = previous);
+    }
+}
+
+/// Installs the binary's one subscriber: every level, no colour, events of threads capturing.
+fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let capturing = filter_fn(|_| SINK.with(|sink| sink.borrow().is_some()));
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(|| SINK.with(|sink| sink.borrow().clone().unwrap_or_default()))
+            .with_filter(capturing);
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other global subscriber in a test binary using Logs");
+    });
 }
 
 impl Write for Logs {
