@@ -18,6 +18,7 @@ pub mod clock;
 pub mod config;
 pub mod estimate;
 pub mod flow;
+pub mod keys;
 pub mod ledger;
 pub mod prompt_cache;
 pub mod retry;

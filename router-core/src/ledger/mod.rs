@@ -48,7 +48,7 @@ mod engine;
 mod leases;
 mod memory;
 mod period;
-mod redis;
+pub(crate) mod redis;
 mod resilient;
 mod scopes;
 mod sqlite;

@@ -124,7 +124,7 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
     &UNLEASE,
 ];
 
-mod conn;
+pub(crate) mod conn;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;

@@ -26,7 +26,7 @@ use crate::config::{RedisTarget, parse_redis_url};
 
 /// A connection to one Redis server or to a Redis Cluster. Cloning is cheap and shares it.
 #[derive(Clone)]
-pub(super) enum Conn {
+pub(crate) enum Conn {
     /// One server (or a proxy in front of several).
     Single(ConnectionManager),
     /// A Redis Cluster.
@@ -36,7 +36,7 @@ pub(super) enum Conn {
 impl Conn {
     /// Connects to `url` (a server or a cluster, see `crate::config::state`), within the
     /// timeouts of `options`; every command is bounded by `options.response_timeout`.
-    pub(super) async fn open(url: &str, options: &RedisStoreOptions) -> RedisResult<Self> {
+    pub(crate) async fn open(url: &str, options: &RedisStoreOptions) -> RedisResult<Self> {
         match parse_redis_url(url) {
             Ok(RedisTarget::Single) => open_single(url, options).await.map(Conn::Single),
             Ok(RedisTarget::Cluster(nodes)) => {
@@ -56,7 +56,7 @@ impl Conn {
     }
 
     /// Runs a prepared script call (EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA again).
-    pub(super) async fn invoke<T: FromRedisValue>(
+    pub(crate) async fn invoke<T: FromRedisValue>(
         &self,
         inv: &ScriptInvocation<'_>,
     ) -> RedisResult<T> {
@@ -67,7 +67,7 @@ impl Conn {
     }
 
     /// Loads `script` (SCRIPT LOAD; on a cluster, into every node).
-    pub(super) async fn load(&self, script: &redis::Script) -> RedisResult<String> {
+    pub(crate) async fn load(&self, script: &redis::Script) -> RedisResult<String> {
         match self {
             Conn::Single(conn) => script.load_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => script.load_async(&mut conn.clone()).await,
@@ -119,7 +119,7 @@ async fn open_cluster(
 
 /// A cluster connection that sends script calls without keys to the namespace's shard.
 #[derive(Clone)]
-pub(super) struct NamespaceRouted {
+pub(crate) struct NamespaceRouted {
     conn: ClusterConnection,
     /// The primary of the slot of the namespace's hash tag.
     route: Route,
