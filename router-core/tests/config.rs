@@ -1258,7 +1258,24 @@ fn the_gateway_section_is_checked_with_its_fields() {
     assert_eq!(g.body_timeout, std::time::Duration::from_secs(7));
     assert_eq!(g.keys[0].tenant, "acme");
     assert_eq!(g.keys[0].priority, Some(router_core::flow::Priority::Batch));
+    let admin = format!("{ok}  admin_keys: [{}]\n", "B".repeat(64));
+    let registry = Registry::from_yaml_str(&admin, "gw.yaml").unwrap();
+    assert_eq!(registry.gateway.admin_keys, ["b".repeat(64)]);
     let cases = [
+        (
+            "gateway:\n  admin_keys: [sk-admin-key-pasted-here]\n".to_owned(),
+            vec![
+                "gateway.admin_keys[0]",
+                "64 hex digits",
+                "llmroute keys admin",
+            ],
+        ),
+        (
+            format!(
+                "gateway:\n  keys:\n    - {{ sha256: {hash}, tenant: a }}\n  admin_keys: [{hash}]\n"
+            ),
+            vec!["gateway.admin_keys[0]", "also one of `gateway.keys`"],
+        ),
         (
             "gateway:\n  keys:\n    - { sha256: sk-live-key-pasted-here, tenant: acme }\n"
                 .to_owned(),
@@ -1295,6 +1312,7 @@ fn the_gateway_section_is_checked_with_its_fields() {
         let message = error_of(&format!("{BASE}{section}"));
         assert_mentions(&message, &parts);
         assert!(!message.contains("sk-live-key-pasted-here"), "{message}");
+        assert!(!message.contains("sk-admin-key-pasted-here"), "{message}");
     }
 }
 

@@ -6,15 +6,14 @@ use axum::routing::{get, post};
 use router_sdk::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::Auth;
 use crate::auth::Access;
 use crate::cut::{Cut, Streams};
 use crate::ingress::{Chat, Messages, Responses};
 use crate::routes::{
-    api_not_found, chat, count_tokens, embeddings, model, models, quota, ready, render_metrics,
-    usage, wrong_method,
+    admin_routes, api_not_found, chat, count_tokens, embeddings, model, models, quota, ready,
+    render_metrics, usage, wrong_method,
 };
-use crate::{metrics, ratelimit};
+use crate::{keys, metrics, ratelimit};
 
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -38,12 +37,18 @@ pub struct Apps {
     pub metrics: axum::Router,
     /// Ends the API's requests in flight, for a stopping gateway whose grace period is over.
     pub cut: Cut,
+    /// The version of the runtime keys served.
+    pub keys: keys::KeysSeen,
 }
 
-/// The gateway's services over `router`, whose configuration holds `gateway.keys`.
-pub fn apps(router: Router, auth: Auth) -> Apps {
+/// The gateway's services over `router`, letting in the callers `access` knows. On a tokio
+/// runtime, a task polls the runtime keys while the services live (see `keys.rs`).
+pub fn apps(router: Router, access: Access) -> Apps {
     let limit = router.registry().gateway.body_limit_bytes;
-    let access = Access::new(&router.registry().gateway, auth);
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::spawn(keys::watch(Arc::downgrade(access.runtime())));
+    }
+    let seen = access.runtime().seen();
     let metrics = metrics::Metrics::new();
     let cut = CancellationToken::new();
     let streams = Arc::new(Streams::default());
@@ -92,6 +97,7 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
             get(|| async { "ok\n" }).fallback(wrong_method("GET")),
         )
         .route("/readyz", get(ready).fallback(wrong_method("GET")))
+        .merge(admin_routes())
         .fallback(api_not_found)
         .layer(axum::extract::DefaultBodyLimit::max(
             usize::try_from(limit).unwrap_or(usize::MAX),
@@ -110,11 +116,12 @@ pub fn apps(router: Router, auth: Auth) -> Apps {
             token: cut,
             streams,
         },
+        keys: seen,
     }
 }
 
 /// The API and `/metrics` on one address.
-pub fn app(router: Router, auth: Auth) -> axum::Router {
-    let Apps { api, metrics, .. } = apps(router, auth);
+pub fn app(router: Router, access: Access) -> axum::Router {
+    let Apps { api, metrics, .. } = apps(router, access);
     api.merge(metrics)
 }

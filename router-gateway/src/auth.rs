@@ -1,21 +1,30 @@
-//! Who is calling: an API key of `gateway.keys`, looked up by its SHA-256 (keys are never kept
-//! in clear), names the tenant, and may pin a priority and the models it may use; and what
-//! the caller may see: those models, their deployments and providers.
+//! Who is calling: an API key, looked up by its SHA-256 (keys are never kept in clear), names
+//! the tenant, and may pin a priority and the models it may use; and what the caller may see:
+//! those models, their deployments and providers. Keys come from `gateway.keys` (read-only) and
+//! from the runtime key store (see `keys.rs`); admin keys, from `gateway.admin_keys` and
+//! `LLMROUTE_ADMIN_KEY`, open `/admin/v1` and `/ui` only.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
+use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, Gateway, GatewayKey, Registry};
+use router_core::keys::{KeyState, KeyStore, KeyStoreError, MemoryKeys};
 use router_sdk::Priority;
 use sha2::{Digest, Sha256};
 
 use crate::Auth;
 use crate::errors::ApiError;
+use crate::keys::RuntimeKeys;
 
 /// The keys the gateway accepts, by hash.
 #[derive(Debug)]
 pub struct Access {
     keys: HashMap<String, GatewayKey>,
+    admins: Vec<String>,
+    runtime: Arc<RuntimeKeys>,
+    clock: Arc<dyn Clock>,
     auth: Auth,
 }
 
@@ -28,10 +37,15 @@ pub(crate) struct Caller {
     pub(crate) priority: Option<Priority>,
     /// The models and aliases it may use; empty: all.
     models: Vec<String>,
-    /// Its key's identifier in usage records: the first 12 hex digits of the key's SHA-256
-    /// (what `gateway.keys` stores), never the key.
+    /// Its key's identifier in usage records, never the key: a runtime key's id, or for a key
+    /// of `gateway.keys` the first 12 hex digits of its SHA-256 (what the file stores).
     pub(crate) key_id: Option<String>,
 }
+
+/// An admin the gateway let in: `admin:` and the first 12 hex digits of its key's SHA-256, for
+/// the audit log.
+#[derive(Debug, Clone)]
+pub(crate) struct Admin(pub(crate) String);
 
 /// The SHA-256 of `key`, 64 lowercase hex digits: what `gateway.keys` stores.
 pub fn hash_key(key: &str) -> String {
@@ -51,19 +65,64 @@ pub fn new_key() -> Result<String, getrandom::Error> {
 }
 
 impl Access {
-    /// The keys of `gateway`, checked as `auth` says.
+    /// The keys of `gateway`, checked as `auth` says, with runtime keys in memory (see
+    /// [`Access::with_store`]).
     pub fn new(gateway: &Gateway, auth: Auth) -> Self {
         let keys = gateway
             .keys
             .iter()
             .map(|k| (k.sha256.clone(), k.clone()))
             .collect();
-        Self { keys, auth }
+        Self {
+            keys,
+            admins: gateway.admin_keys.clone(),
+            runtime: Arc::new(RuntimeKeys::new(Arc::new(MemoryKeys::default()))),
+            clock: Arc::new(SystemClock),
+            auth,
+        }
+    }
+
+    /// The same, with runtime keys kept in `store`.
+    pub fn with_store(mut self, store: Arc<dyn KeyStore>) -> Self {
+        self.runtime = Arc::new(RuntimeKeys::new(store));
+        self
+    }
+
+    /// The same, also accepting `key` as an admin key (`LLMROUTE_ADMIN_KEY`'s).
+    pub fn with_admin_key(mut self, key: &str) -> Self {
+        self.admins.push(hash_key(key));
+        self
+    }
+
+    /// The same, telling key expiry and rotation grace by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether any admin key is set.
+    pub fn has_admins(&self) -> bool {
+        !self.admins.is_empty()
+    }
+
+    /// Reads the runtime keys now: before serving, so that the first requests find them.
+    pub async fn load_keys(&self) -> Result<(), KeyStoreError> {
+        self.runtime.refresh().await.map(drop)
+    }
+
+    pub(crate) fn runtime(&self) -> &Arc<RuntimeKeys> {
+        &self.runtime
+    }
+
+    /// Now, Unix seconds.
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_ms() / 1000
     }
 
     /// The caller of a request with `headers`: a known key whose tenant has a tier, or an error
-    /// (401 for a missing or unknown key, 403 for a tenant the configuration does not know).
-    pub(crate) fn caller(
+    /// (401 for a missing, unknown, expired or revoked key, 403 for a tenant the configuration
+    /// does not know).
+    pub(crate) async fn caller(
         &self,
         registry: &Registry,
         headers: &HeaderMap,
@@ -71,23 +130,73 @@ impl Access {
         if self.auth == Auth::None {
             return Ok(Caller::default());
         }
-        let presented = bearer(headers)?;
-        let key = self.keys.get(&hash_key(presented)).ok_or_else(|| {
-            ApiError::unauthorized("unknown API key: it is not one of `gateway.keys`")
-        })?;
-        if registry.tier_of(&key.tenant).is_none() {
+        let hash = hash_key(bearer(headers)?);
+        let caller = match self.keys.get(&hash) {
+            Some(key) => Caller {
+                tenant: Some(key.tenant.clone()),
+                priority: key.priority,
+                models: key.models.clone(),
+                key_id: Some(key.sha256.chars().take(12).collect()),
+            },
+            None => self.runtime_caller(&hash).await?,
+        };
+        let tenant = caller.tenant.as_deref().unwrap_or_default();
+        if registry.tier_of(tenant).is_none() {
             return Err(ApiError::forbidden(format!(
-                "this key's tenant `{}` has no tier: add it to `tenants.members` or set \
-                 `tenants.default_tier`",
-                key.tenant
+                "this key's tenant `{tenant}` has no tier: add it to `tenants.members` or set \
+                 `tenants.default_tier`"
             )));
+        }
+        Ok(caller)
+    }
+
+    /// The caller of a runtime key by its secret's hash.
+    async fn runtime_caller(&self, hash: &str) -> Result<Caller, ApiError> {
+        if !self.runtime.loaded() {
+            // Not read yet (the store was away at start): read now rather than refuse.
+            let _ = self.runtime.refresh().await;
+        }
+        let unknown = || ApiError::unauthorized("unknown API key");
+        let key = self.runtime.by_hash(hash).ok_or_else(unknown)?;
+        let now = self.now();
+        match key.state(now) {
+            KeyState::Active if key.holds(hash, now) => {}
+            KeyState::Active => {
+                return Err(ApiError::unauthorized(
+                    "this key was rotated and its grace period is over: use the new key",
+                ));
+            }
+            KeyState::Expired => return Err(ApiError::unauthorized("this key has expired")),
+            KeyState::Revoked => return Err(ApiError::unauthorized("this key was revoked")),
         }
         Ok(Caller {
             tenant: Some(key.tenant.clone()),
             priority: key.priority,
             models: key.models.clone(),
-            key_id: Some(key.sha256.chars().take(12).collect()),
+            key_id: Some(key.id.clone()),
         })
+    }
+
+    /// The admin calling with `headers`: 401 without a key or with an unknown one, 403 with a
+    /// tenant's key.
+    pub(crate) fn admin(&self, headers: &HeaderMap) -> Result<Admin, ApiError> {
+        let hash = hash_key(bearer(headers)?);
+        if self.admins.contains(&hash) {
+            return Ok(Admin(format!("admin:{}", &hash[..12])));
+        }
+        if self.keys.contains_key(&hash) || self.runtime.by_hash(&hash).is_some() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "permission_error",
+                "not_admin",
+                "this is a tenant's key: the admin API needs a key of `gateway.admin_keys` or \
+                 LLMROUTE_ADMIN_KEY"
+                    .to_owned(),
+            ));
+        }
+        Err(ApiError::unauthorized(
+            "unknown admin key: send a key of `gateway.admin_keys` or LLMROUTE_ADMIN_KEY",
+        ))
     }
 }
 
@@ -97,8 +206,8 @@ impl Access {
 fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let no_key = || {
         ApiError::unauthorized(
-            "no API key: send `Authorization: Bearer KEY` (or `x-api-key: KEY`) with a key of \
-             `gateway.keys`",
+            "no API key: send `Authorization: Bearer KEY` (or `x-api-key: KEY`) with a key this \
+             gateway gave you",
         )
     };
     let Some(value) = headers.get("authorization") else {

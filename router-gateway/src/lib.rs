@@ -24,6 +24,7 @@ mod cut;
 mod errors;
 mod inbound;
 mod ingress;
+mod keys;
 mod lifecycle;
 mod metrics;
 mod outbound;
@@ -34,6 +35,7 @@ mod serve;
 pub use app::{Apps, app, apps};
 pub use auth::{Access, hash_key, new_key};
 pub use cut::Cut;
+pub use keys::{KEYS_POLL, KeysSeen};
 pub use lifecycle::{CUT_GRACE, Listeners, run};
 pub use serve::{HEADER_READ_TIMEOUT, serve};
 

@@ -25,17 +25,23 @@ use router_sdk::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::{Auth, Cut, apps, serve};
+use crate::{Access, Auth, Cut, apps, serve};
 
 /// How long a stopping gateway waits, after cutting off what was in flight at the end of its
 /// grace period, for its connections to close before it drops them.
 pub const CUT_GRACE: Duration = Duration::from_secs(2);
 
 impl Auth {
-    /// How a gateway on `addr` admits callers: with `gateway.keys`, or without keys when
-    /// `no_auth` asks for it. An error says why neither can be: no keys to check, or no keys
-    /// on an address other than loopback.
-    pub fn choose(no_auth: bool, addr: SocketAddr, gateway: &Gateway) -> Result<Auth, String> {
+    /// How a gateway on `addr` admits callers: with keys, or without keys when `no_auth` asks
+    /// for it. `runtime` says whether keys come at runtime too (the key store holds some, or an
+    /// admin key can create them). An error says why neither can be: no keys to check, or
+    /// no keys on an address other than loopback.
+    pub fn choose(
+        no_auth: bool,
+        addr: SocketAddr,
+        gateway: &Gateway,
+        runtime: bool,
+    ) -> Result<Auth, String> {
         if no_auth {
             if !addr.ip().is_loopback() {
                 return Err(format!(
@@ -46,11 +52,12 @@ impl Auth {
             }
             return Ok(Auth::None);
         }
-        if gateway.keys.is_empty() {
+        if gateway.keys.is_empty() && !runtime {
             return Err(
-                "`gateway.keys` is empty, so no caller could authenticate; make a key \
-                        with `llmroute keys new --tenant NAME` and add its line, or pass \
-                        --no-auth on a loopback address"
+                "`gateway.keys` is empty, the key store holds no key and no admin key is set, \
+                 so no caller could authenticate; make a key with `llmroute keys create \
+                 --tenant NAME`, set LLMROUTE_ADMIN_KEY to make them through /admin/v1, or \
+                 pass --no-auth on a loopback address"
                     .to_owned(),
             );
         }
@@ -98,13 +105,13 @@ impl Listeners {
 /// are drained or another stop ends the wait. `grace` is `gateway.grace_secs`.
 pub async fn run(
     router: Router,
-    auth: Auth,
+    access: Access,
     listeners: Listeners,
     stops: impl Stream<Item = &'static str> + Send + Unpin + 'static,
 ) -> std::io::Result<()> {
     let grace = router.registry().gateway.grace;
     let count = count_stops(stops);
-    let apps = apps(router.clone(), auth);
+    let apps = apps(router.clone(), access);
     let metrics = listeners.metrics.map(|m| {
         let metrics = serve(m, apps.metrics.clone(), stopped(count.clone(), 1));
         tokio::spawn(metrics)

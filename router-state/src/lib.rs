@@ -54,6 +54,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod keys;
 pub mod quota;
 pub mod store;
 pub mod usage;

@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 
 use anyhow::anyhow;
 use clap::Args;
-use router_gateway::{Auth, Listeners};
+use router_gateway::{Access, Auth, Listeners};
+
+/// The environment variable holding an admin key, beside `gateway.admin_keys`.
+pub(crate) const ADMIN_KEY_ENV: &str = "LLMROUTE_ADMIN_KEY";
 
 use crate::context::Context;
 use crate::failure::Failure;
@@ -36,7 +39,27 @@ pub(crate) async fn run(
     let addr = args.listen.unwrap_or(gateway.listen);
     let metrics = args.metrics_listen.or(gateway.metrics_listen);
     let usage = |e: String| Failure::usage(anyhow!(e));
-    let auth = Auth::choose(args.no_auth, addr, gateway).map_err(usage)?;
+    let admin_key = std::env::var(ADMIN_KEY_ENV)
+        .ok()
+        .filter(|k| !k.trim().is_empty());
+    let store = router_state::keys::open(&loaded.ledger, &loaded.registry)
+        .await
+        .map_err(|e| Failure::state(anyhow!("{e}")))?;
+    let stored = match store.all().await {
+        Ok(listing) => !listing.records.is_empty(),
+        // Unreadable now (Redis away): its keys may work once it answers.
+        Err(_) => true,
+    };
+    let runtime = stored || admin_key.is_some() || !gateway.admin_keys.is_empty();
+    let auth = Auth::choose(args.no_auth, addr, gateway, runtime).map_err(usage)?;
+    let mut access = Access::new(gateway, auth).with_store(store);
+    if let Some(key) = &admin_key {
+        access = access.with_admin_key(key.trim());
+    }
+    if let Err(e) = access.load_keys().await {
+        let every = router_gateway::KEYS_POLL.as_millis();
+        tracing::warn!(error = %e, "gateway: runtime keys not read at start; trying every {every} ms");
+    }
     let router = ctx.router(loaded).await?;
     let listeners = Listeners::bind(addr, metrics).await.map_err(usage)?;
     // Before the first line: a script that signals as soon as it reads it stops the gateway
@@ -51,7 +74,7 @@ pub(crate) async fn run(
     let stops = futures_util::stream::unfold(signals, |mut signals| async move {
         Some((signals.next().await.name(), signals))
     });
-    router_gateway::run(router, auth, listeners, Box::pin(stops))
+    router_gateway::run(router, access, listeners, Box::pin(stops))
         .await
         .map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))
 }

@@ -31,6 +31,8 @@ pub struct Gateway {
     pub body_timeout: std::time::Duration,
     /// The API keys it accepts.
     pub keys: Vec<GatewayKey>,
+    /// The SHA-256 of each admin key (64 lowercase hex digits): keys of `/admin/v1` and `/ui`.
+    pub admin_keys: Vec<String>,
     /// Request headers passed on to the provider as the caller sent them (lowercase names),
     /// e.g. `traceparent`.
     pub forward_headers: Vec<String>,
@@ -59,6 +61,7 @@ impl Default for Gateway {
             body_limit_bytes: Self::BODY_LIMIT_BYTES,
             body_timeout: std::time::Duration::from_secs(Self::BODY_TIMEOUT_SECS),
             keys: Vec::new(),
+            admin_keys: Vec::new(),
             forward_headers: Vec::new(),
             grace: std::time::Duration::from_secs(Self::GRACE_SECS),
         }

@@ -14,7 +14,11 @@ use crate::app::Shared;
 use crate::errors::ApiError;
 
 pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+    let caller = match shared
+        .access
+        .caller(shared.router.registry(), &headers)
+        .await
+    {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };
@@ -40,7 +44,11 @@ pub(crate) async fn model(
             return ApiError::bad_request(format!("the model name: {e}")).into_response_with("");
         }
     };
-    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+    let caller = match shared
+        .access
+        .caller(shared.router.registry(), &headers)
+        .await
+    {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };

@@ -13,7 +13,11 @@ use crate::errors::ApiError;
 /// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant, over the
 /// deployments of the models its key may use.
 pub(crate) async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+    let caller = match shared
+        .access
+        .caller(shared.router.registry(), &headers)
+        .await
+    {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };

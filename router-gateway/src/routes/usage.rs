@@ -18,7 +18,11 @@ pub(crate) async fn usage(
     headers: HeaderMap,
     axum::extract::Query(params): axum::extract::Query<Vec<(String, String)>>,
 ) -> Response {
-    let caller = match shared.access.caller(shared.router.registry(), &headers) {
+    let caller = match shared
+        .access
+        .caller(shared.router.registry(), &headers)
+        .await
+    {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };

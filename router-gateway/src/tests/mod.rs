@@ -36,6 +36,7 @@ struct Running {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<std::io::Result<()>>,
     cut: Cut,
+    keys: crate::KeysSeen,
 }
 
 impl Running {
@@ -89,7 +90,13 @@ async fn start_over(
     tier_extra: &str,
     extra: &str,
 ) -> Running {
-    let yaml = format!(
+    let yaml = yaml_over(provider_base, tier_extra, extra);
+    start_yaml(upstream, &yaml).await
+}
+
+/// The configuration of [`start_over`].
+fn yaml_over(provider_base: &str, tier_extra: &str, extra: &str) -> String {
+    format!(
         "defaults: {{ model: chat }}\n\
          providers:\n  - name: oa\n    api: openai\n    base_url: {}/v1\n    api_key_env: OA_KEY\n    \
          models:\n      - {{ name: small, aliases: [chat], price: {{ input: 2, output: 8 }} }}\n\
@@ -100,13 +107,21 @@ async fn start_over(
         hash_key(ACME),
         hash_key(GHOST),
         hash_key(NARROW),
-    );
-    start_yaml(upstream, &yaml).await
+    )
 }
 
 /// A gateway on a free port configured by `yaml`, whose providers' keys are in `OA_KEY`
 /// (`sk-upstream-S3CRET`) and `AN_KEY` ([`AN_SECRET`]).
 async fn start_yaml(upstream: MockServer, yaml: &str) -> Running {
+    start_access(upstream, yaml, |access| access).await
+}
+
+/// Like [`start_yaml`], with the callers let in by `access` as `with` makes it.
+async fn start_access(
+    upstream: MockServer,
+    yaml: &str,
+    with: impl FnOnce(Access) -> Access,
+) -> Running {
     let registry = Registry::from_yaml_str(yaml, "gateway.yaml").unwrap();
     let keys = StaticKeys::new()
         .with("OA_KEY", "sk-upstream-S3CRET")
@@ -119,7 +134,9 @@ async fn start_yaml(upstream: MockServer, yaml: &str) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let apps = apps(router.clone(), Auth::Keys);
+    let access = with(Access::new(&router.registry().gateway, Auth::Keys));
+    access.load_keys().await.unwrap();
+    let apps = apps(router.clone(), access);
     let app = apps.api.merge(apps.metrics);
     let done = tokio::spawn(serve(listener, app, async {
         let _ = stopped.await;
@@ -132,6 +149,7 @@ async fn start_yaml(upstream: MockServer, yaml: &str) -> Running {
         stop: Some(stop),
         done,
         cut: apps.cut,
+        keys: apps.keys,
     }
 }
 
@@ -219,6 +237,8 @@ async fn in_flight(router: &Router) -> u64 {
     snaps.iter().map(|s| s.usage.in_flight).sum()
 }
 
+mod admin;
+mod admin_shared;
 mod answers;
 mod embeddings;
 mod hardening;

@@ -79,7 +79,10 @@ async fn usage_shows_a_key_its_own_tenants_records_only(pg: Option<llmroute_test
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(serve(
         listener,
-        app(router.clone(), Auth::Keys),
+        app(
+            router.clone(),
+            Access::new(&router.registry().gateway, Auth::Keys),
+        ),
         std::future::pending(),
     ));
     Mock::given(method("POST"))

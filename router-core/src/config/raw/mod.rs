@@ -86,6 +86,8 @@ pub(crate) struct RawGateway {
     #[serde(default)]
     pub(crate) keys: Option<Vec<At<RawKey>>>,
     #[serde(default)]
+    pub(crate) admin_keys: Option<Vec<At<String>>>,
+    #[serde(default)]
     pub(crate) forward_headers: Option<Vec<At<String>>>,
     #[serde(default)]
     pub(crate) grace_secs: Option<At<Number>>,

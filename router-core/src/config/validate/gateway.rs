@@ -88,7 +88,36 @@ pub(crate) fn gateway(
         }
         out.keys.push(key);
     }
+    for (i, value) in raw.admin_keys.iter().flatten().enumerate() {
+        let field = format!("gateway.admin_keys[{i}]");
+        let hash = sha256(ctx, &field, value, "llmroute keys admin")?;
+        if out.keys.iter().any(|k| k.sha256 == hash) {
+            let msg = "is also one of `gateway.keys`: an admin key is for `/admin/v1` and `/ui` \
+                       only; make a key of its own for each";
+            return Err(ctx.invalid(&field, line(value), msg.to_owned()));
+        }
+        out.admin_keys.push(hash);
+    }
     Ok(out)
+}
+
+/// A key's SHA-256 at `field`, lowercase; `command` prints a key and its hash.
+fn sha256(
+    ctx: &Ctx<'_>,
+    field: &str,
+    value: &At<String>,
+    command: &str,
+) -> Result<String, ConfigError> {
+    let hash = value.value.trim().to_ascii_lowercase();
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        // Never echo the value: it may be a key pasted where its hash belongs.
+        let msg = format!(
+            "must be the SHA-256 of the key, 64 hex digits (never the key itself); `{command}` \
+             prints a key and its hash"
+        );
+        return Err(ctx.invalid(field, line(value), msg));
+    }
+    Ok(hash)
 }
 
 fn key(
@@ -98,14 +127,8 @@ fn key(
     models: Models<'_>,
     routes: &Routes,
 ) -> Result<GatewayKey, ConfigError> {
-    let hash = raw.sha256.value.trim().to_ascii_lowercase();
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        // Never echo the value: it may be a key pasted where its hash belongs.
-        let msg = "must be the SHA-256 of the key, 64 hex digits (never the key itself); \
-                   `llmroute keys new --tenant NAME` prints a key and its line"
-            .to_owned();
-        return Err(ctx.invalid(&format!("{field}.sha256"), line(&raw.sha256), msg));
-    }
+    let command = "llmroute keys new --tenant NAME";
+    let hash = sha256(ctx, &format!("{field}.sha256"), &raw.sha256, command)?;
     let tenant = ctx.tenant(&format!("{field}.tenant"), &raw.tenant)?;
     let priority = raw
         .priority

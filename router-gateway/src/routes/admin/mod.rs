@@ -1,0 +1,102 @@
+//! `/admin/v1`: the gateway run as a team's service. Keys (create, list, show, update, rotate,
+//! revoke), tenants with their use and spend, and the running configuration. Every route takes
+//! an admin key only (401 without one, 403 for a tenant's key); every change is one audit line
+//! (`llmroute::audit`: who, what, which key; never a secret).
+
+mod config;
+mod keys;
+mod tenants;
+mod view;
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use router_core::keys::KeyStoreError;
+
+use crate::app::Shared;
+use crate::auth::Admin;
+use crate::errors::ApiError;
+use crate::routes::wrong_method;
+
+/// The admin routes, over the gateway's shared state.
+pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
+    axum::Router::new()
+        .route(
+            "/admin/v1/keys",
+            get(keys::list)
+                .post(keys::create)
+                .fallback(wrong_method("GET or POST")),
+        )
+        .route(
+            "/admin/v1/keys/{id}",
+            get(keys::show)
+                .patch(keys::update)
+                .delete(keys::revoke)
+                .fallback(wrong_method("GET, PATCH or DELETE")),
+        )
+        .route(
+            "/admin/v1/keys/{id}/rotate",
+            post(keys::rotate).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/admin/v1/keys/{id}/revoke",
+            post(keys::revoke).fallback(wrong_method("POST")),
+        )
+        .route(
+            "/admin/v1/tenants",
+            get(tenants::list).fallback(wrong_method("GET")),
+        )
+        .route(
+            "/admin/v1/config",
+            get(config::show).fallback(wrong_method("GET")),
+        )
+}
+
+/// The admin of a request, or its refusal.
+pub(crate) fn admin(shared: &Shared, headers: &HeaderMap) -> Result<Admin, ApiError> {
+    shared.access.admin(headers)
+}
+
+/// One audit line: `admin` did `action` to `key` (of `tenant`).
+fn audit(admin: &Admin, action: &str, key: &str, tenant: &str) {
+    tracing::info!(
+        target: "llmroute::audit",
+        admin = %admin.0,
+        action,
+        key,
+        tenant,
+        "admin change"
+    );
+}
+
+/// No key has the id asked for.
+fn no_key(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "key_not_found",
+        format!("no key has the id `{id}`; `GET /admin/v1/keys` lists them"),
+    )
+}
+
+/// The change cannot be made to the key as it is.
+fn conflict(message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "invalid_request_error",
+        "key_conflict",
+        message,
+    )
+}
+
+/// The key store failed.
+fn store_failed(e: &KeyStoreError) -> ApiError {
+    tracing::warn!(error = %e, "admin: the key store failed");
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "api_error",
+        "key_store_unavailable",
+        format!("{e}; nothing was changed, try again"),
+    )
+}

@@ -1,0 +1,60 @@
+//! `GET /admin/v1/tenants`: every tenant the gateway knows (members of the configuration, and
+//! tenants of keys) with its tier, use against its limits, spend against its budgets, and its
+//! number of working keys.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use router_core::keys::KeyState;
+use serde::Serialize;
+
+use super::{admin, store_failed};
+use crate::app::Shared;
+use crate::errors::ApiError;
+
+/// One tenant as listed.
+#[derive(Debug, Serialize)]
+struct TenantRow {
+    #[serde(flatten)]
+    view: router_state::quota::TenantView,
+    /// Its keys that work now.
+    active_keys: usize,
+}
+
+pub(super) async fn list(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    match listed(&shared, &headers).await {
+        Ok(response) => response,
+        Err(e) => e.into_response_with(""),
+    }
+}
+
+async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError> {
+    admin(shared, headers)?;
+    let registry = shared.router.registry();
+    let listing = shared.access.runtime().store().all().await;
+    let listing = listing.map_err(|e| store_failed(&e))?;
+    let now = shared.access.now();
+    let mut keys: BTreeMap<&str, usize> = BTreeMap::new();
+    for (tenant, _) in &registry.tenants.members {
+        keys.entry(tenant).or_default();
+    }
+    for key in &registry.gateway.keys {
+        *keys.entry(&key.tenant).or_default() += 1;
+    }
+    for record in &listing.records {
+        let working = usize::from(record.state(now) == KeyState::Active);
+        *keys.entry(&record.tenant).or_default() += working;
+    }
+    let mut data = Vec::with_capacity(keys.len());
+    for (tenant, active_keys) in keys {
+        let view = router_state::quota::tenant_view(registry, shared.router.ledger(), tenant)
+            .await
+            .map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?;
+        data.push(TenantRow { view, active_keys });
+    }
+    Ok(Json(serde_json::json!({ "object": "list", "data": data })).into_response())
+}
