@@ -132,7 +132,7 @@ impl<'r> Sim<'r> {
             jitter: fastrand::Rng::with_seed(profile.seed ^ 0x9E37_79B9_7F4A_7C15),
             agenda: Agenda::new(),
             arrivals_end: START_MS + profile.duration_secs * 1000,
-            tally: Tally::new(registry),
+            tally: Tally::new(registry, START_MS),
         }
     }
 
@@ -262,9 +262,19 @@ impl<'r> Sim<'r> {
         };
         let end = now + self.profile.latency.of(req.output);
         let deadline = req.plan.deadline_ms;
-        let (at, outcome) = match self.providers.offer(d, now, counted, end) {
+        let offered = self.providers.offer(d, now, counted, end);
+        if offered.is_ok() {
+            self.tally.accepted(d, now, counted);
+        }
+        let (at, outcome) = match offered {
             Ok(()) if end > deadline => (deadline.max(now), Outcome::TimedOut),
-            Ok(()) => (end, Outcome::Served { prompt }),
+            Ok(()) => (
+                end,
+                Outcome::Served {
+                    prompt,
+                    accepted: now,
+                },
+            ),
             Err(retry_after) => (now + REFUSAL_MS, Outcome::RateLimited(retry_after)),
         };
         self.agenda.push(at, Event::Answer(req, outcome));
@@ -278,7 +288,7 @@ impl<'r> Sim<'r> {
         };
         let d = r.deployment;
         let (kind, stated, reached) = match outcome {
-            Outcome::Served { prompt } => {
+            Outcome::Served { prompt, accepted } => {
                 let _ = req.flow.answered();
                 let api = self.registry.provider_of(d).api;
                 let actual = Accounting::of(api).settlement(&r, prompt, req.output, 0);
@@ -289,11 +299,12 @@ impl<'r> Sim<'r> {
                 let latency = self.clock.now_ms() - req.arrived;
                 let tokens = (req.o200k, prompt, req.output);
                 let (registry, candidates) = (self.registry, &req.candidates);
-                self.tally.served(registry, candidates, d, tokens, latency);
+                let times = (accepted, latency);
+                self.tally.served(registry, candidates, d, tokens, times);
                 return Ok(());
             }
             Outcome::RateLimited(stated) => {
-                self.tally.rate_limited(d);
+                self.tally.rate_limited(d, self.clock.now_ms());
                 (FailureKind::RateLimited, Some(stated), Reached::Refusal)
             }
             Outcome::TimedOut => {

@@ -5,7 +5,8 @@
 //! [`MemoryStore`](router_core::ledger::MemoryStore) ledger, through a synthetic traffic
 //! [`Profile`], and answers with a [`SimReport`]: per deployment, requests, tokens, cost, 429s and
 //! waits, and the total cost against sending everything to the cheapest or to the most expensive
-//! deployment. Nothing leaves the process: no network, no keys.
+//! deployment; and per deployment, the same counts minute by minute ([`DeploymentMinutes`]).
+//! Nothing leaves the process: no network, no keys.
 //!
 //! # The model
 //!
@@ -61,12 +62,14 @@ mod profile;
 mod provider;
 mod report;
 mod request;
+mod series;
 mod tally;
 
 pub use engine::run;
 pub use profile::{Latency, Profile, TokenSize};
 pub use provider::REFUSAL_MS;
 pub use report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+pub use series::{DeploymentMinutes, Minute};
 
 use router_core::config::Api;
 use router_core::ledger::LedgerError;

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Profile;
+use super::series::DeploymentMinutes;
 use router_core::config::Limits;
 
 /// The outcome of a simulation. Every figure comes from simulated traffic: nothing was sent.
@@ -20,6 +21,10 @@ pub struct SimReport {
     pub totals: Totals,
     /// What the served traffic would have cost on one deployment alone.
     pub baselines: Baselines,
+    /// Per deployment (in the order of `deployments`), its counts in each simulated minute.
+    /// Left out of the JSON form: a long run has many minutes.
+    #[serde(skip)]
+    pub per_minute: Vec<DeploymentMinutes>,
 }
 
 /// One deployment's share of the simulated traffic.

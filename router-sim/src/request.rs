@@ -78,6 +78,8 @@ pub(crate) enum Outcome {
     Served {
         /// Prompt tokens.
         prompt: u64,
+        /// When the provider accepted the call, ms.
+        accepted: u64,
     },
     /// Refused: 429 with this `Retry-After`.
     RateLimited(Duration),

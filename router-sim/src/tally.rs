@@ -3,6 +3,7 @@
 use super::Profile;
 use super::provider::Providers;
 use super::report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+use super::series::Recorder;
 use router_core::config::{DeploymentId, Registry};
 
 /// Counters of one deployment during the run.
@@ -30,10 +31,13 @@ pub(crate) struct Tally {
     pub(crate) requests_that_waited: u64,
     completion_tokens: u64,
     latencies: Vec<u64>,
+    /// The same counts per simulated minute.
+    minutes: Recorder,
 }
 
 impl Tally {
-    pub(crate) fn new(registry: &Registry) -> Self {
+    /// Counters for `registry`'s deployments; the first simulated minute starts at `start_ms`.
+    pub(crate) fn new(registry: &Registry, start_ms: u64) -> Self {
         Self {
             counts: vec![Counts::default(); registry.deployments.len()],
             requests: 0,
@@ -43,19 +47,25 @@ impl Tally {
             requests_that_waited: 0,
             completion_tokens: 0,
             latencies: Vec::new(),
+            minutes: Recorder::new(registry, start_ms),
         }
     }
 
-    /// A request served by `d`, `latency` ms after it arrived. `tokens` are its prompt in o200k
-    /// tokens and by `d`'s tokenizer, and its completion; `candidates` price the baselines.
+    /// A request served by `d`, whose call `d` accepted at `accepted` ms, `latency` ms after
+    /// the request arrived. `tokens` are its prompt in o200k tokens and by `d`'s tokenizer, and
+    /// its completion; `candidates` price the baselines.
     pub(crate) fn served(
         &mut self,
         registry: &Registry,
         candidates: &[DeploymentId],
         d: DeploymentId,
         (o200k, prompt, completion): (u64, u64, u64),
-        latency: u64,
+        (accepted, latency): (u64, u64),
     ) {
+        let minute = self.minutes.at(d, accepted);
+        minute.requests += 1;
+        minute.prompt_tokens += prompt;
+        minute.completion_tokens += completion;
         let c = &mut self.counts[d.0];
         c.requests += 1;
         c.prompt_tokens += prompt;
@@ -68,8 +78,15 @@ impl Tally {
         self.latencies.push(latency);
     }
 
-    pub(crate) fn rate_limited(&mut self, d: DeploymentId) {
+    /// A call `d` refused with a 429 at `now` ms.
+    pub(crate) fn rate_limited(&mut self, d: DeploymentId, now: u64) {
         self.counts[d.0].rate_limited += 1;
+        self.minutes.at(d, now).rate_limited += 1;
+    }
+
+    /// A call `d` accepted at `now` ms, counted as `tokens` against its provider's TPM.
+    pub(crate) fn accepted(&mut self, d: DeploymentId, now: u64, tokens: u64) {
+        self.minutes.at(d, now).counted_tokens += tokens;
     }
 
     pub(crate) fn timed_out(&mut self, d: DeploymentId) {
@@ -122,6 +139,7 @@ impl Tally {
         };
         let baselines = self.baselines(registry, candidates, totals.cost_usd);
         let (model, profile, simulated_ms) = head;
+        let per_minute = self.minutes.finish(registry, candidates, simulated_ms);
         SimReport {
             model,
             profile,
@@ -129,6 +147,7 @@ impl Tally {
             deployments,
             totals,
             baselines,
+            per_minute,
         }
     }
 

@@ -108,6 +108,65 @@ fn assert_adds_up(r: &SimReport) {
         t.cost_usd
     );
     assert!((b.savings_usd - (b.most_expensive.cost_usd - t.cost_usd)).abs() < 1e-9);
+    assert_minutes_add_up(r);
+}
+
+/// Each deployment's per-minute series adds up to its row of the report, and every series
+/// spans the whole run.
+fn assert_minutes_add_up(r: &SimReport) {
+    assert_eq!(r.per_minute.len(), r.deployments.len());
+    let minutes = r.simulated_ms.div_ceil(60_000).max(1) as usize;
+    for (d, series) in r.deployments.iter().zip(&r.per_minute) {
+        assert_eq!(series.name, d.name);
+        assert!(
+            series.minutes.len() >= minutes,
+            "{} minutes",
+            series.minutes.len()
+        );
+        assert!(
+            series.minutes.len() <= minutes + 1,
+            "{} minutes",
+            series.minutes.len()
+        );
+        let sum = |f: fn(&sim::Minute) -> u64| series.minutes.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|m| m.requests), d.requests, "{}", d.name);
+        assert_eq!(sum(|m| m.prompt_tokens), d.prompt_tokens, "{}", d.name);
+        assert_eq!(
+            sum(|m| m.completion_tokens),
+            d.completion_tokens,
+            "{}",
+            d.name
+        );
+        assert_eq!(sum(|m| m.rate_limited), d.rate_limited, "{}", d.name);
+        let peak = d.peak.tpm.unwrap_or(0);
+        assert!(sum(|m| m.counted_tokens) >= peak, "{}", d.name);
+    }
+}
+
+#[test]
+fn the_per_minute_series_adds_up_to_the_report_and_shows_the_overflow() {
+    let registry = registry("{ rpm: 300 }");
+    let r = run(&registry, &profile(20.0, 300));
+    assert_minutes_add_up(&r);
+    let total: u64 = r
+        .per_minute
+        .iter()
+        .flat_map(|s| &s.minutes)
+        .map(|m| m.requests)
+        .sum();
+    assert_eq!(total, r.totals.served);
+    // The cheapest deployment is listed first and, at 1,200 requests a minute against its 300,
+    // serves about 300 in each full minute while the rest overflow.
+    let cheap = &r.per_minute[0];
+    assert_eq!(cheap.name, "cheap/small");
+    let busiest = cheap.minutes.iter().map(|m| m.requests).max().unwrap_or(0);
+    assert!((250..=300).contains(&busiest), "{busiest}");
+    let others: u64 = r.per_minute[1..]
+        .iter()
+        .flat_map(|s| &s.minutes)
+        .map(|m| m.requests)
+        .sum();
+    assert!(others > 2_000, "{others}");
 }
 
 #[test]
