@@ -2,9 +2,19 @@
 //!
 //! No request is sent and no key is read: a traffic profile given by flags runs through the
 //! ledger, selection and retry policy against providers that enforce the configured limits and
-//! answer 429 when they are exceeded. Every output says it is a simulation.
+//! answer 429 when they are exceeded. Every output says it is a simulation. `--html FILE` also
+//! writes the report as a self-contained page with charts (the submodules below).
+
+mod charts;
+mod cost;
+mod fills;
+mod html;
+mod page;
+mod svg;
+mod tables;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
@@ -73,6 +83,10 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON object (with `"simulation": true`) instead of the table
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page with charts (no script, no
+    /// external assets) to FILE
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// The largest `--burstiness`: bursts at 1001 x the mean rate, 60 ms of each minute. Beyond it
@@ -201,6 +215,10 @@ pub(crate) async fn run(
 /// Simulates `args` over `registry` and prints the report.
 fn simulate(args: &SimulateArgs, registry: &Registry, out: &mut dyn Write) -> anyhow::Result<()> {
     let report = sim::run(registry, &args.profile()).map_err(|e| anyhow!(e))?;
+    // The page is written first, so a path that cannot be written fails before any output.
+    if let Some(path) = &args.html {
+        html::write(path, &report)?;
+    }
     if args.json {
         let labelled = Labelled {
             simulation: true,
@@ -210,11 +228,12 @@ fn simulate(args: &SimulateArgs, registry: &Registry, out: &mut dyn Write) -> an
         let json = serde_json::to_string_pretty(&labelled).context("cannot encode the report")?;
         writeln!(out, "{json}").context("cannot write output")
     } else {
-        write_text(out, &report).context("cannot write output")
+        write_text(out, &report, args.html.as_deref()).context("cannot write output")
     }
 }
 
-fn write_text(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
+/// The text report; `page` is where `--html` wrote the page, if it did.
+fn write_text(out: &mut dyn Write, r: &SimReport, page: Option<&Path>) -> std::io::Result<()> {
     writeln!(out, "{TITLE}")?;
     write_profile(out, r)?;
     writeln!(out)?;
@@ -224,6 +243,13 @@ fn write_text(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
     write_table(out, &rows)?;
     writeln!(out)?;
     write_totals(out, r)?;
+    if let Some(path) = page {
+        writeln!(
+            out,
+            "page:      {} (the same SIMULATION as HTML)",
+            path.display()
+        )?;
+    }
     writeln!(out)?;
     writeln!(out, "{FOOTER}")
 }

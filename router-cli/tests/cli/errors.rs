@@ -333,3 +333,28 @@ fn simulate_flags_out_of_range_exit_2_naming_the_flag_and_the_range() {
          18446744073709551615; e.g. 500"
     );
 }
+
+#[test]
+fn simulate_html_into_a_missing_directory_exits_2_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("no-such-dir").join("sim.html");
+    let (out, err) = run(
+        llmroute()
+            .arg("--config")
+            .arg(example())
+            .args(["simulate", "--duration", "60", "--html"])
+            .arg(&page),
+        2,
+    );
+    assert_eq!(out, "", "nothing printed when the page cannot be written");
+    let line = one_line(&err);
+    let named = format!(
+        "llmroute: --html {}: cannot write the simulation page: ",
+        page.display()
+    );
+    assert!(line.starts_with(&named), "{line}");
+    assert!(
+        line.ends_with("pass a file in an existing directory this user can write"),
+        "{line}"
+    );
+}

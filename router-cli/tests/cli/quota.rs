@@ -230,6 +230,34 @@ fn simulate_is_labelled_and_deterministic_for_a_seed() {
     );
 }
 
+#[test]
+fn simulate_html_writes_the_page_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("sim.html");
+    let mut cmd = llmroute();
+    cmd.arg("--config")
+        .arg(example())
+        .args(["simulate", "--duration", "2m", "--rps", "20", "--html"])
+        .arg(&page);
+    let (out, _) = run(&mut cmd, 0);
+    assert!(out.starts_with("llmroute simulate — SIMULATION"), "{out}");
+    let said = format!(
+        "page:      {} (the same SIMULATION as HTML)",
+        page.display()
+    );
+    assert!(out.contains(&said), "{out}");
+    assert!(out.trim_end().ends_with("differ."), "{out}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("SIMULATION"));
+    for name in [
+        "openai/gpt-4o-mini",
+        "gemini/gemini-2.5-flash-lite",
+        "anthropic/claude-haiku-4-5",
+    ] {
+        assert!(html.contains(name), "no {name} in the page");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn quota_shows_what_the_provider_last_reported() {
     let (s, server) = openai_scene("rpm: 1000").await;
