@@ -24,6 +24,7 @@ mod cut;
 mod errors;
 mod inbound;
 mod ingress;
+pub mod keyring;
 mod keys;
 mod lifecycle;
 mod metrics;

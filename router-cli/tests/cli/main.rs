@@ -6,6 +6,7 @@ mod chaos;
 mod chat;
 mod embed;
 mod errors;
+mod keys;
 mod logging;
 mod providers;
 mod quota;

@@ -12,8 +12,8 @@ use router_core::config::{Limits, Registry};
 use serde_json::{Value, json};
 
 use super::admin;
-use super::view::config_id;
 use crate::app::Shared;
+use crate::keyring::config_id;
 
 pub(super) async fn show(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(e) = admin(&shared, &headers) {

@@ -1,0 +1,81 @@
+//! A key as the admin API and the CLI show it: never its secret, except in the answer that
+//! made it, and never a hash.
+
+use router_core::config::GatewayKey;
+use router_core::flow::Priority;
+use router_core::keys::KeyRecord;
+use serde::Serialize;
+
+/// A key as the admin API and the CLI show it. Times are Unix seconds.
+#[derive(Debug, Serialize)]
+pub struct KeyView {
+    /// Its stable id.
+    pub id: String,
+    /// Its name for people.
+    pub name: String,
+    /// The tenant its requests are accounted to.
+    pub tenant: String,
+    /// The models and aliases it may use; empty: all.
+    pub models: Vec<String>,
+    /// The priority it pins.
+    pub priority: Option<Priority>,
+    /// `active`, `expired` or `revoked`.
+    pub state: &'static str,
+    /// `runtime` (the key store: changeable) or `config` (`gateway.keys`: read-only).
+    pub source: &'static str,
+    /// When it was created (runtime keys).
+    pub created_at: Option<u64>,
+    /// When it stops working.
+    pub expires_at: Option<u64>,
+    /// When it was revoked.
+    pub revoked_at: Option<u64>,
+    /// Until when the secret before the last rotation is still accepted.
+    pub grace_until: Option<u64>,
+    /// The secret: only in the answer that made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl KeyView {
+    /// A runtime key at `now`.
+    pub fn runtime(record: &KeyRecord, now: u64) -> Self {
+        KeyView {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            tenant: record.tenant.clone(),
+            models: record.models.clone(),
+            priority: record.priority,
+            state: record.state(now).as_str(),
+            source: "runtime",
+            created_at: Some(record.created_at),
+            expires_at: record.expires_at,
+            revoked_at: record.revoked_at,
+            grace_until: record.grace_until(now),
+            key: None,
+        }
+    }
+
+    /// A key of `gateway.keys`: its id is the first 12 hex digits of its hash.
+    pub fn config(key: &GatewayKey) -> Self {
+        KeyView {
+            id: super::config_id(key),
+            name: String::new(),
+            tenant: key.tenant.clone(),
+            models: key.models.clone(),
+            priority: key.priority,
+            state: "active",
+            source: "config",
+            created_at: None,
+            expires_at: None,
+            revoked_at: None,
+            grace_until: None,
+            key: None,
+        }
+    }
+
+    /// The same, with the secret shown this once.
+    pub fn with_secret(mut self, secret: String) -> Self {
+        self.key = Some(secret);
+        self
+    }
+}
