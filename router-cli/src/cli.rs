@@ -34,7 +34,7 @@ pub(crate) struct Cli {
 }
 
 /// Options every command takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct Global {
     /// Configuration file. Precedence: --config, then $LLMROUTE_CONFIG (empty: unset), then
     /// ./providers.yaml, then providers.yaml in the user's config directory (~/.config/llmroute/)

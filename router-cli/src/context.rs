@@ -24,6 +24,11 @@ impl<'a> Context<'a> {
         Context { global }
     }
 
+    /// The global options.
+    pub(crate) fn global(&self) -> &'a Global {
+        self.global
+    }
+
     /// Whether `-v` was given: commands report what they decide on stderr.
     pub(crate) fn verbose(&self) -> bool {
         self.global.verbose > 0

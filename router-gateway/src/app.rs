@@ -9,23 +9,44 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Access;
 use crate::cut::{Cut, Streams};
 use crate::ingress::{Chat, Messages, Responses};
+use crate::reload::{Gateway, Rebuild, Retired};
 use crate::routes::{
     admin_routes, api_not_found, chat, count_tokens, embeddings, model, models, quota, ready,
     render_metrics, usage, wrong_method,
 };
 use crate::{keys, metrics, ratelimit};
 
+/// One configuration as the gateway serves it: its router and the callers it lets in, with
+/// what every configuration shares (metrics, the cut, the streams, headroom readings).
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) access: Access,
-    pub(crate) metrics: metrics::Metrics,
+    pub(crate) metrics: Arc<metrics::Metrics>,
     /// Cancelled when what is in flight must end now ([`Cut`]).
     pub(crate) cut: CancellationToken,
     /// The streams being relayed, for [`Cut::now`] to end.
     pub(crate) streams: Arc<Streams>,
     /// Each model's last headroom reading, for callers without tier limits.
-    pub(crate) headrooms: ratelimit::Headrooms,
+    pub(crate) headrooms: Arc<ratelimit::Headrooms>,
+    /// Set once a reload replaced it (see `reload.rs`).
+    pub(crate) retired: Retired,
+}
+
+impl Shared {
+    /// The configuration of `router`, with the same callers under its `gateway:` and what
+    /// every configuration shares.
+    pub(crate) fn next(&self, router: Router) -> Shared {
+        Shared {
+            access: self.access.reloaded(&router.registry().gateway),
+            router,
+            metrics: self.metrics.clone(),
+            cut: self.cut.clone(),
+            streams: self.streams.clone(),
+            headrooms: self.headrooms.clone(),
+            retired: Retired::default(),
+        }
+    }
 }
 
 /// The gateway's two services: the API, and `/metrics` for a separate address.
@@ -39,27 +60,53 @@ pub struct Apps {
     pub cut: Cut,
     /// The version of the runtime keys served.
     pub keys: keys::KeysSeen,
+    /// Reloads the configuration (for SIGHUP).
+    pub reload: Reload,
+}
+
+/// Reloads a gateway's configuration: see `reload.rs`.
+#[derive(Debug, Clone)]
+pub struct Reload(Arc<Gateway>);
+
+impl Reload {
+    /// Reads the configuration again and serves it from now on; `Err` keeps the old one and
+    /// says why.
+    pub async fn reload(&self) -> Result<String, String> {
+        self.0.reload().await
+    }
+
+    /// The router of the configuration served now.
+    pub fn router(&self) -> Router {
+        self.0.current().router.clone()
+    }
 }
 
 /// The gateway's services over `router`, letting in the callers `access` knows. On a tokio
-/// runtime, a task polls the runtime keys while the services live (see `keys.rs`).
+/// runtime, a task polls the runtime keys while the services live (see `keys.rs`). It has no
+/// configuration to reload: see [`apps_reloading`].
 pub fn apps(router: Router, access: Access) -> Apps {
+    apps_reloading(router, access, None)
+}
+
+/// [`apps`], reloading the configuration `rebuild` builds on SIGHUP and `POST /admin/v1/reload`.
+pub fn apps_reloading(router: Router, access: Access, rebuild: Option<Rebuild>) -> Apps {
     let limit = router.registry().gateway.body_limit_bytes;
     if tokio::runtime::Handle::try_current().is_ok() {
         tokio::spawn(keys::watch(Arc::downgrade(access.runtime())));
     }
     let seen = access.runtime().seen();
-    let metrics = metrics::Metrics::new();
     let cut = CancellationToken::new();
     let streams = Arc::new(Streams::default());
-    let shared = Arc::new(Shared {
+    let shared = Shared {
         router,
         access,
-        metrics,
+        metrics: Arc::new(metrics::Metrics::new()),
         cut: cut.clone(),
         streams: streams.clone(),
-        headrooms: ratelimit::Headrooms::default(),
-    });
+        headrooms: Arc::default(),
+        retired: Retired::default(),
+    };
+    let shared = Arc::new(Gateway::new(shared, rebuild));
     // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
     // path (404), a body over the limit (413, from `chat`). Only the API has a catch-all
     // fallback, so that the two routers merge (axum refuses two); `/metrics`'s own address
@@ -108,7 +155,7 @@ pub fn apps(router: Router, access: Access) -> Apps {
             "/metrics",
             get(render_metrics).fallback(wrong_method("GET")),
         )
-        .with_state(shared);
+        .with_state(shared.clone());
     Apps {
         api,
         metrics,
@@ -117,6 +164,7 @@ pub fn apps(router: Router, access: Access) -> Apps {
             streams,
         },
         keys: seen,
+        reload: Reload(shared),
     }
 }
 

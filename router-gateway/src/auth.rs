@@ -22,7 +22,10 @@ use crate::keys::RuntimeKeys;
 #[derive(Debug)]
 pub struct Access {
     keys: HashMap<String, GatewayKey>,
+    /// The hashes of `gateway.admin_keys`.
     admins: Vec<String>,
+    /// The hashes of admin keys given outside the file (`LLMROUTE_ADMIN_KEY`).
+    more_admins: Vec<String>,
     runtime: Arc<RuntimeKeys>,
     clock: Arc<dyn Clock>,
     auth: Auth,
@@ -76,6 +79,7 @@ impl Access {
         Self {
             keys,
             admins: gateway.admin_keys.clone(),
+            more_admins: Vec::new(),
             runtime: Arc::new(RuntimeKeys::new(Arc::new(MemoryKeys::default()))),
             clock: Arc::new(SystemClock),
             auth,
@@ -90,8 +94,19 @@ impl Access {
 
     /// The same, also accepting `key` as an admin key (`LLMROUTE_ADMIN_KEY`'s).
     pub fn with_admin_key(mut self, key: &str) -> Self {
-        self.admins.push(hash_key(key));
+        self.more_admins.push(hash_key(key));
         self
+    }
+
+    /// The same callers under the reloaded `gateway`: its keys and admin keys, the same runtime
+    /// keys, admin keys from outside the file and clock.
+    pub(crate) fn reloaded(&self, gateway: &Gateway) -> Access {
+        Access {
+            more_admins: self.more_admins.clone(),
+            runtime: self.runtime.clone(),
+            clock: self.clock.clone(),
+            ..Access::new(gateway, self.auth)
+        }
     }
 
     /// The same, telling key expiry and rotation grace by `clock`.
@@ -102,7 +117,7 @@ impl Access {
 
     /// Whether any admin key is set.
     pub fn has_admins(&self) -> bool {
-        !self.admins.is_empty()
+        !self.admins.is_empty() || !self.more_admins.is_empty()
     }
 
     /// Reads the runtime keys now: before serving, so that the first requests find them.
@@ -181,7 +196,7 @@ impl Access {
     /// tenant's key.
     pub(crate) fn admin(&self, headers: &HeaderMap) -> Result<Admin, ApiError> {
         let hash = hash_key(bearer(headers)?);
-        if self.admins.contains(&hash) {
+        if self.admins.contains(&hash) || self.more_admins.contains(&hash) {
             return Ok(Admin(format!("admin:{}", &hash[..12])));
         }
         if self.keys.contains_key(&hash) || self.runtime.by_hash(&hash).is_some() {

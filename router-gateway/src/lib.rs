@@ -30,14 +30,16 @@ mod lifecycle;
 mod metrics;
 mod outbound;
 mod ratelimit;
+mod reload;
 mod routes;
 mod serve;
 
-pub use app::{Apps, app, apps};
+pub use app::{Apps, Reload, app, apps, apps_reloading};
 pub use auth::{Access, hash_key, new_key};
 pub use cut::Cut;
 pub use keys::{KEYS_POLL, KeysSeen};
-pub use lifecycle::{CUT_GRACE, Listeners, run};
+pub use lifecycle::{CUT_GRACE, Listeners, Reloading, run};
+pub use reload::Rebuild;
 pub use serve::{HEADER_READ_TIMEOUT, serve};
 
 /// How the gateway admits callers.

@@ -25,7 +25,7 @@ use router_sdk::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::{Access, Auth, Cut, apps, serve};
+use crate::{Access, Auth, Cut, Rebuild, apps_reloading, serve};
 
 /// How long a stopping gateway waits, after cutting off what was in flight at the end of its
 /// grace period, for its connections to close before it drops them.
@@ -100,18 +100,48 @@ impl Listeners {
     }
 }
 
+/// How a gateway reloads its configuration: `rebuild` builds it anew each time one of
+/// `signals` comes (the CLI's SIGHUP), and for `POST /admin/v1/reload`.
+pub struct Reloading {
+    /// Builds the router of the configuration as it is now.
+    pub rebuild: Rebuild,
+    /// One item per reload asked for.
+    pub signals: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
+}
+
+impl std::fmt::Debug for Reloading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloading").finish_non_exhaustive()
+    }
+}
+
 /// Serves `router` on `listeners` until the first of `stops` (each the name of what asked,
 /// e.g. `SIGTERM`), then stops as the module's table says, and returns once the settlements
-/// are drained or another stop ends the wait. `grace` is `gateway.grace_secs`.
+/// are drained or another stop ends the wait. `grace` is `gateway.grace_secs`. With
+/// `reloading`, the configuration is reloaded as each of its signals comes.
 pub async fn run(
     router: Router,
     access: Access,
     listeners: Listeners,
     stops: impl Stream<Item = &'static str> + Send + Unpin + 'static,
+    reloading: Option<Reloading>,
 ) -> std::io::Result<()> {
     let grace = router.registry().gateway.grace;
     let count = count_stops(stops);
-    let apps = apps(router.clone(), access);
+    let (rebuild, reloads) = match reloading {
+        Some(r) => (Some(r.rebuild), Some(r.signals)),
+        None => (None, None),
+    };
+    let apps = apps_reloading(router, access, rebuild);
+    let reloader = reloads.map(|mut signals| {
+        let reload = apps.reload.clone();
+        tokio::spawn(async move {
+            while signals.next().await.is_some() {
+                // The outcome is logged and counted by the reload itself.
+                let _ = reload.reload().await;
+            }
+        })
+    });
     let metrics = listeners.metrics.map(|m| {
         let metrics = serve(m, apps.metrics.clone(), stopped(count.clone(), 1));
         tokio::spawn(metrics)
@@ -125,7 +155,12 @@ pub async fn run(
     if let Some(metrics) = metrics {
         metrics.abort();
     }
+    if let Some(reloader) = reloader {
+        reloader.abort();
+    }
     served?;
+    // The configuration served last; those a reload replaced drain by themselves.
+    let router = apps.reload.router();
     // Settlements retry while the ledger refuses them (say, Redis is away); another stop ends
     // the wait (their slots expire with their TTL).
     let further = stopped(count.clone(), *count.borrow() + 1);

@@ -19,6 +19,7 @@
 //! | `llmroute_ledger_mode_changes_total`, `llmroute_ledger_local_admissions_total` | | mode changes, and admissions made while Redis was away |
 //! | `llmroute_usage_records_total` | to | usage records written to the sink as they came (`sink`), to the spill file (`spill`), replayed from it (`replayed`) |
 //! | `llmroute_usage_sink_down` | | 1 while the usage sink fails (records go to the spill file) |
+//! | `llmroute_config_reloads_total` | result | configuration reloads (SIGHUP, `POST /admin/v1/reload`): `ok`, or `error` (the old configuration kept) |
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -94,6 +95,13 @@ pub(crate) struct Metrics {
     ledger_local_admissions: Counter,
     usage_records: Family<ToLabels, Counter>,
     usage_sink_down: Gauge,
+    config_reloads: Family<ResultLabels, Counter>,
+}
+
+/// How a reload ended.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
 }
 
 /// Where usage records went.
@@ -111,6 +119,14 @@ pub(crate) struct Served<'a> {
 }
 
 impl Metrics {
+    /// Counts a reload: `ok`, or not (the old configuration kept).
+    pub(crate) fn reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
     pub(crate) fn new() -> Self {
         let mut registry = Registry::default();
         let m = Self {
@@ -135,9 +151,15 @@ impl Metrics {
             ledger_local_admissions: Counter::default(),
             usage_records: Family::default(),
             usage_sink_down: Gauge::default(),
+            config_reloads: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
+        r.register(
+            "llmroute_config_reloads",
+            "Configuration reloads, by result (ok, or error: the old configuration kept)",
+            m.config_reloads.clone(),
+        );
         r.register(
             "llmroute_requests",
             "Requests answered, by how they ended",

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use anyhow::anyhow;
 use clap::Args;
-use router_gateway::{Access, Auth, Listeners};
+use router_gateway::{Access, Auth, Listeners, Rebuild, Reloading};
 
 /// The environment variable holding an admin key, beside `gateway.admin_keys`.
 pub(crate) const ADMIN_KEY_ENV: &str = "LLMROUTE_ADMIN_KEY";
@@ -74,7 +74,34 @@ pub(crate) async fn run(
     let stops = futures_util::stream::unfold(signals, |mut signals| async move {
         Some((signals.next().await.name(), signals))
     });
-    router_gateway::run(router, access, listeners, Box::pin(stops))
+    let reloading = Reloading {
+        rebuild: rebuild(ctx.global().clone()),
+        signals: hangups()?,
+    };
+    router_gateway::run(router, access, listeners, Box::pin(stops), Some(reloading))
         .await
         .map_err(|e| Failure::usage(anyhow!("the gateway on {bound} failed: {e}")))
+}
+
+/// Builds the router of the configuration file as it is now, as `serve` built the first one
+/// (the same `--config`, `--state` and environment); the error says why it cannot.
+fn rebuild(global: crate::cli::Global) -> Rebuild {
+    let global = std::sync::Arc::new(global);
+    std::sync::Arc::new(move || {
+        let global = global.clone();
+        Box::pin(async move {
+            let ctx = Context::new(&global);
+            let loaded = ctx.load().map_err(|f| f.message())?;
+            ctx.router(loaded).await.map_err(|f| f.message())
+        })
+    })
+}
+
+/// One item per SIGHUP.
+fn hangups() -> Result<std::pin::Pin<Box<dyn futures_util::Stream<Item = ()> + Send>>, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())
+        .map_err(|e| Failure::usage(anyhow!("cannot listen for SIGHUP: {e}")))?;
+    let stream = futures_util::stream::poll_fn(move |cx| hup.poll_recv(cx));
+    Ok(Box::pin(stream))
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::support::*;
 
 /// A scene with tenant `acme` (tier `pro`) and no key in the file.
-fn keyed_scene() -> Scene {
+pub(crate) fn keyed_scene() -> Scene {
     one_upstream_at(
         "http://127.0.0.1:9/v1".to_owned(),
         "tenants:\n  tiers: { pro: { rpm: 100 } }\n  members: { acme: pro }\n",
@@ -17,7 +17,7 @@ fn keyed_scene() -> Scene {
 }
 
 /// `llmroute keys ARGS --json` in `s`, read as JSON.
-fn keys_json(s: &Scene, args: &[&str]) -> Value {
+pub(crate) fn keys_json(s: &Scene, args: &[&str]) -> Value {
     let (out, _) = run(s.llmroute(&["oa"]).arg("keys").args(args).arg("--json"), 0);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }

@@ -10,6 +10,7 @@ mod keys;
 mod logging;
 mod providers;
 mod quota;
+mod reload;
 mod secrets;
 mod serve;
 mod signals;

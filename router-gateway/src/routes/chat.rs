@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -17,10 +16,11 @@ use super::{header, now_secs, request_id_of, set_headers};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::ingress::{Answering, Ingress};
+use crate::reload::Live;
 use crate::{auth, body, metrics, ratelimit};
 
 pub(crate) async fn chat<I: Ingress>(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     request: axum::extract::Request,
 ) -> Response {
     let (mut parts, body) = request.into_parts();

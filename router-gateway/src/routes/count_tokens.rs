@@ -4,10 +4,7 @@
 //! `x-llmroute-model`), else the router estimates it (`estimate`: what admission reserves).
 //! Nothing is reserved against any limit.
 
-use std::sync::Arc;
-
 use axum::Json;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use router_sdk::{CountedBy, TokenCount};
 use serde_json::json;
@@ -17,11 +14,9 @@ use crate::app::Shared;
 use crate::body;
 use crate::errors::{ApiError, Shape};
 use crate::ingress::{Ingress, Messages};
+use crate::reload::Live;
 
-pub(crate) async fn count_tokens(
-    State(shared): State<Arc<Shared>>,
-    request: axum::extract::Request,
-) -> Response {
+pub(crate) async fn count_tokens(Live(shared): Live, request: axum::extract::Request) -> Response {
     let request_id = request_id_of(request.headers());
     let counted = match count(&shared, request).await {
         Ok(counted) => counted,

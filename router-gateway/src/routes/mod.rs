@@ -12,15 +12,13 @@ mod quota;
 mod relay;
 mod usage;
 
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::Shared;
 use crate::errors::ApiError;
+use crate::reload::Live;
 
 pub(crate) use admin::routes as admin_routes;
 pub(crate) use chat::chat;
@@ -95,7 +93,7 @@ pub(crate) fn request_id_of(headers: &HeaderMap) -> String {
         .map_or_else(|| format!("{:016x}", fastrand::u64(..)), str::to_owned)
 }
 
-pub(crate) async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
+pub(crate) async fn render_metrics(Live(shared): Live) -> Response {
     let text = shared.metrics.render(&shared.router).await;
     let mut response = text.into_response();
     response.headers_mut().insert(
@@ -105,7 +103,7 @@ pub(crate) async fn render_metrics(State(shared): State<Arc<Shared>>) -> Respons
     response
 }
 
-pub(crate) async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+pub(crate) async fn ready(Live(shared): Live) -> Response {
     match shared.router.ledger().snapshot(&[]).await {
         Ok(_) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => {

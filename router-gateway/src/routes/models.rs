@@ -1,19 +1,17 @@
 //! `GET /v1/models` and `GET /v1/models/{model}`: the models and aliases the caller's key may use,
 //! in OpenAI's shapes.
 
-use std::sync::Arc;
-
 use axum::Json;
+use axum::extract::Path;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::app::Shared;
 use crate::errors::ApiError;
+use crate::reload::Live;
 
-pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(Live(shared): Live, headers: HeaderMap) -> Response {
     let caller = match shared
         .access
         .caller(shared.router.registry(), &headers)
@@ -34,7 +32,7 @@ pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap
 /// `model_not_found` for a name that is neither a model nor an alias, or that the caller's key
 /// may not use (as OpenAI answers for a model the key cannot see). Names may hold `/`.
 pub(crate) async fn model(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {

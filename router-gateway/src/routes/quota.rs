@@ -1,18 +1,15 @@
 //! `GET /v1/quota`: what `llmroute quota --tenant <caller> --json` shows, for the caller.
 
-use std::sync::Arc;
-
 use axum::Json;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use crate::app::Shared;
 use crate::errors::ApiError;
+use crate::reload::Live;
 
 /// What `llmroute quota --tenant <caller> --json` shows, for the caller's tenant, over the
 /// deployments of the models its key may use.
-pub(crate) async fn quota(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(crate) async fn quota(Live(shared): Live, headers: HeaderMap) -> Response {
     let caller = match shared
         .access
         .caller(shared.router.registry(), &headers)

@@ -1,20 +1,17 @@
 //! `GET /v1/usage`: what `llmroute usage --json` shows, over the caller's own records.
 
-use std::sync::Arc;
-
 use axum::Json;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use crate::app::Shared;
 use crate::errors::ApiError;
+use crate::reload::Live;
 
 /// What `llmroute usage --json` shows over the caller's own records: `since` (default 24h),
 /// `until`, `by` and `model` as the command's flags take them. A `tenant` other than the
 /// caller's is refused; without auth (loopback only) every record is the caller's.
 pub(crate) async fn usage(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     axum::extract::Query(params): axum::extract::Query<Vec<(String, String)>>,
 ) -> Response {

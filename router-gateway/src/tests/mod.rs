@@ -245,5 +245,6 @@ mod hardening;
 mod lifecycle;
 mod messages;
 mod refusals;
+mod reload;
 mod reports;
 mod responses;

@@ -2,20 +2,17 @@
 //! secret is in it: providers name the environment variable of their key (and whether it is
 //! set), never the key; the state URL has no password; keys show their id, never a hash.
 
-use std::sync::Arc;
-
 use axum::Json;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use router_core::config::{Limits, Registry};
 use serde_json::{Value, json};
 
 use super::admin;
-use crate::app::Shared;
 use crate::keyring::config_id;
+use crate::reload::Live;
 
-pub(super) async fn show(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(super) async fn show(Live(shared): Live, headers: HeaderMap) -> Response {
     if let Err(e) = admin(&shared, &headers) {
         return e.into_response_with("");
     }

@@ -3,11 +3,9 @@
 //! and shown, read-only. After a change this instance reads the keys again at once; the others
 //! within `KEYS_POLL`.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyRecord;
@@ -19,6 +17,7 @@ use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
 use crate::keyring::{self, Issued, KeyView, Refused};
+use crate::reload::Live;
 
 /// The answer of a handler.
 type Answer = Result<Response, ApiError>;
@@ -50,7 +49,7 @@ pub(super) struct Filter {
 }
 
 pub(super) async fn list(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
@@ -71,11 +70,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap, filter: Filter) -> Answer 
     Ok(Json(serde_json::json!({ "object": "list", "data": data })).into_response())
 }
 
-pub(super) async fn create(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Response {
+pub(super) async fn create(Live(shared): Live, headers: HeaderMap, bytes: Bytes) -> Response {
     answer(created(&shared, &headers, &bytes).await)
 }
 
@@ -90,7 +85,7 @@ async fn created(shared: &Shared, headers: &HeaderMap, bytes: &[u8]) -> Answer {
 }
 
 pub(super) async fn show(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -108,7 +103,7 @@ async fn shown(shared: &Shared, headers: &HeaderMap, id: &str) -> Answer {
 }
 
 pub(super) async fn update(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: Bytes,
@@ -126,7 +121,7 @@ async fn updated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -
 }
 
 pub(super) async fn rotate(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: Bytes,
@@ -145,7 +140,7 @@ async fn rotated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -
 }
 
 pub(super) async fn revoke(
-    State(shared): State<Arc<Shared>>,
+    Live(shared): Live,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {

@@ -1,10 +1,11 @@
 //! `/admin/v1`: the gateway run as a team's service. Keys (create, list, show, update, rotate,
-//! revoke), tenants with their use and spend, and the running configuration. Every route takes
+//! revoke), tenants with their use and spend, the running configuration, and its reload. Every route takes
 //! an admin key only (401 without one, 403 for a tenant's key); every change is one audit line
 //! (`llmroute::audit`: who, what, which key; never a secret).
 
 mod config;
 mod keys;
+mod reload;
 mod tenants;
 mod view;
 
@@ -17,10 +18,11 @@ use router_core::keys::KeyStoreError;
 use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
+use crate::reload::Gateway;
 use crate::routes::wrong_method;
 
 /// The admin routes, over the gateway's shared state.
-pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
+pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
         .route(
             "/admin/v1/keys",
@@ -50,6 +52,10 @@ pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
         .route(
             "/admin/v1/config",
             get(config::show).fallback(wrong_method("GET")),
+        )
+        .route(
+            "/admin/v1/reload",
+            post(reload::reload).fallback(wrong_method("POST")),
         )
 }
 

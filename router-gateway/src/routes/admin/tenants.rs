@@ -3,10 +3,8 @@
 //! number of working keys.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyState;
@@ -15,6 +13,7 @@ use serde::Serialize;
 use super::{admin, store_failed};
 use crate::app::Shared;
 use crate::errors::ApiError;
+use crate::reload::Live;
 
 /// One tenant as listed.
 #[derive(Debug, Serialize)]
@@ -25,7 +24,7 @@ struct TenantRow {
     active_keys: usize,
 }
 
-pub(super) async fn list(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(super) async fn list(Live(shared): Live, headers: HeaderMap) -> Response {
     match listed(&shared, &headers).await {
         Ok(response) => response,
         Err(e) => e.into_response_with(""),

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use router_core::config::NO_TENANT;
@@ -18,15 +17,13 @@ use super::chat::{ClientGone, Failed, beside, chat_access_line};
 use super::{header, options, request_id_of, set_headers};
 use crate::app::Shared;
 use crate::errors::{ApiError, Shape};
+use crate::reload::Live;
 use crate::{auth, metrics, ratelimit};
 
 /// The route, as access lines name it.
 const ROUTE: &str = "POST /v1/embeddings";
 
-pub(crate) async fn embeddings(
-    State(shared): State<Arc<Shared>>,
-    request: axum::extract::Request,
-) -> Response {
+pub(crate) async fn embeddings(Live(shared): Live, request: axum::extract::Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let headers = std::mem::take(&mut parts.headers);
     let request_id = request_id_of(&headers);
