@@ -61,3 +61,85 @@ async fn a_key_made_rotated_or_revoked_on_one_instance_holds_on_the_other_within
     assert_eq!(a.models_status(new).await.0, 401);
     assert_eq!(b.models_status(new).await.0, 401);
 }
+
+/// A gateway whose ledger and runtime keys are both in `redis`, its tier `pro` with `tier`.
+async fn on_redis_ledger(
+    redis: &llmroute_tests::TestRedis,
+    upstream_base: &str,
+    tier: &str,
+) -> Running {
+    use router_state::store::{ChoiceOrigin, LedgerChoice};
+    let extra = format!("  admin_keys: [{}]\n", hash_key(ADMIN));
+    let yaml = format!(
+        "namespace: {}\n{}",
+        redis.namespace,
+        yaml_over(upstream_base, tier, &extra)
+    );
+    let registry = Registry::from_yaml_str(&yaml, "gateway.yaml").unwrap();
+    let choice = LedgerChoice::Redis {
+        url: redis.url.clone(),
+        from: ChoiceOrigin::Config,
+    };
+    let ledger = router_state::store::open(&choice, &registry).await.unwrap();
+    let router = router_builder(registry)
+        .ledger(ledger)
+        .build()
+        .await
+        .unwrap();
+    let store = RedisKeys::connect(&redis.url, &redis.namespace, Duration::from_secs(2))
+        .await
+        .unwrap();
+    serve_router(MockServer::start().await, router, |a| {
+        a.with_store(Arc::new(store))
+    })
+    .await
+}
+
+/// 50 requests at once with one runtime key, spread over two instances on one Redis: its
+/// tenant's daily budget is never overrun, and the requests over it are refused with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_keys_tenant_budget_holds_under_50_concurrent_requests_over_two_instances() {
+    let redis = llmroute_tests::redis_server();
+    let upstream = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture("openai/ok.json"), "application/json")
+                .set_delay(Duration::from_millis(50)),
+        )
+        .mount(&upstream)
+        .await;
+    // Each answer costs 1117 tokens at $2 and 46 at $8 per million: $0.002602.
+    let tier = "budget: { daily_usd: 0.03 }";
+    let a = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let mut b = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let served = b.keys.version();
+    let (_, key) = created(&a, json!({})).await;
+    next_version(&mut b, served).await;
+    // A prompt estimated at no less than the 1117 tokens the provider reports, and room for
+    // its 46: each admission reserves at least what its answer costs.
+    let prompt = "hello ".repeat(1200);
+    let body = json!({"model": "chat", "max_tokens": 46, "messages": [{"role": "user", "content": prompt}]});
+    let sends = (0..50).map(|i| {
+        let base = if i % 2 == 0 { &a.base } else { &b.base };
+        let request = a
+            .http
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(&key)
+            .header("x-llmroute-timeout", "1")
+            .json(&body);
+        async move { request.send().await.unwrap().status().as_u16() }
+    });
+    let statuses = futures_util::future::join_all(sends).await;
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    let refused = statuses.iter().filter(|&&s| s == 429).count();
+    assert_eq!(ok + refused, 50, "{statuses:?}");
+    assert!(refused > 0, "the budget never bound: {statuses:?}");
+    assert!(ok > 0, "nothing was served: {statuses:?}");
+    // What reached the provider is what was served, and its cost is within the budget.
+    let calls = upstream.received_requests().await.unwrap().len();
+    assert_eq!(calls, ok);
+    let spent = ok as f64 * (1117.0 * 2.0 + 46.0 * 8.0) / 1e6;
+    assert!(spent <= 0.03, "spent ${spent} of $0.03 ({ok} served)");
+}

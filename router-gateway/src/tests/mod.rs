@@ -123,14 +123,24 @@ async fn start_access(
     with: impl FnOnce(Access) -> Access,
 ) -> Running {
     let registry = Registry::from_yaml_str(yaml, "gateway.yaml").unwrap();
+    let router = router_builder(registry).build().await.unwrap();
+    serve_router(upstream, router, with).await
+}
+
+/// A router builder over `registry`, whose providers' keys are in `OA_KEY` and `AN_KEY`.
+fn router_builder(registry: Registry) -> router_sdk::RouterBuilder {
     let keys = StaticKeys::new()
         .with("OA_KEY", "sk-upstream-S3CRET")
         .with("AN_KEY", AN_SECRET);
-    let router = Router::builder(registry)
-        .keys(Arc::new(keys))
-        .build()
-        .await
-        .unwrap();
+    Router::builder(registry).keys(Arc::new(keys))
+}
+
+/// A gateway on a free port over `router`, letting in the callers `access` as `with` makes it.
+async fn serve_router(
+    upstream: MockServer,
+    router: Router,
+    with: impl FnOnce(Access) -> Access,
+) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
