@@ -1,6 +1,7 @@
 //! Runtime keys in Redis, beside the ledger's keys: `llmroute:{namespace}:keys:records` (a hash
 //! of id to the record's JSON) and `llmroute:{namespace}:keys:version`. Both carry the
-//! namespace's hash tag, so on a Redis Cluster each script's keys are on one slot.
+//! namespace's hash tag, so on a Redis Cluster each script's keys are on one slot. The scripts
+//! are in `lua/keys/`, apart from the ledger's.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -14,11 +15,11 @@ use crate::ledger::RedisStoreOptions;
 use crate::ledger::redis::conn::Conn;
 
 static PUT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/keys_put.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/keys/put.lua")));
 static ALL: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/keys_all.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/keys/all.lua")));
 static VERSION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/keys_version.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/keys/version.lua")));
 
 /// Runtime keys in a Redis server or Cluster, shared by every instance of the namespace.
 #[derive(Clone)]
