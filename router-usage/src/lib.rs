@@ -2,9 +2,11 @@
 //! on the request's path (a channel send), written in batches to a [`Sink`] (an SQLite file or
 //! a PostgreSQL schema) off it. A sink that is down or slow never fails or slows a request and
 //! loses no record: batches go to an append-only spill file, replayed when the sink answers
-//! again. [`Query`] gives totals over a period, grouped and filtered, from either sink.
+//! again. [`Query`] gives totals over a period, grouped and filtered, from either sink;
+//! [`Sink::recent`] the last records and [`Sink::hourly`] counts per hour.
 
 mod query;
+mod recent;
 mod record;
 mod recorder;
 mod report;
@@ -12,6 +14,7 @@ mod sink;
 mod spill;
 
 pub use query::{Group, Query, Row, Totals, label};
+pub use recent::{Hour, MAX_HOURS};
 pub use record::{Outcome, Record};
 pub use recorder::{Batching, Recorder, RecorderStats};
 pub use report::{BudgetUse, Point, Report, Series, parse_instant, report};

@@ -293,6 +293,9 @@ pub(crate) trait Cells {
     fn int(&self, i: usize) -> Result<i64, String>;
     fn float(&self, i: usize) -> Result<f64, String>;
     fn text(&self, i: usize) -> Result<String, String>;
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, String>;
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String>;
+    fn flag(&self, i: usize) -> Result<bool, String>;
 }
 
 #[cfg(test)]

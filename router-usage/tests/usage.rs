@@ -694,6 +694,100 @@ async fn the_same_id_twice_keeps_one_row(store: Store) {
 }
 on_both!(the_same_id_twice_keeps_one_row);
 
+// --- the last records, and counts per hour ---
+
+/// The last records come back whole and newest first, as many as asked; the hours count each
+/// outcome where the record ended, and hours without records are zero.
+async fn recent_records_and_hourly_counts(store: Store) {
+    let sink = store.sink();
+    assert!(sink.recent(10).await.expect("reads").is_empty());
+    let full = Record {
+        route: Some("cheap-rule".into()),
+        first_token_ms: Some(12),
+        cached_tokens: 3,
+        reasoning_tokens: 2,
+        attempts: 2,
+        failed_attempts: vec!["rate_limited".into()],
+        waited_ms: 7,
+        stream: true,
+        cost_micros: 250,
+        ..record("b", SINCE + 2 * HOUR + 5)
+    };
+    let limited = Record {
+        outcome: Outcome::Failed,
+        failure: Some("rate_limited".into()),
+        failed_attempts: vec!["rate_limited".into(), "rate_limited".into()],
+        provider: None,
+        model: None,
+        tenant: None,
+        key_id: None,
+        cost_micros: 0,
+        ..record("c", SINCE + 2 * HOUR + 9)
+    };
+    let broken = Record {
+        outcome: Outcome::Failed,
+        failure: Some("server_error".into()),
+        failed_attempts: vec!["server_error".into()],
+        ..record("d", SINCE + 3 * HOUR)
+    };
+    let cancelled = Record {
+        outcome: Outcome::Cancelled,
+        ..record("e", SINCE + 3 * HOUR + 1)
+    };
+    let early = record("a", SINCE + 1);
+    sink.write(&[
+        early.clone(),
+        full.clone(),
+        limited.clone(),
+        broken.clone(),
+        cancelled.clone(),
+    ])
+    .await
+    .expect("written");
+
+    let last = sink.recent(3).await.expect("reads");
+    assert_eq!(last, [cancelled.clone(), broken.clone(), limited.clone()]);
+    let all = sink.recent(500).await.expect("reads");
+    assert_eq!(all.len(), 5);
+    assert_eq!(all[3], full, "every field read back as written");
+    assert_eq!(all[4], early);
+
+    // To just into hour 4: hours 0 to 4.
+    let hours = sink
+        .hourly(SINCE, SINCE + 4 * HOUR + 1)
+        .await
+        .expect("reads");
+    let starts: Vec<u64> = hours.iter().map(|h| h.start_ms).collect();
+    assert_eq!(starts, (0..5).map(|h| SINCE + h * HOUR).collect::<Vec<_>>());
+    let counts: Vec<(u64, u64, u64, u64, u64)> = hours
+        .iter()
+        .map(|h| {
+            (
+                h.requests,
+                h.failed,
+                h.limited,
+                h.upstream_429,
+                h.cost_micros,
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            (1, 0, 0, 0, 100),
+            (0, 0, 0, 0, 0),
+            (2, 1, 1, 2, 250),
+            (2, 1, 0, 0, 200),
+            (0, 0, 0, 0, 0),
+        ]
+    );
+    // A period that starts after a record leaves it out.
+    let later = sink.hourly(SINCE + 2, SINCE + HOUR).await.expect("reads");
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].requests, 0);
+}
+on_both!(recent_records_and_hourly_counts);
+
 /// A NUL in a record's text (a model name a client sent, a provider's error message) neither
 /// fails the batch nor holds up the records after it: PostgreSQL, whose `text` takes no NUL,
 /// stores U+FFFD in its place.

@@ -277,6 +277,21 @@ impl PostgresSink {
     /// The rows of `query`.
     pub async fn query(&self, query: &Query) -> Result<Vec<Row>, UsageError> {
         let (sql, params) = query.sql(&self.table("usage_records"), Dialect::Postgres);
+        self.select(sql, params, |cells| query.decode(cells)).await
+    }
+
+    /// `usage_records`, schema-qualified and quoted.
+    pub(crate) fn records_table(&self) -> String {
+        self.table("usage_records")
+    }
+
+    /// The rows of `sql` with `params`, each read by `decode`.
+    pub(crate) async fn select<T>(
+        &self,
+        sql: String,
+        params: Vec<Param>,
+        decode: impl Fn(&dyn Cells) -> Result<T, String>,
+    ) -> Result<Vec<T>, UsageError> {
         let values: Vec<Box<dyn ToSql + Sync + Send>> = params
             .into_iter()
             .map(|p| -> Box<dyn ToSql + Sync + Send> {
@@ -301,7 +316,7 @@ impl PostgresSink {
             .await?;
         drop(slot);
         rows.iter()
-            .map(|row| query.decode(&PgCells(row)).map_err(|e| self.error(e)))
+            .map(|row| decode(&PgCells(row)).map_err(|e| self.error(e)))
             .collect()
     }
 }
@@ -369,6 +384,15 @@ impl Cells for PgCells<'_> {
         self.0.try_get(i).map_err(|e| e.to_string())
     }
     fn text(&self, i: usize) -> Result<String, String> {
+        self.0.try_get(i).map_err(|e| e.to_string())
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, String> {
+        self.0.try_get(i).map_err(|e| e.to_string())
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String> {
+        self.0.try_get(i).map_err(|e| e.to_string())
+    }
+    fn flag(&self, i: usize) -> Result<bool, String> {
         self.0.try_get(i).map_err(|e| e.to_string())
     }
 }

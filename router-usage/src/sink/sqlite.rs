@@ -62,9 +62,20 @@ impl SqliteSink {
 
     /// The rows of `query`.
     pub async fn query(&self, query: &Query) -> Result<Vec<Row>, UsageError> {
+        let (sql, params) = query.sql("usage_records", Dialect::Sqlite);
         let query = query.clone();
+        self.select(sql, params, move |cells| query.decode(cells))
+            .await
+    }
+
+    /// The rows of `sql` with `params`, each read by `decode`.
+    pub(crate) async fn select<T: Send + 'static>(
+        &self,
+        sql: String,
+        params: Vec<Param>,
+        decode: impl Fn(&dyn Cells) -> Result<T, String> + Send + 'static,
+    ) -> Result<Vec<T>, UsageError> {
         self.blocking(move |conn| {
-            let (sql, params) = query.sql("usage_records", Dialect::Sqlite);
             let mut stmt = conn.prepare(&sql)?;
             let values = params.iter().map(|p| match p {
                 Param::Int(n) => rusqlite::types::Value::Integer(*n),
@@ -73,7 +84,7 @@ impl SqliteSink {
             let mut rows = stmt.query(params_from_iter(values))?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
-                let row = query.decode(&SqliteCells(row)).map_err(|e| {
+                let row = decode(&SqliteCells(row)).map_err(|e| {
                     rusqlite::Error::FromSqlConversionFailure(
                         0,
                         rusqlite::types::Type::Null,
@@ -220,6 +231,15 @@ impl Cells for SqliteCells<'_> {
         self.0.get(i).map_err(|e| e.to_string())
     }
     fn text(&self, i: usize) -> Result<String, String> {
+        self.0.get(i).map_err(|e| e.to_string())
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, String> {
+        self.0.get(i).map_err(|e| e.to_string())
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String> {
+        self.0.get(i).map_err(|e| e.to_string())
+    }
+    fn flag(&self, i: usize) -> Result<bool, String> {
         self.0.get(i).map_err(|e| e.to_string())
     }
 }
