@@ -193,9 +193,14 @@ impl Access {
     }
 
     /// The admin calling with `headers`: 401 without a key or with an unknown one, 403 with a
-    /// tenant's key.
+    /// tenant's key. The key comes as a bearer key (see [`bearer`]) or, for a browser, as the
+    /// password of `Authorization: Basic` (any user name).
     pub(crate) fn admin(&self, headers: &HeaderMap) -> Result<Admin, ApiError> {
-        let hash = hash_key(bearer(headers)?);
+        let key = match basic_password(headers) {
+            Some(password) => password?,
+            None => bearer(headers)?.to_owned(),
+        };
+        let hash = hash_key(&key);
         if self.admins.contains(&hash) || self.more_admins.contains(&hash) {
             return Ok(Admin(format!("admin:{}", &hash[..12])));
         }
@@ -213,6 +218,39 @@ impl Access {
             "unknown admin key: send a key of `gateway.admin_keys` or LLMROUTE_ADMIN_KEY",
         ))
     }
+}
+
+/// The password of an `Authorization: Basic base64(user:password)` header (RFC 7617), `None`
+/// for a header of another scheme or none. An error never echoes the header.
+fn basic_password(headers: &HeaderMap) -> Option<Result<String, ApiError>> {
+    use base64::Engine;
+    let value = headers.get("authorization")?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let bad = || {
+        ApiError::unauthorized(
+            "the `Authorization: Basic` credentials are not base64 of `user:password`: sign in \
+             with any user name and an admin key as the password",
+        )
+    };
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim());
+    let Ok(text) = decoded.map(String::from_utf8) else {
+        return Some(Err(bad()));
+    };
+    let Ok(text) = text else {
+        return Some(Err(bad()));
+    };
+    let Some((_user, password)) = text.split_once(':') else {
+        return Some(Err(bad()));
+    };
+    if password.trim().is_empty() {
+        return Some(Err(ApiError::unauthorized(
+            "no admin key: sign in with any user name and an admin key as the password",
+        )));
+    }
+    Some(Ok(password.trim().to_owned()))
 }
 
 /// The key of the `Authorization` header, `Bearer KEY`: the scheme in any case (RFC 7235), then

@@ -96,12 +96,28 @@ pub(crate) struct Metrics {
     usage_records: Family<ToLabels, Counter>,
     usage_sink_down: Gauge,
     config_reloads: Family<ResultLabels, Counter>,
+    /// Why this instance last put each deployment in cooldown, by `provider/model`: for the
+    /// dashboard (`/admin/v1/deployments`).
+    cooldown_causes: std::sync::Mutex<std::collections::HashMap<String, CooldownCause>>,
 }
 
 /// How a reload ended.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
+}
+
+/// The failed call that last put a deployment in cooldown.
+#[derive(Debug, Clone)]
+pub(crate) struct CooldownCause {
+    /// Its failure kind (`rate_limited`, `overloaded`, `server_error`, ...).
+    pub(crate) kind: String,
+    /// The provider's HTTP status, when it answered.
+    pub(crate) status: Option<u16>,
+    /// The cooldown put.
+    pub(crate) cooldown: Duration,
+    /// When.
+    pub(crate) at: std::time::Instant,
 }
 
 /// Where usage records went.
@@ -152,6 +168,7 @@ impl Metrics {
             usage_records: Family::default(),
             usage_sink_down: Gauge::default(),
             config_reloads: Family::default(),
+            cooldown_causes: Default::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -313,13 +330,13 @@ impl Metrics {
         for a in attempts {
             let deployment = format!("{}/{}", a.provider, a.model);
             let (outcome, status, cooled) = match &a.outcome {
-                AttemptOutcome::Ok => ("ok", None, false),
+                AttemptOutcome::Ok => ("ok", None, None),
                 AttemptOutcome::Failed {
                     kind,
                     status,
                     cooldown,
                     ..
-                } => (kind.as_str(), *status, cooldown.is_some()),
+                } => (kind.as_str(), *status, *cooldown),
             };
             let labels = AttemptLabels {
                 deployment: deployment.clone(),
@@ -330,10 +347,30 @@ impl Metrics {
             if status == Some(429) {
                 self.upstream_429.get_or_create(&labels).inc();
             }
-            if cooled {
+            if let Some(cooldown) = cooled {
                 self.cooldowns.get_or_create(&labels).inc();
+                let cause = CooldownCause {
+                    kind: outcome.to_owned(),
+                    status,
+                    cooldown,
+                    at: std::time::Instant::now(),
+                };
+                let mut causes = self
+                    .cooldown_causes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                causes.insert(labels.deployment, cause);
             }
         }
+    }
+
+    /// Why this instance last put `deployment` (`provider/model`) in cooldown, if it did.
+    pub(crate) fn cooldown_cause(&self, deployment: &str) -> Option<CooldownCause> {
+        let causes = self
+            .cooldown_causes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        causes.get(deployment).cloned()
     }
 
     /// The metrics as OpenMetrics text, with each deployment's headroom read from the ledger

@@ -34,7 +34,7 @@ pub(crate) async fn api_not_found(method: Method, uri: Uri, headers: HeaderMap) 
     let error = ApiError::unknown_path(format!(
         "no route for `{method} {path}`: this gateway serves POST /v1/chat/completions, \
          POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, POST /v1/embeddings, \
-         GET /v1/models, GET /v1/models/{{model}}, GET /v1/quota, GET /v1/usage, /admin/v1/... (admin keys), GET /healthz, GET /readyz and GET /metrics \
+         GET /v1/models, GET /v1/models/{{model}}, GET /v1/quota, GET /v1/usage, /admin/v1/... and GET /ui (admin keys), GET /healthz, GET /readyz and GET /metrics \
          (unless `gateway.metrics_listen` gives it its own address); an OpenAI client's base URL \
          ends in `/v1`, e.g. `http://127.0.0.1:8080/v1`"
     ));

@@ -250,6 +250,7 @@ async fn in_flight(router: &Router) -> u64 {
 mod admin;
 mod admin_shared;
 mod answers;
+mod dashboard;
 mod embeddings;
 mod hardening;
 mod lifecycle;

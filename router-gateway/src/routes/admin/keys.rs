@@ -12,7 +12,7 @@ use router_core::keys::KeyRecord;
 use serde::Deserialize;
 
 use super::view::{Create, Rotate, Update, body};
-use super::{admin, audit, conflict, no_key, store_failed};
+use super::{admin, audit, changer, conflict, no_key, store_failed};
 use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
@@ -75,7 +75,7 @@ pub(super) async fn create(Live(shared): Live, headers: HeaderMap, bytes: Bytes)
 }
 
 async fn created(shared: &Shared, headers: &HeaderMap, bytes: &[u8]) -> Answer {
-    let who = admin(shared, headers)?;
+    let who = changer(shared, headers)?;
     let asked: Create = body(bytes)?;
     let (store, registry, now) = context(shared);
     let issued = keyring::create(store, registry, asked.into(), now).await;
@@ -112,7 +112,7 @@ pub(super) async fn update(
 }
 
 async fn updated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -> Answer {
-    let who = admin(shared, headers)?;
+    let who = changer(shared, headers)?;
     let asked: Update = body(bytes)?;
     let (store, registry, now) = context(shared);
     let changed = keyring::update(store, registry, id, asked.into(), now).await;
@@ -130,7 +130,7 @@ pub(super) async fn rotate(
 }
 
 async fn rotated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -> Answer {
-    let who = admin(shared, headers)?;
+    let who = changer(shared, headers)?;
     let asked: Rotate = body(bytes)?;
     let (store, registry, now) = context(shared);
     let issued = keyring::rotate(store, registry, id, asked.grace_secs, now).await;
@@ -148,7 +148,7 @@ pub(super) async fn revoke(
 }
 
 async fn revoked(shared: &Shared, headers: &HeaderMap, id: &str) -> Answer {
-    let who = admin(shared, headers)?;
+    let who = changer(shared, headers)?;
     let (store, registry, now) = context(shared);
     let record = keyring::revoke(store, registry, id, now)
         .await

@@ -1,12 +1,17 @@
 //! `/admin/v1`: the gateway run as a team's service. Keys (create, list, show, update, rotate,
-//! revoke), tenants with their use and spend, the running configuration, and its reload. Every route takes
+//! revoke), tenants with their use and spend, deployments with their use and cooldowns, the last
+//! requests and per-hour series, the running configuration and its reload, and the dashboard
+//! that shows them (`/ui`, see `ui/`). Every route takes
 //! an admin key only (401 without one, 403 for a tenant's key); every change is one audit line
 //! (`llmroute::audit`: who, what, which key; never a secret).
 
 mod config;
+mod deployments;
 mod keys;
 mod reload;
+mod requests;
 mod tenants;
+mod ui;
 mod view;
 
 use std::sync::Arc;
@@ -57,11 +62,52 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
             "/admin/v1/reload",
             post(reload::reload).fallback(wrong_method("POST")),
         )
+        .route(
+            "/admin/v1/deployments",
+            get(deployments::list).fallback(wrong_method("GET")),
+        )
+        .route(
+            "/admin/v1/requests",
+            get(requests::recent).fallback(wrong_method("GET")),
+        )
+        .route(
+            "/admin/v1/series",
+            get(requests::series).fallback(wrong_method("GET")),
+        )
+        .merge(ui::routes())
 }
 
 /// The admin of a request, or its refusal.
 pub(crate) fn admin(shared: &Shared, headers: &HeaderMap) -> Result<Admin, ApiError> {
     shared.access.admin(headers)
+}
+
+/// The header a change signed in with HTTP Basic must carry (the dashboard's requests do).
+pub(crate) const UI_HEADER: &str = "x-llmroute-ui";
+
+/// The admin of a request that changes something: as [`admin`]; and a browser signed in with
+/// HTTP Basic, which sends those credentials on its own, must also send [`UI_HEADER`], which
+/// only a page of the gateway's own origin can (another site's page would need CORS, which the
+/// gateway never grants): a page elsewhere cannot make changes with the browser's credentials.
+pub(crate) fn changer(shared: &Shared, headers: &HeaderMap) -> Result<Admin, ApiError> {
+    let who = admin(shared, headers)?;
+    let basic = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim_start().get(..6))
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("basic "));
+    if basic && !headers.contains_key(UI_HEADER) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "browser_change_refused",
+            format!(
+                "a change signed in with HTTP Basic must send the `{UI_HEADER}: 1` header, as \
+                 the dashboard at /ui does; scripts should send `Authorization: Bearer KEY`"
+            ),
+        ));
+    }
+    Ok(who)
 }
 
 /// One audit line: `admin` did `action` to `key` (of `tenant`).

@@ -10,12 +10,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::admin;
+use super::changer;
 use crate::errors::ApiError;
 use crate::reload::Gateway;
 
 pub(super) async fn reload(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    let who = match admin(&gateway.current(), &headers) {
+    let who = match changer(&gateway.current(), &headers) {
         Ok(who) => who,
         Err(e) => return e.into_response_with(""),
     };
