@@ -172,6 +172,9 @@ async fn the_dashboard_asks_a_browser_for_an_admin_key_and_serves_its_files() {
     }
     assert!(seen.len() >= 4, "{seen:?}");
     assert!(html.contains("src=\"/ui/app.js\""));
+    let icon = r.get_with("/ui/favicon.svg", Some(&basic("", ADMIN))).await;
+    assert_eq!(header(&icon, "content-type"), "image/svg+xml");
+    assert!(html.contains("href=\"/ui/favicon.svg\""));
 
     // `/ui/` sends the browser to `/ui`; other paths under it are unknown.
     let client = reqwest::Client::builder()

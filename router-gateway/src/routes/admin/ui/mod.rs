@@ -49,6 +49,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("charts.js"),
     },
     Asset {
+        path: "/ui/favicon.svg",
+        content_type: "image/svg+xml",
+        body: include_str!("favicon.svg"),
+    },
+    Asset {
         path: "/ui/keys.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("keys.js"),
