@@ -153,7 +153,7 @@ impl Access {
                 models: key.models.clone(),
                 key_id: Some(key.sha256.chars().take(12).collect()),
             },
-            None => self.runtime_caller(&hash).await?,
+            None => self.runtime_caller(&hash)?,
         };
         let tenant = caller.tenant.as_deref().unwrap_or_default();
         if registry.tier_of(tenant).is_none() {
@@ -165,12 +165,9 @@ impl Access {
         Ok(caller)
     }
 
-    /// The caller of a runtime key by its secret's hash.
-    async fn runtime_caller(&self, hash: &str) -> Result<Caller, ApiError> {
-        if !self.runtime.loaded() {
-            // Not read yet (the store was away at start): read now rather than refuse.
-            let _ = self.runtime.refresh().await;
-        }
+    /// The caller of a runtime key by its secret's hash, as this instance last read the keys
+    /// (a key store away at start is read by the watcher as soon as it answers).
+    fn runtime_caller(&self, hash: &str) -> Result<Caller, ApiError> {
         let unknown = || ApiError::unauthorized("unknown API key");
         let key = self.runtime.by_hash(hash).ok_or_else(unknown)?;
         let now = self.now();

@@ -64,11 +64,6 @@ impl RuntimeKeys {
         &*self.store
     }
 
-    /// Whether the keys were ever loaded.
-    pub(crate) fn loaded(&self) -> bool {
-        self.view().version.is_some()
-    }
-
     /// The key holding the secret whose SHA-256 is `sha256`, whatever its state.
     pub(crate) fn by_hash(&self, sha256: &str) -> Option<Arc<KeyRecord>> {
         self.view().by_hash.get(sha256).cloned()

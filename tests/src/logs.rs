@@ -2,10 +2,9 @@
 //! so by every task of a current-thread runtime) while its guard lives, at every level.
 //!
 //! One subscriber serves the whole test binary, installed once as the global default; it writes
-//! an event to the capture of the thread that logged it, if any. A subscriber per test (a
-//! thread's scoped default) would not do: tracing caches whether a log statement is wanted
-//! across threads, and a statement first reached on another thread while a capture starts can
-//! stay unwanted for it.
+//! an event to the capture of the thread that logged it, if any, so captures on other threads
+//! never change what this one records. Each capture also has tracing ask again whether each log
+//! statement is wanted (tracing caches that across threads).
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -36,6 +35,10 @@ impl Logs {
     /// Starts recording this thread's events; it stops when the guard drops.
     pub fn capture() -> (Logs, Capture) {
         install();
+        // Asks again, for every log statement reached so far, whether it is wanted: one first
+        // reached on another thread as the subscriber was installed may have been cached as
+        // unwanted.
+        tracing::callsite::rebuild_interest_cache();
         let logs = Logs::default();
         let previous = SINK.with(|sink| sink.replace(Some(logs.clone())));
         let guard = Capture {

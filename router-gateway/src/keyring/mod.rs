@@ -14,6 +14,8 @@ use router_core::config::{GatewayKey, Registry, tenant_name_problem};
 use router_core::flow::Priority;
 use router_core::keys::{self, KeyRecord, KeyState, KeyStore, KeyStoreError, new_key_id};
 
+use router_sdk::ApiKey;
+
 use crate::auth::{hash_key, new_key};
 
 /// How long a rotated-out secret stays accepted unless told otherwise: an hour, time to roll
@@ -55,8 +57,8 @@ pub struct Change {
 pub struct Issued {
     /// The key as stored.
     pub record: KeyRecord,
-    /// The secret: never stored, shown only now.
-    pub secret: String,
+    /// The secret: never stored, shown only now; `Debug` never shows it.
+    pub secret: ApiKey,
 }
 
 /// Why a lifecycle step was refused. Messages name the field or the key, never a secret.
@@ -95,7 +97,10 @@ pub async fn create(
     record.priority = new.priority;
     record.expires_at = expires_at;
     store.put(&record, None).await?;
-    Ok(Issued { record, secret })
+    Ok(Issued {
+        record,
+        secret: ApiKey::new(secret),
+    })
 }
 
 /// Applies `change` to the key `id`; a revoked key does not change.
@@ -155,7 +160,10 @@ pub async fn rotate(
         }
     })
     .await?;
-    Ok(Issued { record, secret })
+    Ok(Issued {
+        record,
+        secret: ApiKey::new(secret),
+    })
 }
 
 /// Revokes the key `id` (a revoked key stays revoked as it was).

@@ -4,7 +4,8 @@
 use router_core::config::GatewayKey;
 use router_core::flow::Priority;
 use router_core::keys::KeyRecord;
-use serde::Serialize;
+use router_sdk::ApiKey;
+use serde::{Serialize, Serializer};
 
 /// A key as the admin API and the CLI show it. Times are Unix seconds.
 #[derive(Debug, Serialize)]
@@ -31,9 +32,9 @@ pub struct KeyView {
     pub revoked_at: Option<u64>,
     /// Until when the secret before the last rotation is still accepted.
     pub grace_until: Option<u64>,
-    /// The secret: only in the answer that made it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    /// The secret: only in the answer that made it. `Debug` never shows it.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "shown")]
+    pub key: Option<ApiKey>,
 }
 
 impl KeyView {
@@ -74,8 +75,35 @@ impl KeyView {
     }
 
     /// The same, with the secret shown this once.
-    pub fn with_secret(mut self, secret: String) -> Self {
+    pub fn with_secret(mut self, secret: ApiKey) -> Self {
         self.key = Some(secret);
         self
+    }
+}
+
+/// The secret, in the one answer that shows it.
+fn shown<S: Serializer>(key: &Option<ApiKey>, to: S) -> Result<S::Ok, S::Error> {
+    key.as_ref().map(ApiKey::expose).serialize(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use router_core::keys::KeyRecord;
+
+    use super::*;
+
+    #[test]
+    fn the_secret_is_in_the_json_that_shows_it_and_never_in_debug_output() {
+        let secret = "llmr-0123456789abcdef0123456789abcdef0123456789abcdef";
+        let record = KeyRecord::new("key_1".into(), "ci".into(), "acme".into(), "h".into(), 0);
+        let view = KeyView::runtime(&record, 0).with_secret(ApiKey::new(secret.to_owned()));
+        let json = serde_json::to_value(&view).expect("plain data");
+        assert_eq!(json["key"], secret);
+        assert!(!format!("{view:?}").contains("0123456789"), "{view:?}");
+        let issued = super::super::Issued {
+            record,
+            secret: ApiKey::new(secret.to_owned()),
+        };
+        assert!(!format!("{issued:?}").contains("0123456789"), "{issued:?}");
     }
 }

@@ -200,7 +200,7 @@ fn print(out: &mut dyn Write, view: &KeyView, json: bool, at: Option<&str>) -> R
     }
     let mut lines = vec![("id", view.id.clone())];
     if let Some(key) = &view.key {
-        lines.push(("key", key.clone()));
+        lines.push(("key", key.expose().to_owned()));
     }
     lines.extend([
         ("name", view.name.clone()),

@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::admin;
+use super::{admin, answered};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::reload::Live;
@@ -36,10 +36,7 @@ struct Cause {
 }
 
 pub(super) async fn list(Live(shared): Live, headers: HeaderMap) -> Response {
-    match listed(&shared, &headers).await {
-        Ok(response) => response,
-        Err(e) => e.into_response_with(""),
-    }
+    answered(listed(&shared, &headers).await)
 }
 
 async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError> {

@@ -12,7 +12,7 @@ use router_core::keys::KeyRecord;
 use serde::Deserialize;
 
 use super::view::{Create, Rotate, Update, body};
-use super::{admin, audit, changer, conflict, no_key, store_failed};
+use super::{admin, answered, audit, changer, conflict, no_key, store_failed};
 use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
@@ -21,10 +21,6 @@ use crate::reload::Live;
 
 /// The answer of a handler.
 type Answer = Result<Response, ApiError>;
-
-fn answer(result: Answer) -> Response {
-    result.unwrap_or_else(|e| e.into_response_with(""))
-}
 
 /// A refusal of the key lifecycle, as the API answers it.
 fn refused(e: Refused) -> ApiError {
@@ -53,7 +49,7 @@ pub(super) async fn list(
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    answer(listed(&shared, &headers, filter).await)
+    answered(listed(&shared, &headers, filter).await)
 }
 
 async fn listed(shared: &Shared, headers: &HeaderMap, filter: Filter) -> Answer {
@@ -71,7 +67,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap, filter: Filter) -> Answer 
 }
 
 pub(super) async fn create(Live(shared): Live, headers: HeaderMap, bytes: Bytes) -> Response {
-    answer(created(&shared, &headers, &bytes).await)
+    answered(created(&shared, &headers, &bytes).await)
 }
 
 async fn created(shared: &Shared, headers: &HeaderMap, bytes: &[u8]) -> Answer {
@@ -89,7 +85,7 @@ pub(super) async fn show(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    answer(shown(&shared, &headers, &id).await)
+    answered(shown(&shared, &headers, &id).await)
 }
 
 async fn shown(shared: &Shared, headers: &HeaderMap, id: &str) -> Answer {
@@ -108,7 +104,7 @@ pub(super) async fn update(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Response {
-    answer(updated(&shared, &headers, &id, &bytes).await)
+    answered(updated(&shared, &headers, &id, &bytes).await)
 }
 
 async fn updated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -> Answer {
@@ -126,7 +122,7 @@ pub(super) async fn rotate(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Response {
-    answer(rotated(&shared, &headers, &id, &bytes).await)
+    answered(rotated(&shared, &headers, &id, &bytes).await)
 }
 
 async fn rotated(shared: &Shared, headers: &HeaderMap, id: &str, bytes: &[u8]) -> Answer {
@@ -144,7 +140,7 @@ pub(super) async fn revoke(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    answer(revoked(&shared, &headers, &id).await)
+    answered(revoked(&shared, &headers, &id).await)
 }
 
 async fn revoked(shared: &Shared, headers: &HeaderMap, id: &str) -> Answer {

@@ -77,6 +77,13 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
         .merge(ui::routes())
 }
 
+/// What a handler answers: its response, or its refusal as an error response.
+pub(super) fn answered(
+    result: Result<axum::response::Response, ApiError>,
+) -> axum::response::Response {
+    result.unwrap_or_else(|e| e.into_response_with(""))
+}
+
 /// The admin of a request, or its refusal.
 pub(crate) fn admin(shared: &Shared, headers: &HeaderMap) -> Result<Admin, ApiError> {
     shared.access.admin(headers)

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::admin;
+use super::{admin, answered};
 use crate::errors::ApiError;
 use crate::reload::Live;
 
@@ -109,9 +109,7 @@ pub(super) async fn recent(
                 .into_response(),
         )
     };
-    answer
-        .await
-        .unwrap_or_else(|e: ApiError| e.into_response_with(""))
+    answered(answer.await)
 }
 
 /// `GET /admin/v1/series?hours=N`: the last `N` hours (default 24, at most 168), the current one
@@ -149,9 +147,7 @@ pub(super) async fn series(
                 .into_response(),
         )
     };
-    answer
-        .await
-        .unwrap_or_else(|e: ApiError| e.into_response_with(""))
+    answered(answer.await)
 }
 
 /// The answer of a gateway that keeps no usage records.

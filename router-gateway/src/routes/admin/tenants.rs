@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyState;
 use serde::Serialize;
 
-use super::{admin, store_failed};
+use super::{admin, answered, store_failed};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::reload::Live;
@@ -25,10 +25,7 @@ struct TenantRow {
 }
 
 pub(super) async fn list(Live(shared): Live, headers: HeaderMap) -> Response {
-    match listed(&shared, &headers).await {
-        Ok(response) => response,
-        Err(e) => e.into_response_with(""),
-    }
+    answered(listed(&shared, &headers).await)
 }
 
 async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiError> {
