@@ -1,6 +1,6 @@
-//! What the ledger says in its log, each test in a binary of its own: a test reading the log of
-//! its thread is then never run beside tests that reach the same log statements from other
-//! threads, or that load the machine until a first call is late.
+//! What the ledger says in its log, in a test binary of its own: no other test loads the machine
+//! beside it until a first Redis call is late (a first heartbeat answered late starts the
+//! windows unseen, and nothing is said).
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::sync::Arc;

@@ -2,17 +2,19 @@
 //! so by every task of a current-thread runtime) while its guard lives, at every level.
 //!
 //! One subscriber serves the whole test binary, installed once as the global default; it writes
-//! an event to the capture of the thread that logged it, if any, so captures on other threads
-//! never change what this one records. Each capture also has tracing ask again whether each log
-//! statement is wanted (tracing caches that across threads).
+//! an event to the capture of the thread that logged it, if any. Whether an event is wanted is
+//! asked at each event, never cached per log statement: tracing caches that for all threads, and
+//! a subscriber per test (a thread's scoped default) let a statement first reached on a thread
+//! without a capture be cached as unwanted for every thread.
 
 use std::cell::RefCell;
 use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 
+use tracing::subscriber::Interest;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::filter::DynFilterFn;
 use tracing_subscriber::layer::SubscriberExt;
 
 thread_local! {
@@ -66,7 +68,10 @@ impl Drop for Capture {
 fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let capturing = filter_fn(|_| SINK.with(|sink| sink.borrow().is_some()));
+        // Asked at every event, never cached for a log statement: the statement is wanted on
+        // a thread that captures and not on the others.
+        let capturing = DynFilterFn::new(|_, _| SINK.with(|sink| sink.borrow().is_some()))
+            .with_callsite_filter(|_| Interest::sometimes());
         let layer = tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .with_writer(|| SINK.with(|sink| sink.borrow().clone().unwrap_or_default()))
