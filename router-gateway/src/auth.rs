@@ -137,7 +137,7 @@ impl Access {
     /// The caller of a request with `headers`: a known key whose tenant has a tier, or an error
     /// (401 for a missing, unknown, expired or revoked key, 403 for a tenant the configuration
     /// does not know).
-    pub(crate) async fn caller(
+    pub(crate) fn caller(
         &self,
         registry: &Registry,
         headers: &HeaderMap,

@@ -27,10 +27,7 @@ pub(crate) async fn chat<I: Ingress>(
     let headers = std::mem::take(&mut parts.headers);
     let request_id = request_id_of(&headers);
     let started = std::time::Instant::now();
-    let caller = shared
-        .access
-        .caller(shared.router.registry(), &headers)
-        .await;
+    let caller = shared.access.caller(shared.router.registry(), &headers);
     // Known once the key is: every answer after that, refusals included, is the tenant's.
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);

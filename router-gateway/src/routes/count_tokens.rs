@@ -39,7 +39,7 @@ pub(crate) async fn count_tokens(Live(shared): Live, request: axum::extract::Req
 /// The request's prompt tokens, for a caller whose key may use its model.
 async fn count(shared: &Shared, request: axum::extract::Request) -> Result<TokenCount, ApiError> {
     let registry = shared.router.registry();
-    let caller = shared.access.caller(registry, request.headers()).await?;
+    let caller = shared.access.caller(registry, request.headers())?;
     let headers = request.headers().clone();
     let bytes = body::read(&registry.gateway, &headers, request).await?;
     let (read, ()) = Messages::read(&bytes, &headers).map_err(ApiError::bad_request)?;

@@ -25,7 +25,7 @@ pub(crate) use chat::chat;
 pub(crate) use count_tokens::count_tokens;
 pub(crate) use embeddings::embeddings;
 pub(crate) use models::{model, models};
-pub(crate) use quota::quota;
+pub(crate) use quota::{quota, state_of};
 pub(crate) use usage::usage;
 
 /// A path no route has: 404 naming it and the paths served.

@@ -12,11 +12,7 @@ use crate::errors::ApiError;
 use crate::reload::Live;
 
 pub(crate) async fn models(Live(shared): Live, headers: HeaderMap) -> Response {
-    let caller = match shared
-        .access
-        .caller(shared.router.registry(), &headers)
-        .await
-    {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };
@@ -42,11 +38,7 @@ pub(crate) async fn model(
             return ApiError::bad_request(format!("the model name: {e}")).into_response_with("");
         }
     };
-    let caller = match shared
-        .access
-        .caller(shared.router.registry(), &headers)
-        .await
-    {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };

@@ -15,11 +15,7 @@ pub(crate) async fn usage(
     headers: HeaderMap,
     axum::extract::Query(params): axum::extract::Query<Vec<(String, String)>>,
 ) -> Response {
-    let caller = match shared
-        .access
-        .caller(shared.router.registry(), &headers)
-        .await
-    {
+    let caller = match shared.access.caller(shared.router.registry(), &headers) {
         Ok(caller) => caller,
         Err(e) => return e.into_response_with(""),
     };

@@ -43,11 +43,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiErr
     admin(shared, headers)?;
     let router = &shared.router;
     let registry = router.registry();
-    let state = if router.ledger().remote() {
-        "redis"
-    } else {
-        "in-process"
-    };
+    let state = crate::routes::state_of(router);
     let all: Vec<_> = registry.deployment_ids().collect();
     let report = router_state::quota::quota(registry, router.ledger(), state, None, &all)
         .await

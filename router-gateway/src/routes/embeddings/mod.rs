@@ -28,10 +28,7 @@ pub(crate) async fn embeddings(Live(shared): Live, request: axum::extract::Reque
     let headers = std::mem::take(&mut parts.headers);
     let request_id = request_id_of(&headers);
     let started = std::time::Instant::now();
-    let caller = shared
-        .access
-        .caller(shared.router.registry(), &headers)
-        .await;
+    let caller = shared.access.caller(shared.router.registry(), &headers);
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(NO_TENANT);
     let mut gone = ClientGone::new(ROUTE, &shared, &request_id, tenant, started);
