@@ -97,7 +97,11 @@ try {
   check(/^llmr-[0-9a-f]{48}$/.test(secret), "the new key's secret is shown");
   await page.click("#secret-close");
   await page.waitForSelector("#secret:not([open])", WAIT);
-  check(await page.$eval("#secret-value", (e) => e.textContent) === "", "the secret is gone once the dialog is closed");
+  // The dialog's `close` event, which clears the secret, comes just after it closes.
+  const cleared = await page
+    .waitForFunction(() => document.getElementById("secret-value").textContent === "", WAIT)
+    .then(() => true, () => false);
+  check(cleared, "the secret is gone once the dialog is closed");
   await page.waitForFunction(() => [...document.querySelectorAll("#keys tbody tr")].some((r) => r.innerText.includes("dashboard-test")), WAIT);
   const made = (await rows(page, "keys")).find((r) => r.includes("dashboard-test"));
   check(!made.includes(secret), "the keys list never shows a secret");
