@@ -62,9 +62,10 @@ pub(crate) async fn run(
     }
     let router = ctx.router(loaded).await?;
     let listeners = Listeners::bind(addr, metrics).await.map_err(usage)?;
-    // Before the first line: a script that signals as soon as it reads it stops the gateway
-    // cleanly.
+    // Before the first line: a script that signals as soon as it reads it stops (SIGTERM,
+    // SIGINT) or reloads (SIGHUP) the gateway, where the default action would kill it.
     let signals = Signals::install()?;
+    let hups = hangups()?;
     let bound = listeners.api_addr().unwrap_or(addr);
     writeln!(out, "llmroute gateway listening on http://{bound}").map_err(Failure::output)?;
     if let Some(at) = listeners.metrics_addr() {
@@ -76,7 +77,7 @@ pub(crate) async fn run(
     });
     let reloading = Reloading {
         rebuild: rebuild(ctx.global().clone()),
-        signals: hangups()?,
+        signals: hups,
     };
     router_gateway::run(router, access, listeners, Box::pin(stops), Some(reloading))
         .await
