@@ -3,16 +3,18 @@
 -- id already holds a live slot on a candidate (an admission repeated after a lost reply), answer
 -- that reservation again without counting anything.
 --
--- KEYS: [1] the reservation key (llmroute:{ns}:v3:r:<id>, see common.lua); with a tenant, then
---   its window hash, slots zset and spend hash (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>,
---   ...:b:t:<name>); then per candidate in the caller's (cost) order: the deployment's window
+-- KEYS: [1] the reservation key (llmroute:{ns}:v3:r:<id>, see common.lua); then per account (the
+--   tenant's, the key's: see below) its window hash, slots zset and spend hash
+--   (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the caller's (cost) order: the deployment's window
 --   hash and slots zset (llmroute:{ns}:v3:w:<scope>, ...:s:<scope>), then, when its provider has
 --   provider-wide limits, the provider's window hash and slots zset. The deployment's window
 --   hash also holds its cooldown.
 -- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] slot ttl ms (at
---   most one hour), [4] number of candidates n, [5] 1 with a tenant, else 0; with a tenant:
---   [6..8] its rpm, tpm, concurrency, [9..10] its daily and monthly budget in micro-USD
---   (0 = unlimited), then the request's estimated cost on each candidate (n values); then per
+--   most one hour), [4] number of candidates n, [5] number of accounts m (0, 1 or 2: the
+--   tenant's and the key's own limits and budgets); per account six values: its scope code
+--   (3 tenant, 4 key), rpm, tpm, concurrency, daily and monthly budget in micro-USD
+--   (0 = unlimited); with accounts, then the request's estimated cost on each candidate (n
+--   values), reserved against every account's budgets; then per
 --   candidate: the tokens to reserve there, the input part of them (the rest is output) or '-'
 --   when the deployment does not count input and output apart (neither it nor its provider
 --   limits either: its windows then keep no input or output counters), its number of scopes s
@@ -27,14 +29,14 @@
 -- Reply: lost    {2, now} when the stored epoch is not the instance's: the store lost its keys
 --                 or another instance restored them since; nothing is admitted, the instance
 --                 restores (restore.lua) first.
---        granted {1, now, rank (0-based candidate index), bucket, day, month}, and with a
---          tenant two more: the requests and tokens its window counts with this admission
+--        granted {1, now, rank (0-based candidate index), bucket, day, month}, and per account
+--          two more: the requests and tokens its window counts with this admission
 --          (for a repeated admission: the first one's rank and bucket, the day and month of
---          that bucket, and no tenant counts, as it counted nothing)
+--          that bucket, and no account counts, as it counted nothing)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
 --                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm), scope (1 deployment, 2 provider,
---                 3 tenant), at ms (when it would fit; 0 for never)}
+--                 3 tenant, 4 key), at ms (when it would fit; 0 for never)}
 -- The reply is decoded by `reply::admit` in router-core/src/ledger/redis/reply.rs.
 -- Twin: `Engine::admit` in router-core/src/ledger/engine.rs.
 
@@ -55,20 +57,27 @@ local rb, tb = fmt('r%d', nb), fmt('t%d', nb)
 -- Input and output counter names of bucket nb, and '(now' for ZCOUNT: formatted when first
 -- needed.
 local ib, xb, after_now = nil, nil, nil
-local tenant = nil
+-- The accounts (nil without any), and the estimated cost on each candidate.
+local accounts, costs = nil, {}
 -- Where the first candidate's KEYS and ARGV start.
 local k1, a1 = 2, 6
-if ARGV[5] == '1' then
-  -- Its rpm, tpm and concurrency stay strings (ARGV[6..8]) for `fits`.
-  tenant = {w = KEYS[2], z = KEYS[3], b = KEYS[4], tpm = ARGV[7] + 0,
-    daily = ARGV[9] + 0, monthly = ARGV[10] + 0, costs = {}}
-  for c = 1, n do
-    tenant.costs[c] = ARGV[10 + c] + 0
+local m = ARGV[5] + 0
+if m > 0 then
+  accounts = {}
+  for j = 1, m do
+    local k, a = 3 * j - 1, 6 * j
+    -- Its rpm, tpm and concurrency stay strings for `fits`.
+    accounts[j] = {w = KEYS[k], z = KEYS[k + 1], b = KEYS[k + 2], code = ARGV[a] + 0,
+      rpm = ARGV[a + 1], tpm = ARGV[a + 2], conc = ARGV[a + 3], daily = ARGV[a + 4] + 0,
+      monthly = ARGV[a + 5] + 0}
   end
-  k1, a1 = 5, 11 + n
+  for c = 1, n do
+    costs[c] = ARGV[5 + 6 * m + c] + 0
+  end
+  k1, a1 = 2 + 3 * m, 6 + 6 * m + n
 end
--- Budget periods, worked out only for requests with a tenant.
-local p = tenant and periods(now)
+-- Budget periods, worked out only for requests with accounts.
+local p = accounts and periods(now)
 
 -- The reservation key holds the name of the request counter of the bucket the reservation was
 -- counted in ('r' and the bucket). Written first, only if absent, and read in the same call.
@@ -105,7 +114,7 @@ if prior then
   for c = 1, n do
     local score = redis.call('ZSCORE', KEYS[k + 1], id)
     if b and score and tonumber(score) > now then
-      local hp = tenant and periods(b * BUCKET_MS)
+      local hp = accounts and periods(b * BUCKET_MS)
       return {1, now, c - 1, b, hp and hp.day or 0, hp and hp.month or 0}
     end
     local _
@@ -113,21 +122,24 @@ if prior then
   end
 end
 
--- Whether the tenant's budget refuses candidate c: a reply row, or nil. (Defined only with a
--- tenant: every function a script defines costs a closure on each call.)
+-- Whether an account's budget refuses candidate c (the first account that does): a reply
+-- row, or nil. (Defined only with accounts: every function a script defines costs a closure on
+-- each call.)
 local over_budget = nil
-if tenant then
+if accounts then
   over_budget = function(c)
-    if tenant.day_spent == nil then
-      tenant.day_spent, tenant.month_spent = spent(tenant.b, p)
-    end
-    local cost = tenant.costs[c]
-    for _, b in ipairs({{tenant.daily, tenant.day_spent, p.day_end, 5},
-        {tenant.monthly, tenant.month_spent, p.month_end, 6}}) do
-      if b[1] > 0 and cost > b[1] then
-        return {1, b[4], 3, 0}
-      elseif b[1] > 0 and b[2] + cost > b[1] then
-        return {3, b[4], 3, b[3]}
+    local cost = costs[c]
+    for _, t in ipairs(accounts) do
+      if t.day_spent == nil then
+        t.day_spent, t.month_spent = spent(t.b, p)
+      end
+      for _, b in ipairs({{t.daily, t.day_spent, p.day_end, 5},
+          {t.monthly, t.month_spent, p.month_end, 6}}) do
+        if b[1] > 0 and cost > b[1] then
+          return {1, b[4], t.code, 0}
+        elseif b[1] > 0 and b[2] + cost > b[1] then
+          return {3, b[4], t.code, b[3]}
+        end
       end
     end
     return nil
@@ -135,7 +147,7 @@ if tenant then
 end
 
 -- Whether one more request of the loaded candidate fits in a scope now: window hash w, slots
--- zset z, scope code (1 deployment, 2 provider, 3 tenant) and limits as passed in ARGV ('0' =
+-- zset z, scope code (1 deployment, 2 provider, 3 tenant, 4 key) and limits as passed in ARGV ('0' =
 -- unlimited). The common case (no bucket has left the window since the last write) is one
 -- HMGET and no write; anything else goes through `expire`. Values are converted only when a
 -- limit needs them: a full candidate costs its read and a few conversions. Input and output
@@ -272,8 +284,8 @@ do
   local k, a = k1, a1
   for c = 1, n do
     local own, next_k, next_a = load(k, a)
-    local held, held2, held_tenant = nil, nil, nil
-    if not (tenant and over_budget(c)) then
+    local held, held2, held_accounts = nil, nil, nil
+    if not (accounts and over_budget(c)) then
       held = fits(KEYS[k], KEYS[k + 1], 1, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
         ARGV[a + 7])
       if held and own == 2 then
@@ -284,26 +296,34 @@ do
         end
       end
     end
-    if held and tenant then
-      -- The tenant's own limits refuse every candidate needing as many tokens or more alike.
-      if tenant.refused_at and need >= tenant.refused_at then
-        held = nil
-      else
-        held_tenant = fits(tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8])
-        if not held_tenant then
-          tenant.refused_at = need
-          held = nil
+    if held and accounts then
+      -- An account's own limits refuse every candidate needing as many tokens or more alike.
+      held_accounts = {}
+      for j, t in ipairs(accounts) do
+        local st = nil
+        if not (t.refused_at and need >= t.refused_at) then
+          st = fits(t.w, t.z, t.code, t.rpm, t.tpm, '0', '0', t.conc)
+          if not st then
+            t.refused_at = need
+          end
         end
+        if not st then
+          held = nil
+          break
+        end
+        held_accounts[j] = st
       end
     end
     if held then
       local slot_end = fmt('%d', after(now, ARGV[3] + 0))
-      if tenant then
-        local cost = tenant.costs[c]
-        redis.call('HSET', tenant.b, 'd', p.day, 'dm', tenant.day_spent + cost, 'm', p.month,
-          'mm', tenant.month_spent + cost)
-        redis.call('PEXPIRE', tenant.b, math.max(1, p.month_end - now) + DAY_MS)
-        take(held_tenant, slot_end)
+      if accounts then
+        local cost = costs[c]
+        for j, t in ipairs(accounts) do
+          redis.call('HSET', t.b, 'd', p.day, 'dm', t.day_spent + cost, 'm', p.month,
+            'mm', t.month_spent + cost)
+          redis.call('PEXPIRE', t.b, math.max(1, p.month_end - now) + DAY_MS)
+          take(held_accounts[j], slot_end)
+        end
       end
       take(held, slot_end)
       if held2 then
@@ -315,8 +335,13 @@ do
         -- right.
         redis.call('SET', KEYS[1], fmt('r%d', bk), 'PX', SLOTS_TTL_MS_ARG)
       end
-      if tenant then
-        return {1, now, c - 1, bk, p.day, p.month, held_tenant.R + 1, held_tenant.T + need}
+      if accounts then
+        local out = {1, now, c - 1, bk, p.day, p.month}
+        for _, st in ipairs(held_accounts) do
+          out[#out + 1] = st.R + 1
+          out[#out + 1] = st.T + need
+        end
+        return out
       end
       return {1, now, c - 1, bk, 0, 0}
     end
@@ -394,10 +419,12 @@ for c = 1, n do
       end
     end
   end
-  if row == nil and tenant and tenant.tpm > 0 and need > tenant.tpm then
-    row = {1, 3, 3, 0}
+  for _, t in ipairs(accounts or {}) do
+    if row == nil and t.tpm ~= '0' and need > t.tpm + 0 then
+      row = {1, 3, t.code, 0}
+    end
   end
-  if row == nil and tenant then
+  if row == nil and accounts then
     row = over_budget(c)
   end
   if row == nil then
@@ -407,8 +434,8 @@ for c = 1, n do
       fits(KEYS[ks], KEYS[ks + 1], s, ARGV[as], ARGV[as + 1], ARGV[as + 2], ARGV[as + 3],
         ARGV[as + 4], reasons)
     end
-    if tenant then
-      fits(tenant.w, tenant.z, 3, ARGV[6], ARGV[7], '0', '0', ARGV[8], reasons)
+    for _, t in ipairs(accounts or {}) do
+      fits(t.w, t.z, t.code, t.rpm, t.tpm, '0', '0', t.conc, reasons)
     end
     row = verdict(reasons)
   end

@@ -2,7 +2,8 @@
 -- now + ttl in every scope holding it.
 --
 -- KEYS: [1] the reservation key, [2] the deployment's slots zset, then the slots zset of its
---   provider (when it has provider-wide limits) and of its tenant (with a tenant).
+--   provider (when it has provider-wide limits) and of each of its accounts (the tenant's, the
+--   key's).
 -- ARGV: [1] now ms or '', [2] reservation id, [3] ttl ms (at most one hour).
 -- Every key involved gets its TTL refreshed (SLOTS_TTL_MS outlives the slot and its grace).
 -- Reply: {1} renewed, {0} the slot is gone (settled, released or expired).

@@ -27,8 +27,8 @@
 --     key, reservation id, slot expiry ms;
 --   admissions made while the store was away: w (number of windows), then w pairs of window
 --     key and slots key, then bucket, requests, tokens, input tokens, output tokens, reservation
---     id, slot expiry ms (0: already settled, no slot), spend key (0: no tenant), cost
---     (micro-USD), day, month.
+--     id, slot expiry ms (0: already settled, no slot), the number of accounts charged a (0, 1
+--     or 2: the tenant's, the key's), then a spend keys, cost (micro-USD), day, month.
 -- Counts go to their bucket if it is still in the window, to the current bucket if it is ahead
 --   of it (clock skew), nowhere if it left the window.
 -- Reply: {epoch now stored, 1 if this restore stored it (the keys had been lost) else 0,
@@ -140,11 +140,12 @@ for _ = 1, count do
     add(KEYS[tonumber(ARGV[a + 2 * i])], bucket, dr, dt, di, dx)
     slot(KEYS[tonumber(ARGV[a + 2 * i + 1])], id, expiry)
   end
-  local spend_key = tonumber(ARGV[f + 7])
-  if spend_key ~= 0 then
-    local cost = tonumber(ARGV[f + 8])
-    add_spend(KEYS[spend_key], tonumber(ARGV[f + 9]), cost, tonumber(ARGV[f + 10]), cost)
+  local accounts = tonumber(ARGV[f + 7])
+  local cost, day, month = tonumber(ARGV[f + 8 + accounts]), tonumber(ARGV[f + 9 + accounts]),
+    tonumber(ARGV[f + 10 + accounts])
+  for i = 1, accounts do
+    add_spend(KEYS[tonumber(ARGV[f + 7 + i])], day, cost, month, cost)
   end
-  a = f + 10
+  a = f + 10 + accounts
 end
 return {stored, lost and 1 or 0, 1, redis.call('SCARD', KEYS[3]), stale and 1 or 0, waiting}

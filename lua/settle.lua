@@ -2,14 +2,14 @@
 -- (request never reached the provider): then the request is handed back too.
 --
 -- KEYS: [1] the reservation key; then the deployment's window hash and slots zset; then, when
---   its provider has provider-wide limits, the provider's window hash and slots zset; then, with
---   a tenant, its window hash, slots zset and spend hash.
+--   its provider has provider-wide limits, the provider's window hash and slots zset; then per
+--   account (the tenant's, the key's) its window hash, slots zset and spend hash.
 -- ARGV: [1] now ms or '', [2] reservation id, [3] bucket it was reserved in,
 --   [4] token correction (actual - reserved; negative credits back), [5] request correction
 --   (0 to settle, -1 to release), [6] input token correction, [7] output token correction,
---   [8] number of deployment/provider scopes, [9] 1 with a tenant, else 0; with a tenant:
---   [10] cost correction in micro-USD (actual - reserved), [11] the day and [12] the month the
---   cost was reserved in; then, at index o (10 without a tenant, 13 with one): 1 when the
+--   [8] number of deployment/provider scopes, [9] number of accounts (0, 1 or 2); with
+--   accounts: [10] cost correction in micro-USD (actual - reserved), [11] the day and [12] the
+--   month the cost was reserved in; then, at index o (10 without accounts, 13 with): 1 when the
 --   provider's rate-limit report on the deployment comes along, else 0; with a report,
 --   [o + 1 ..] is what observe.lua takes from its ARGV[2] on (limits, then remaining and reset
 --   of each dimension), followed on the deployment's window hash after the settlement, whether
@@ -25,7 +25,7 @@
 
 local now = now_ms()
 local id = ARGV[2]
-local tenant = ARGV[9] == '1'
+local accounts = tonumber(ARGV[9])
 
 -- Settles the slot: 1 if settled now, 0 if there was nothing left to settle.
 local function settle_slot()
@@ -51,8 +51,8 @@ local function settle_slot()
     pairs_[2] = {KEYS[4], KEYS[5]}
   end
   local ti = 2 + 2 * scopes
-  if tenant then
-    pairs_[#pairs_ + 1] = {KEYS[ti], KEYS[ti + 1]}
+  for j = 0, accounts - 1 do
+    pairs_[#pairs_ + 1] = {KEYS[ti + 3 * j], KEYS[ti + 3 * j + 1]}
   end
   for _, k in ipairs(pairs_) do
     redis.call('ZREM', k[2], id)
@@ -67,15 +67,18 @@ local function settle_slot()
       end
     end
   end
-  if tenant and tonumber(ARGV[10]) ~= 0 then
-    spend(KEYS[ti + 2], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[10]), now,
-      periods(now).month_end)
+  if accounts > 0 and tonumber(ARGV[10]) ~= 0 then
+    local month_end = periods(now).month_end
+    for j = 0, accounts - 1 do
+      spend(KEYS[ti + 3 * j + 2], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[10]),
+        now, month_end)
+    end
   end
   return 1
 end
 
 local settled = settle_slot()
-local o = tenant and 13 or 10
+local o = accounts > 0 and 13 or 10
 if ARGV[o] == '1' then
   observe_at(KEYS[2], now, o + 1)
 end

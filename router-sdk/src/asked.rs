@@ -27,6 +27,8 @@ pub(crate) struct Asked<'a> {
     pub(crate) tenant: Option<&'a str>,
     /// The API key's identifier, for its usage record.
     pub(crate) key_id: Option<&'a str>,
+    /// The API key's own account, when it has limits or budgets.
+    pub(crate) key_account: Option<&'a router_core::ledger::TenantSpec>,
     /// The caller's id for it.
     pub(crate) request_id: Option<&'a str>,
     /// Interactive or batch.

@@ -101,6 +101,7 @@ fn asked(req: &EmbedRequest) -> Result<Asked<'_>, Error> {
         providers: &req.providers,
         tenant: req.tenant.as_deref(),
         key_id: req.key_id.as_deref(),
+        key_account: req.key_account.as_ref(),
         request_id: req.request_id.as_deref(),
         priority: req.priority,
         deadline: req.deadline,

@@ -66,6 +66,12 @@ pub struct EmbedRequest {
     /// An identifier of the API key the request came with, kept in its usage record. Never the
     /// key itself.
     pub key_id: Option<String>,
+    /// The API key's own limits and budgets ([`TenantSpec::of_key`]), checked with the
+    /// tenant's in the same atomic admission: the gateway sets them for a runtime key that has
+    /// limits of its own.
+    ///
+    /// [`TenantSpec::of_key`]: router_core::ledger::TenantSpec::of_key
+    pub key_account: Option<router_core::ledger::TenantSpec>,
     /// How long the whole request (waits, retries, the call) may take.
     pub deadline: Option<Duration>,
     /// How urgent it is.
@@ -96,6 +102,7 @@ impl std::fmt::Debug for EmbedRequest {
             .field("request_id", &self.request_id)
             .field("providers", &self.providers)
             .field("tenant", &self.tenant)
+            .field("key_account", &self.key_account)
             .field("key_id", &self.key_id)
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)

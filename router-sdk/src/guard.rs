@@ -77,7 +77,7 @@ impl Guard {
 
     /// The tenant's window as the admission left it, when the admission counted there.
     pub(crate) fn tenant_window(&self) -> Option<WindowUse> {
-        self.reservation.as_ref()?.tenant.as_ref()?.window
+        self.reservation.as_ref()?.tenant.as_ref()?.tenant_window()
     }
 
     /// What `usage` costs at the deployment's price, micro-USD: what [`Guard::settle`] charges.

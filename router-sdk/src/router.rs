@@ -390,7 +390,7 @@ impl Router {
         let ask = Ask {
             prompt: asked.prompt,
             max_tokens: asked.wants.max_tokens(),
-            tenant: self.tenant_of(asked.tenant)?,
+            accounts: self.accounts_of(asked)?,
             priority: asked.priority,
             deadline: asked.deadline.unwrap_or(registry.retry.deadline),
             cache_reads: self.cache_reads(asked.prefixes.as_ref(), &usable),
@@ -429,9 +429,17 @@ impl Router {
             .collect()
     }
 
+    /// The accounts the ledger charges the request to: its tenant's (its tier's limits and
+    /// budget), then its key's own. A tenant without a tier (no `members` entry and no
+    /// `default_tier`) has no account, nor has a key without limits or budgets of its own.
+    fn accounts_of(&self, asked: &Asked<'_>) -> Result<Vec<TenantSpec>, Error> {
+        let tenant = self.tenant_of(asked.tenant)?;
+        let key = asked.key_account.filter(|spec| !spec.is_unlimited());
+        Ok(tenant.into_iter().chain(key.cloned()).collect())
+    }
+
     /// The request's tenant as the ledger accounts it: its tier's limits and budget. `None`
-    /// without a tenant, or when the tenant has no tier (no `members` entry and no
-    /// `default_tier`): it is then not limited.
+    /// without a tenant, or when the tenant has no tier.
     fn tenant_of(&self, tenant: Option<&str>) -> Result<Option<TenantSpec>, Error> {
         let Some(name) = tenant else {
             return Ok(None);
@@ -487,6 +495,7 @@ impl Router {
                     Scope::Deployment => "",
                     Scope::Provider => "provider ",
                     Scope::Tenant => "tenant ",
+                    Scope::Key => "key's ",
                 };
                 let limit = r.limit.as_str();
                 match r.verdict {

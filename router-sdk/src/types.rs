@@ -451,6 +451,12 @@ pub struct ChatRequest {
     /// An identifier of the API key the request came with, kept in its usage record (the
     /// gateway sets the first 12 hex digits of the key's SHA-256). Never the key itself.
     pub key_id: Option<String>,
+    /// The API key's own limits and budgets ([`TenantSpec::of_key`]), checked with the
+    /// tenant's in the same atomic admission: the gateway sets them for a runtime key that has
+    /// limits of its own.
+    ///
+    /// [`TenantSpec::of_key`]: router_core::ledger::TenantSpec::of_key
+    pub key_account: Option<router_core::ledger::TenantSpec>,
     /// How long the whole request (waits, retries, the call) may take.
     pub deadline: Option<Duration>,
     /// How urgent it is.
@@ -488,6 +494,7 @@ impl std::fmt::Debug for ChatRequest {
             .field("providers", &self.providers)
             .field("tenant", &self.tenant)
             .field("key_id", &self.key_id)
+            .field("key_account", &self.key_account)
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)
             .field("headers (values hidden)", &headers)

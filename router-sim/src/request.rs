@@ -50,7 +50,7 @@ impl Request {
         let ask = Ask {
             prompt: Self::prompt_size(o200k),
             max_tokens,
-            tenant: None,
+            accounts: Vec::new(),
             priority: Priority::Interactive,
             deadline: registry.retry.deadline,
             cache_reads: Vec::new(),

@@ -124,7 +124,7 @@ fn estimation(c: &mut Criterion) {
             let ask = Ask {
                 prompt: PromptSize::of([black_box(text.as_str())]),
                 max_tokens: Some(256),
-                tenant: None,
+                accounts: Vec::new(),
                 priority: Priority::Interactive,
                 deadline: Duration::from_secs(60),
                 cache_reads: Vec::new(),

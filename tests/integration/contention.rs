@@ -257,6 +257,45 @@ async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
     }
 }
 
+/// A key's own limits and budgets hold under contention beside its tenant's, whichever binds:
+/// 8 instances x 50 tasks, every store (a Redis Cluster included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_limits_and_budgets_hold_beside_the_tenants_under_contention_on_every_store() {
+    use crate::key_accounts::{both, key};
+    use crate::tenants::spec;
+    let yaml = one_model("rpm: 100000, tpm: 100000000, concurrency: 100000");
+    let roomy = spec(1000, 1_000_000, 1000, Some(1_000_000), None);
+    let cases = [
+        (both(&roomy, &key(97, 1000, None), 1), 97),
+        (both(&roomy, &key(1000, 23, None), 1), 23),
+        // Exact estimates: exactly floor(5000 / 37) fit the key's budget.
+        (both(&roomy, &key(1000, 1000, Some(5_000)), 37), 5_000 / 37),
+        // The tenant's limit is the tighter one.
+        (
+            both(
+                &spec(61, 1_000_000, 1000, None, None),
+                &key(97, 1000, None),
+                1,
+            ),
+            61,
+        ),
+    ];
+    for (need, want) in cases {
+        let (instances, d, _server) = redis_instances(&yaml).await;
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "redis {need:?}");
+        let (instances, d, _cluster) = cluster_instances(&yaml).await;
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "cluster {need:?}");
+        let (instances, d, _dir) = sqlite_instances(&yaml);
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "sqlite {need:?}");
+        let (instances, d) = memory_instance(&yaml);
+        let got = hammer_with(instances, d, need.clone()).await;
+        assert_eq!(got, want, "memory {need:?}");
+    }
+}
+
 /// Input and output limits hold under contention on every store, whichever binds: 8 instances
 /// x 50 tasks, never one token over itpm or otpm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,10 +1,10 @@
 //! Differential test of the ledger's stores: random sequences of admit / settle / release /
-//! renew / cooldown / observe, with tenants (limits, daily and monthly budgets), batch share and
-//! a clock that crosses bucket, window, UTC-day and UTC-month boundaries, run on the memory,
-//! SQLite and Redis stores at once, Redis both as one server and as a Redis Cluster of three
-//! primaries. Every reply and, after every operation, every deployment's and tenant's snapshot
-//! must be the same on all four (DESIGN.md I6: the engine in Rust and the scripts in Lua are
-//! twins).
+//! renew / cooldown / observe, with tenants' and keys' accounts (limits, daily and monthly
+//! budgets), batch share and a clock that crosses bucket, window, UTC-day and UTC-month
+//! boundaries, run on the memory, SQLite and Redis stores at once, Redis both as one server and
+//! as a Redis Cluster of three primaries. Every reply and, after every operation, every
+//! deployment's and account's snapshot must be the same on all four (DESIGN.md I6: the engine in
+//! Rust and the scripts in Lua are twins).
 //!
 //! Each `cargo test` runs at least 10 000 operations; `LLMROUTE_DIFF_OPS=<n>` runs more.
 //! Failing cases are kept in `differential.proptest-regressions` beside this file and replayed
@@ -80,6 +80,34 @@ fn tenants() -> [TenantSpec; 2] {
     ]
 }
 
+/// A runtime key's own account: tighter limits than acme's, and a daily budget.
+fn key_account() -> TenantSpec {
+    let limit = NonZeroU64::new;
+    let limits = Limits {
+        rpm: limit(8),
+        tpm: limit(3000),
+        concurrency: limit(2),
+        ..Limits::default()
+    };
+    let budget = BudgetMicros {
+        daily: Some(2_500),
+        monthly: None,
+    };
+    TenantSpec::of_key("key_00000000000000aa", limits, budget)
+}
+
+/// The accounts a request may be charged to: acme's, globex's, the key's alone (its tenant has
+/// no tier), acme's and the key's.
+fn accounts(which: usize) -> Vec<TenantSpec> {
+    let [acme, globex] = tenants();
+    match which {
+        0 => vec![acme],
+        1 => vec![globex],
+        2 => vec![key_account()],
+        _ => vec![acme, key_account()],
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Admit {
@@ -116,7 +144,7 @@ fn admit_op() -> impl Strategy<Value = Op> {
         proptest::option::weighted(0.3, proptest::collection::vec(1..3000u64, 3)),
         0..=100u64,
         order,
-        proptest::option::weighted(0.7, 0..2usize),
+        proptest::option::weighted(0.7, 0..4usize),
         proptest::collection::vec(0..900u64, 3),
         proptest::bool::weighted(0.2),
         1..120u64,
@@ -353,7 +381,7 @@ impl Stores {
                 .with_candidate_input_tokens(input);
         }
         need.tenant = tenant.map(|t| TenantNeed {
-            spec: tenants()[t].clone(),
+            specs: accounts(t),
             costs: costs[..cands.len()].to_vec(),
         });
         if *batch {
@@ -366,8 +394,8 @@ impl Stores {
         let ids = self.ids.clone();
         all!(self, &format!("snapshot after {after:?}"), |l| l
             .snapshot(&ids));
-        for spec in tenants() {
-            let what = format!("tenant {} after {after:?}", spec.name);
+        for spec in tenants().into_iter().chain([key_account()]) {
+            let what = format!("account {} after {after:?}", spec.name);
             all!(self, &what, |l| l.tenant_snapshot(&spec));
         }
     }

@@ -52,7 +52,7 @@ async fn admitting_one_id_twice_counts_once_and_answers_the_same_reservation(sto
     let again = granted(&w, &n, &[cheap, dear]).await;
     assert_eq!(without_window(&again), without_window(&first));
     // The first admission counted the tenant's window; the one answered again did not.
-    let window = |r: &Reservation| r.tenant.as_ref().and_then(|t| t.window);
+    let window = |r: &Reservation| r.tenant.as_ref().and_then(|t| t.tenant_window());
     let counted = WindowUse {
         requests: 1,
         tokens: 100,

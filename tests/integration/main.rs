@@ -25,6 +25,7 @@ mod conformance;
 mod contention;
 mod differential;
 mod input_output;
+mod key_accounts;
 mod keys;
 mod lifecycle;
 mod redis_keys;

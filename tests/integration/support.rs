@@ -382,7 +382,7 @@ pub(crate) async fn copy_gated<F, Fut>(
 pub fn without_window(r: &router_core::ledger::Reservation) -> router_core::ledger::Reservation {
     let mut r = r.clone();
     if let Some(t) = &mut r.tenant {
-        t.window = None;
+        t.windows.clear();
     }
     r
 }

@@ -52,10 +52,7 @@ pub fn spec(
 /// A need of `tokens` for tenant `spec`, costing `costs[i]` on candidate i.
 pub fn need(tokens: u64, spec: &TenantSpec, costs: &[u64]) -> Need {
     let mut need = Need::new(tokens, Duration::from_secs(600));
-    need.tenant = Some(TenantNeed {
-        spec: spec.clone(),
-        costs: costs.to_vec(),
-    });
+    need.tenant = Some(TenantNeed::of(spec.clone(), costs.to_vec()));
     need
 }
 

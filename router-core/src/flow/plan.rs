@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{DeploymentId, ModelKind, Registry};
 use crate::estimate::{Accounting, Estimator, PromptSize};
-use crate::ledger::{MAX_SLOT_TTL, Need, TenantNeed, TenantSpec, usd_to_micros};
+use crate::ledger::{MAX_SLOT_TTL, Need, Scope, TenantNeed, TenantSpec, usd_to_micros};
 use crate::select;
 
 /// How urgent a request is. Batch requests may use only `priorities.batch_share` of each
@@ -74,8 +74,9 @@ pub struct Ask {
     pub prompt: PromptSize,
     /// The request's cap on completion tokens.
     pub max_tokens: Option<u64>,
-    /// The tenant accounted for, when it has a tier.
-    pub tenant: Option<TenantSpec>,
+    /// The accounts charged: the tenant's when it has a tier, then the key's when it has
+    /// limits or budgets of its own.
+    pub accounts: Vec<TenantSpec>,
     /// Interactive or batch.
     pub priority: Priority,
     /// How long the request may take in all.
@@ -175,8 +176,8 @@ impl Plan {
             .with_candidate_tokens(estimates.iter().map(Estimate::counted).collect())
             .with_input_tokens(largest_prompt.unwrap_or(0))
             .with_candidate_input_tokens(estimates.iter().map(|e| e.counted_prompt).collect());
-        need.tenant = ask.tenant.map(|spec| TenantNeed {
-            spec,
+        need.tenant = (!ask.accounts.is_empty()).then(|| TenantNeed {
+            specs: ask.accounts,
             costs: ranked
                 .iter()
                 .zip(&estimates)
@@ -252,7 +253,9 @@ impl Plan {
 
     /// The tenant's name, if the request is accounted to one.
     pub fn tenant(&self) -> Option<&str> {
-        self.need.tenant.as_ref().map(|t| t.spec.name.as_str())
+        let specs = self.need.tenant.iter().flat_map(|t| &t.specs);
+        let mut tenants = specs.filter(|spec| spec.scope() == Scope::Tenant);
+        tenants.next().map(|spec| spec.name.as_str())
     }
 }
 
@@ -288,7 +291,7 @@ providers:
                 images: 0,
             },
             max_tokens: Some(100),
-            tenant: None,
+            accounts: Vec::new(),
             priority,
             deadline: Duration::from_secs(30),
             cache_reads: Vec::new(),
@@ -426,11 +429,11 @@ providers:
         let outputs = Estimator::new(&registry);
         let all = [DeploymentId(0), DeploymentId(1)];
         let mut ask = ask(Priority::Interactive);
-        ask.tenant = Some(TenantSpec {
+        ask.accounts = vec![TenantSpec {
             name: "acme".into(),
             limits: Default::default(),
             budget: Default::default(),
-        });
+        }];
         let mut plan = Plan::new(&registry, &outputs, &all, ask, 0);
         assert_eq!(plan.ranked, [DeploymentId(1), DeploymentId(0)]);
         let full = plan.need_for(&plan.ranked.clone());
@@ -464,11 +467,11 @@ providers:
         let outputs = Estimator::new(&registry);
         let all = [DeploymentId(0), DeploymentId(1)];
         let mut batch = ask(Priority::Batch);
-        batch.tenant = Some(TenantSpec {
+        batch.accounts = vec![TenantSpec {
             name: "acme".into(),
             limits: Default::default(),
             budget: Default::default(),
-        });
+        }];
         let plan = Plan::new(&registry, &outputs, &all, batch, 0);
         assert_eq!(plan.need.share_percent, 25);
         let costs = &plan.need.tenant.as_ref().unwrap().costs;

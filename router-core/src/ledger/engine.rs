@@ -153,14 +153,16 @@ impl<'a> Engine<'a> {
             let p = periods(self.now);
             let mut granted = reservation(need, rank, d, bucket, &p);
             if let (Some(t), Some(hold)) = (&need.tenant, &mut granted.tenant) {
-                let st = cells.tenant(&t.spec.name);
-                take(&mut st.scope, nb, slot, counts);
-                st.spend.add(&p, need.cost(rank));
-                let totals = st.scope.window.totals();
-                hold.window = Some(WindowUse {
-                    requests: totals.requests,
-                    tokens: totals.tokens,
-                });
+                for spec in &t.specs {
+                    let st = cells.tenant(&spec.name);
+                    take(&mut st.scope, nb, slot, counts);
+                    st.spend.add(&p, need.cost(rank));
+                    let totals = st.scope.window.totals();
+                    hold.windows.push(WindowUse {
+                        requests: totals.requests,
+                        tokens: totals.tokens,
+                    });
+                }
             }
             return Ok(Admission::Granted(granted));
         }
@@ -233,14 +235,10 @@ impl<'a> Engine<'a> {
             verdict,
         };
         let counts = need_counts(self.table, need, rank, d);
-        let tenant_limits = need.tenant.as_ref().map(|t| t.spec.limits);
         let own = scopes
             .iter()
             .map(|&s| need.share_of(self.table.def(s).limits));
-        for (limits, scope) in own
-            .zip(SCOPE_ORDER)
-            .chain(tenant_limits.map(|l| (l, Scope::Tenant)))
-        {
+        for (limits, scope) in own.zip(SCOPE_ORDER).chain(accounts(need)) {
             // Above a token limit: never (requests are one each, never above a limit).
             let over = windowed(limits)
                 .into_iter()
@@ -250,8 +248,8 @@ impl<'a> Engine<'a> {
                 return Some(refusal(kind, scope, Verdict::Never));
             }
         }
-        if let Some((kind, verdict)) = self.over_budget(cells, need, rank) {
-            return Some(refusal(kind, Scope::Tenant, verdict));
+        if let Some((kind, scope, verdict)) = self.over_budget(cells, need, rank) {
+            return Some(refusal(kind, scope, verdict));
         }
         let mut worst: Option<(u64, LimitKind, Scope)> = None;
         let mut raise = |at: u64, kind, scope| {
@@ -266,13 +264,12 @@ impl<'a> Engine<'a> {
         let limited = scopes
             .iter()
             .zip(SCOPE_ORDER)
-            .map(|(&s, scope)| (Some(s), scope));
-        let tenant = need.tenant.as_ref().map(|_| (None, Scope::Tenant));
-        for (s, scope) in limited.chain(tenant) {
-            let (st, limits) = match (s, &need.tenant) {
-                (Some(s), _) => (cells.scope(s), need.share_of(self.table.def(s).limits)),
-                (None, Some(t)) => (&mut cells.tenant(&t.spec.name).scope, t.spec.limits),
-                (None, None) => continue,
+            .map(|(&s, scope)| (Ok(s), scope));
+        let specs = need.tenant.iter().flat_map(|t| &t.specs);
+        for (at, scope) in limited.chain(specs.map(|spec| (Err(spec), spec.scope()))) {
+            let (st, limits) = match at {
+                Ok(s) => (cells.scope(s), need.share_of(self.table.def(s).limits)),
+                Err(spec) => (&mut cells.tenant(&spec.name).scope, spec.limits),
             };
             st.window.expire(nb);
             st.slots.reap(now);
@@ -296,38 +293,42 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// Whether the tenant's budget refuses candidate `rank`: `Never` when the request alone
-    /// costs more than a budget, `Exhausted` (until the period ends) when what is left of it
-    /// cannot cover the request.
+    /// Whether an account's budget refuses candidate `rank` (the first account that does, in
+    /// the need's order): `Never` when the request alone costs more than a budget, `Exhausted`
+    /// (until the period ends) when what is left of it cannot cover the request.
     fn over_budget(
         &self,
         cells: &mut impl Cells,
         need: &Need,
         rank: usize,
-    ) -> Option<(LimitKind, Verdict)> {
+    ) -> Option<(LimitKind, Scope, Verdict)> {
         let t = need.tenant.as_ref()?;
         let cost = need.cost(rank);
         let p = periods(self.now);
-        let (day, month) = cells.tenant(&t.spec.name).spend.current(&p);
-        let budgets = [
-            (t.spec.budget.daily, day, p.day_end, LimitKind::DailyBudget),
-            (
-                t.spec.budget.monthly,
-                month,
-                p.month_end,
-                LimitKind::MonthlyBudget,
-            ),
-        ];
-        budgets
-            .into_iter()
-            .find_map(|(budget, spent, end, kind)| match budget {
-                Some(b) if cost > b => Some((kind, Verdict::Never)),
-                Some(b) if spent + cost > b => Some((
-                    kind,
-                    Verdict::Exhausted(Duration::from_millis(end - self.now)),
-                )),
-                _ => None,
-            })
+        t.specs.iter().find_map(|spec| {
+            let (day, month) = cells.tenant(&spec.name).spend.current(&p);
+            let budgets = [
+                (spec.budget.daily, day, p.day_end, LimitKind::DailyBudget),
+                (
+                    spec.budget.monthly,
+                    month,
+                    p.month_end,
+                    LimitKind::MonthlyBudget,
+                ),
+            ];
+            let (kind, verdict) =
+                budgets
+                    .into_iter()
+                    .find_map(|(budget, spent, end, kind)| match budget {
+                        Some(b) if cost > b => Some((kind, Verdict::Never)),
+                        Some(b) if spent + cost > b => Some((
+                            kind,
+                            Verdict::Exhausted(Duration::from_millis(end - self.now)),
+                        )),
+                        _ => None,
+                    })?;
+            Some((kind, spec.scope(), verdict))
+        })
     }
 
     /// Settles (`refund_request` false) or releases (true) a reservation: false when its slot is
@@ -368,13 +369,12 @@ impl<'a> Engine<'a> {
             correct(cells.scope(s));
         }
         if let Some(h) = &r.tenant {
-            let st = cells.tenant(&h.name);
-            correct(&mut st.scope);
-            st.spend.adjust(
-                h.day,
-                h.month,
-                signed_diff(actual.cost_micros, h.cost_micros),
-            );
+            let delta = signed_diff(actual.cost_micros, h.cost_micros);
+            for name in &h.names {
+                let st = cells.tenant(name);
+                correct(&mut st.scope);
+                st.spend.adjust(h.day, h.month, delta);
+            }
         }
         Ok(true)
     }
@@ -397,12 +397,8 @@ impl<'a> Engine<'a> {
         for &s in &scopes[1..] {
             cells.scope(s).slots.renew(r.id, self.now, expiry);
         }
-        if let Some(h) = &r.tenant {
-            cells
-                .tenant(&h.name)
-                .scope
-                .slots
-                .renew(r.id, self.now, expiry);
+        for name in r.tenant.iter().flat_map(|h| &h.names) {
+            cells.tenant(name).scope.slots.renew(r.id, self.now, expiry);
         }
         Ok(true)
     }
@@ -567,13 +563,19 @@ pub(crate) fn reservation(
         input_tokens: need.input_on(rank),
         rank,
         tenant: need.tenant.as_ref().map(|t| TenantHold {
-            name: t.spec.name.clone(),
+            names: t.specs.iter().map(|spec| spec.name.clone()).collect(),
             cost_micros: need.cost(rank),
             day: p.day,
             month: p.month,
-            window: None,
+            windows: Vec::new(),
         }),
     }
+}
+
+/// The limits of `need`'s accounts (the tenant's, the key's), with whose they are.
+fn accounts(need: &Need) -> impl Iterator<Item = (Limits, Scope)> + '_ {
+    let specs = need.tenant.iter().flat_map(|t| &t.specs);
+    specs.map(|spec| (spec.limits, spec.scope()))
 }
 
 /// `a - b` as a signed correction, saturating.

@@ -52,6 +52,7 @@ pub(crate) mod redis;
 mod resilient;
 mod scopes;
 mod sqlite;
+mod tenant;
 mod types;
 mod window;
 
@@ -63,6 +64,7 @@ pub use redis::{RedisStore, RedisStoreOptions, script_text};
 pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
+pub use tenant::{KEY_ACCOUNT_PREFIX, MAX_ACCOUNTS, scope_of};
 pub use types::{
     ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
     Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,

@@ -396,22 +396,21 @@ impl RedisStore {
             .arg(need.id.to_string())
             .arg(need.slot_ttl_ms())
             .arg(candidates.len());
-        match &need.tenant {
-            Some(t) => {
-                self.push_tenant_keys(&mut inv, &t.spec.name);
-                inv.arg(1);
-                let l = t.spec.limits;
-                for v in [l.rpm, l.tpm, l.concurrency] {
-                    inv.arg(v.map_or(0, |v| v.get()));
-                }
-                inv.arg(t.spec.budget.daily.unwrap_or(0))
-                    .arg(t.spec.budget.monthly.unwrap_or(0));
-                for rank in 0..candidates.len() {
-                    inv.arg(need.cost(rank));
-                }
+        let specs = need.tenant.as_ref().map_or(&[][..], |t| &t.specs);
+        inv.arg(specs.len());
+        for spec in specs {
+            self.push_tenant_keys(&mut inv, &spec.name);
+            inv.arg(reply::scope_code(spec.scope()));
+            let l = spec.limits;
+            for v in [l.rpm, l.tpm, l.concurrency] {
+                inv.arg(v.map_or(0, |v| v.get()));
             }
-            None => {
-                inv.arg(0);
+            inv.arg(spec.budget.daily.unwrap_or(0))
+                .arg(spec.budget.monthly.unwrap_or(0));
+        }
+        if !specs.is_empty() {
+            for rank in 0..candidates.len() {
+                inv.arg(need.cost(rank));
             }
         }
         for (rank, &d) in candidates.iter().enumerate() {
@@ -460,8 +459,10 @@ impl RedisStore {
             .arg(scopes.len());
         match &r.tenant {
             Some(h) => {
-                self.push_tenant_keys(&mut inv, &h.name);
-                inv.arg(1)
+                for name in &h.names {
+                    self.push_tenant_keys(&mut inv, name);
+                }
+                inv.arg(h.names.len())
                     .arg(signed_diff(actual.cost_micros, h.cost_micros))
                     .arg(h.day)
                     .arg(h.month);
@@ -485,8 +486,8 @@ impl RedisStore {
         for &s in scopes {
             inv.key(&self.scope_keys[s].slots);
         }
-        if let Some(h) = &r.tenant {
-            inv.key(format!("{}:s:t:{}", self.prefix, h.name));
+        for name in r.tenant.iter().flat_map(|h| &h.names) {
+            inv.key(format!("{}:s:t:{name}", self.prefix));
         }
         inv.arg(self.now_arg())
             .arg(r.id.to_string())

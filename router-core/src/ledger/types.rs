@@ -7,57 +7,10 @@ use std::num::NonZeroU64;
 
 use crate::config::{DeploymentId, Limits};
 
+pub use super::tenant::{BudgetMicros, TenantHold, TenantNeed, TenantSpec, usd_to_micros};
+
 /// The longest a concurrency slot may live unsettled; longer `slot_ttl`s are capped to it.
 pub const MAX_SLOT_TTL: Duration = Duration::from_secs(3600);
-
-/// A tenant's budget in micro-USD per UTC calendar period; `None`: unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BudgetMicros {
-    /// Per UTC day.
-    pub daily: Option<u64>,
-    /// Per UTC calendar month.
-    pub monthly: Option<u64>,
-}
-
-/// A tenant as the ledger knows it: a name (used in store keys), its tier's limits and budget.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantSpec {
-    /// The tenant's name. No `{` or `}` (config validation ensures it for configured tenants).
-    pub name: String,
-    /// The tier's RPM, TPM and concurrency.
-    pub limits: Limits,
-    /// The tier's budgets.
-    pub budget: BudgetMicros,
-}
-
-/// `usd` in micro-USD, rounded up (budgets err on the safe side).
-pub fn usd_to_micros(usd: f64) -> u64 {
-    (usd * 1_000_000.0).ceil().max(0.0) as u64
-}
-
-impl TenantSpec {
-    /// Tenant `name` of `tier`.
-    pub fn of_tier(name: &str, tier: &crate::config::Tier) -> Self {
-        TenantSpec {
-            name: name.to_owned(),
-            limits: tier.limits,
-            budget: BudgetMicros {
-                daily: tier.budget.daily_usd.map(usd_to_micros),
-                monthly: tier.budget.monthly_usd.map(usd_to_micros),
-            },
-        }
-    }
-}
-
-/// What a request asks of its tenant: the tenant, and the request's estimated cost on each
-/// candidate (micro-USD, in the candidates' order), which admission reserves against the budget.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantNeed {
-    /// The tenant.
-    pub spec: TenantSpec,
-    /// Estimated cost per candidate, micro-USD.
-    pub costs: Vec<u64>,
-}
 
 /// What one request asks of the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +35,8 @@ pub struct Need {
     /// How long the concurrency slot lives if it is never settled (its holder crashed); at most
     /// [`MAX_SLOT_TTL`].
     pub slot_ttl: Duration,
-    /// The tenant accounted for, checked in the same atomic step as the deployments.
+    /// The tenant and the key accounted for, checked in the same atomic step as the
+    /// deployments.
     pub tenant: Option<TenantNeed>,
     /// Percent of each deployment's and provider's limits this request may use (100 for
     /// interactive requests, `batch_share` for batch ones), so that higher priorities always
@@ -222,24 +176,8 @@ pub struct Reservation {
     pub input_tokens: u64,
     /// The 0-based position of the chosen deployment in the candidate list given to `admit`.
     pub rank: usize,
-    /// What was reserved of the tenant, if the request had one.
+    /// What was reserved of the tenant and the key, if the request had either.
     pub tenant: Option<TenantHold>,
-}
-
-/// The tenant part of a reservation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantHold {
-    /// The tenant's name.
-    pub name: String,
-    /// Estimated cost reserved against its budget, micro-USD.
-    pub cost_micros: u64,
-    /// The UTC day (days since the epoch) the cost was reserved in.
-    pub day: u64,
-    /// The UTC month (`year * 12 + month - 1`) the cost was reserved in.
-    pub month: u64,
-    /// The tenant's window once this admission was counted in it; `None` when the admission
-    /// counted nothing there (a repeated admission answered again, or `open` mode).
-    pub window: Option<WindowUse>,
 }
 
 /// What a sliding window counts: the requests and tokens of the last 60 s.
@@ -335,6 +273,8 @@ pub enum Scope {
     Provider,
     /// The tenant's limit or budget.
     Tenant,
+    /// The API key's own limit or budget.
+    Key,
 }
 
 /// Whether a refused candidate could ever take the request.

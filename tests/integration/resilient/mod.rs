@@ -646,5 +646,6 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
     );
 }
 
+mod accounts;
 mod leases;
 mod sweep;

@@ -177,7 +177,7 @@ fn an_embedding_model_is_planned_with_no_output() {
     let ask = Ask {
         prompt: PromptSize::of(["x".repeat(400).as_str()]),
         max_tokens: None,
-        tenant: None,
+        accounts: Vec::new(),
         priority: Priority::Interactive,
         deadline: Duration::from_secs(10),
         cache_reads: Vec::new(),

@@ -325,8 +325,8 @@ impl RedisStore {
                 slots.push(keys.of(self.scope_keys[*s].slots.clone()) as u64);
                 slots.extend([res.id, *expiry]);
             }
-            if let Some(t) = &res.tenant {
-                slots.push(keys.of(self.tenant_key("s", &t.name)) as u64);
+            for name in res.tenant.iter().flat_map(|t| &t.names) {
+                slots.push(keys.of(self.tenant_key("s", name)) as u64);
                 slots.extend([res.id, *expiry]);
             }
         }
@@ -337,24 +337,25 @@ impl RedisStore {
         for e in &r.entries {
             let res = &e.reservation;
             let scopes = self.scopes(res.deployment)?;
-            args.push((scopes.len() + usize::from(res.tenant.is_some())) as u64);
+            let names = res.tenant.as_ref().map_or(&[][..], |t| &t.names);
+            args.push((scopes.len() + names.len()) as u64);
             for s in scopes {
                 args.push(keys.of(self.scope_keys[*s].window.clone()) as u64);
                 args.push(keys.of(self.scope_keys[*s].slots.clone()) as u64);
             }
-            if let Some(t) = &res.tenant {
-                args.push(keys.of(self.tenant_key("w", &t.name)) as u64);
-                args.push(keys.of(self.tenant_key("s", &t.name)) as u64);
+            for name in names {
+                args.push(keys.of(self.tenant_key("w", name)) as u64);
+                args.push(keys.of(self.tenant_key("s", name)) as u64);
             }
             args.push(res.bucket);
             args.extend(self.table.kept(res.deployment, e.counts));
-            args.extend([res.id, e.expiry]);
+            args.extend([res.id, e.expiry, names.len() as u64]);
+            for name in names {
+                args.push(keys.of(self.tenant_key("b", name)) as u64);
+            }
             match &res.tenant {
-                Some(t) => {
-                    args.push(keys.of(self.tenant_key("b", &t.name)) as u64);
-                    args.extend([e.cost, t.day, t.month]);
-                }
-                None => args.extend([0, 0, 0, 0]),
+                Some(t) => args.extend([e.cost, t.day, t.month]),
+                None => args.extend([0, 0, 0]),
             }
         }
         inv.arg(self.now_arg())

@@ -18,20 +18,25 @@ pub(super) fn admit(reply: &[i64], need: &Need, candidates: &[DeploymentId]) -> 
     match reply {
         [1, _now, rank, bucket, day, month, counted @ ..] => {
             let rank = usize::try_from(*rank).ok()?;
-            let window = match counted {
-                [] => None,
-                [requests, tokens] => Some(WindowUse {
-                    requests: u64::try_from(*requests).ok()?,
-                    tokens: u64::try_from(*tokens).ok()?,
-                }),
-                _ => return None,
-            };
+            let accounts = need.tenant.as_ref().map_or(0, |t| t.specs.len());
+            if !counted.is_empty() && counted.len() != 2 * accounts {
+                return None;
+            }
+            let windows = counted
+                .chunks_exact(2)
+                .map(|c| {
+                    Some(WindowUse {
+                        requests: u64::try_from(c[0]).ok()?,
+                        tokens: u64::try_from(c[1]).ok()?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?;
             let tenant = need.tenant.as_ref().map(|t| TenantHold {
-                name: t.spec.name.clone(),
+                names: t.specs.iter().map(|spec| spec.name.clone()).collect(),
                 cost_micros: need.cost(rank),
                 day: *day as u64,
                 month: *month as u64,
-                window,
+                windows,
             });
             Some(Admission::Granted(Reservation {
                 id: need.id,
@@ -69,6 +74,7 @@ fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
     };
     let scope = match c[2] {
         3 => Scope::Tenant,
+        4 => Scope::Key,
         s => *SCOPE_ORDER.get(usize::try_from(s - 1).ok()?)?,
     };
     let verdict = match c[0] {
@@ -83,6 +89,16 @@ fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
         scope,
         verdict,
     })
+}
+
+/// How the scripts write `scope` (the inverse of what [`admit`] reads).
+pub(super) fn scope_code(scope: Scope) -> u8 {
+    match scope {
+        Scope::Deployment => 1,
+        Scope::Provider => 2,
+        Scope::Tenant => 3,
+        Scope::Key => 4,
+    }
 }
 
 /// The reply of `lua/tenant_snapshot.lua`.

@@ -35,8 +35,8 @@ impl Inner {
     ) -> Result<Admission, LedgerError> {
         {
             let mut st = self.lock();
-            if let Some(t) = &need.tenant {
-                st.served(&t.spec.name, self.now());
+            for spec in need.tenant.iter().flat_map(|t| &t.specs) {
+                st.served(&spec.name, self.now());
             }
             if let Some(decided) = self.routed(&mut st, need, candidates) {
                 return decided;

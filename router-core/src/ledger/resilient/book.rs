@@ -88,8 +88,8 @@ impl Machine {
                 add(w);
             }
         }
-        if let Some(t) = admitted.tenant {
-            add(self.own_tenant_windows.entry(t.name.clone()).or_default());
+        for name in admitted.tenant.iter().flat_map(|t| &t.names) {
+            add(self.own_tenant_windows.entry(name.clone()).or_default());
         }
     }
 
@@ -155,8 +155,8 @@ impl Machine {
                     *n += 1;
                 }
             }
-            if let Some(t) = &h.reservation.tenant {
-                *by_tenant.entry(t.name.as_str()).or_default() += 1;
+            for name in h.reservation.tenant.iter().flat_map(|t| &t.names) {
+                *by_tenant.entry(name.as_str()).or_default() += 1;
             }
         }
         let tenants = tenants

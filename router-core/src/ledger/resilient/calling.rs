@@ -13,16 +13,16 @@ pub(super) struct Calling {
     pub(super) id: u64,
     /// What it may count, on each deployment it may be admitted on.
     pub(super) on: Vec<(DeploymentId, Counts)>,
-    /// Its tenant, and the most it may count and cost there.
+    /// Its accounts (the tenant's, the key's), and the most it may count and cost there.
     pub(super) tenant: Option<TenantMost>,
     /// Its slot's expiry, ms.
     pub(super) expiry: u64,
 }
 
-/// The most a call may count and cost for its tenant, whichever candidate admits it.
+/// The most a call may count and cost on each of its accounts, whichever candidate admits it.
 #[derive(Debug, Clone)]
 pub(super) struct TenantMost {
-    pub(super) name: String,
+    pub(super) names: Vec<String>,
     pub(super) counts: Counts,
     pub(super) cost_micros: u64,
 }
@@ -51,7 +51,7 @@ impl Calling {
                 cost = cost.max(need.cost(rank));
             }
             TenantMost {
-                name: t.spec.name.clone(),
+                names: t.specs.iter().map(|spec| spec.name.clone()).collect(),
                 counts: most,
                 cost_micros: cost,
             }
@@ -92,15 +92,17 @@ impl Calling {
                 add(cells.scope(s), table.kept(d, counts));
             }
         }
+        let p = crate::ledger::period::periods(now);
         if let Some(most) = &self.tenant {
-            let t = cells.tenant(&most.name);
-            add(&mut t.scope, most.counts);
-            t.spend
-                .add(&crate::ledger::period::periods(now), most.cost_micros);
+            for name in &most.names {
+                let t = cells.tenant(name);
+                add(&mut t.scope, most.counts);
+                t.spend.add(&p, most.cost_micros);
+            }
         }
         if self.id != 0 {
-            let tenant = self.tenant.as_ref().map(|t| t.name.as_str());
-            hold(table, cells, self.on.iter().map(|&(d, _)| d), tenant, slot);
+            let names = self.tenant.as_ref().map_or(&[][..], |t| &t.names);
+            hold(table, cells, self.on.iter().map(|&(d, _)| d), names, slot);
         }
     }
 
@@ -121,10 +123,10 @@ impl Calling {
                 cells.scope(s).slots.free(self.id);
             }
         }
-        if granted.is_none()
-            && let Some(t) = &self.tenant
-        {
-            cells.tenant(&t.name).scope.slots.free(self.id);
+        if granted.is_none() {
+            for name in self.tenant.iter().flat_map(|t| &t.names) {
+                cells.tenant(name).scope.slots.free(self.id);
+            }
         }
     }
 }

@@ -92,18 +92,21 @@ impl Local {
         }
         let scaled;
         let need = match &need.tenant {
-            Some(t) => match tenant_share(&t.spec, self.instances) {
-                Some(spec) => {
-                    let costs = t.costs.clone();
-                    let tenant = Some(TenantNeed { spec, costs });
-                    scaled = Need {
-                        tenant,
-                        ..need.clone()
-                    };
-                    &scaled
+            Some(t) => {
+                let mut specs = Vec::with_capacity(t.specs.len());
+                for spec in &t.specs {
+                    match tenant_share(spec, self.instances) {
+                        Some(share) => specs.push(share),
+                        None => return Ok(not_now(candidates, spec.scope(), heartbeat)),
+                    }
                 }
-                None => return Ok(not_now(candidates, Scope::Tenant, heartbeat)),
-            },
+                let costs = t.costs.clone();
+                scaled = Need {
+                    tenant: Some(TenantNeed { specs, costs }),
+                    ..need.clone()
+                };
+                &scaled
+            }
             None => need,
         };
         let engine = Engine {
@@ -206,8 +209,8 @@ pub(super) fn free_slot(table: &ScopeTable, cells: &mut LocalCells, r: &Reservat
             cells.scope(s).slots.free(r.id);
         }
     }
-    if let Some(t) = &r.tenant {
-        cells.tenant(&t.name).scope.slots.free(r.id);
+    for name in r.tenant.iter().flat_map(|t| &t.names) {
+        cells.tenant(name).scope.slots.free(r.id);
     }
 }
 

@@ -24,11 +24,11 @@ pub(super) fn admit_open(
         input_tokens: need.input_on(0),
         rank: 0,
         tenant: need.tenant.as_ref().map(|t| TenantHold {
-            name: t.spec.name.clone(),
+            names: t.specs.iter().map(|spec| spec.name.clone()).collect(),
             cost_micros: need.cost(0),
             day: p.day,
             month: p.month,
-            window: None,
+            windows: Vec::new(),
         }),
     })
 }

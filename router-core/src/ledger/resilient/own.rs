@@ -34,9 +34,11 @@ impl Own {
             }
         }
         if let Some(t) = admitted.tenant {
-            let to = self.tenants.entry(t.name.clone()).or_default();
-            plus(&mut to.counts);
-            to.cost_micros += t.cost_micros;
+            for name in &t.names {
+                let to = self.tenants.entry(name.clone()).or_default();
+                plus(&mut to.counts);
+                to.cost_micros += t.cost_micros;
+            }
         }
     }
 

@@ -21,9 +21,9 @@ impl Local {
                 expiry: h.expiry,
                 bucket: nb,
             };
-            let tenant = h.reservation.tenant.as_ref().map(|t| t.name.as_str());
+            let names = h.reservation.tenant.as_ref().map_or(&[][..], |t| &t.names);
             let d = [h.reservation.deployment];
-            hold(&self.table, &mut self.cells, d, tenant, slot);
+            hold(&self.table, &mut self.cells, d, names, slot);
         }
         for c in m.calling.values() {
             c.charge(&self.table, &mut self.cells, now);
@@ -57,12 +57,12 @@ impl Local {
 }
 
 /// Holds `slot` in a local ledger (`cells` over `table`) on every scope of each of
-/// `deployments`, and on `tenant`'s.
+/// `deployments`, and on the accounts named `accounts`.
 pub(super) fn hold(
     table: &ScopeTable,
     cells: &mut LocalCells,
     deployments: impl IntoIterator<Item = DeploymentId>,
-    tenant: Option<&str>,
+    accounts: &[String],
     slot: Slot,
 ) {
     for d in deployments {
@@ -70,7 +70,7 @@ pub(super) fn hold(
             cells.scope(s).slots.take(slot);
         }
     }
-    if let Some(name) = tenant {
+    for name in accounts {
         cells.tenant(name).scope.slots.take(slot);
     }
 }

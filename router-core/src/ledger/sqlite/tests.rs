@@ -50,10 +50,7 @@ fn tenant(concurrency: u64, daily_micros: u64) -> TenantSpec {
 }
 
 fn need(spec: &TenantSpec, tokens: u64, cost: u64) -> Need {
-    let tenant = Some(TenantNeed {
-        spec: spec.clone(),
-        costs: vec![cost],
-    });
+    let tenant = Some(TenantNeed::of(spec.clone(), vec![cost]));
     Need {
         tenant,
         ..Need::new(tokens, Duration::from_secs(600))
