@@ -11,6 +11,7 @@ use axum::http::HeaderMap;
 use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, Gateway, GatewayKey, Registry};
 use router_core::keys::{KeyState, KeyStore, KeyStoreError, MemoryKeys};
+use router_core::ledger::TenantSpec;
 use router_sdk::Priority;
 use sha2::{Digest, Sha256};
 
@@ -43,6 +44,8 @@ pub(crate) struct Caller {
     /// Its key's identifier in usage records, never the key: a runtime key's id, or for a key
     /// of `gateway.keys` the first 12 hex digits of its SHA-256 (what the file stores).
     pub(crate) key_id: Option<String>,
+    /// A runtime key's own limits and budgets, as the ledger accounts them.
+    pub(crate) account: Option<TenantSpec>,
 }
 
 /// An admin the gateway let in: `admin:` and the first 12 hex digits of its key's SHA-256, for
@@ -152,6 +155,7 @@ impl Access {
                 priority: key.priority,
                 models: key.models.clone(),
                 key_id: Some(key.sha256.chars().take(12).collect()),
+                account: None,
             },
             None => self.runtime_caller(&hash)?,
         };
@@ -186,6 +190,7 @@ impl Access {
             priority: key.priority,
             models: key.models.clone(),
             key_id: Some(key.id.clone()),
+            account: key.limits.account(&key.id),
         })
     }
 

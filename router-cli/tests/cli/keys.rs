@@ -89,12 +89,43 @@ fn keys_are_listed_shown_updated_and_rotated_without_their_secret() {
 }
 
 #[test]
+fn a_keys_own_limits_are_set_shown_changed_and_removed() {
+    let s = keyed_scene();
+    let args = [
+        "create",
+        "--tenant",
+        "acme",
+        "--rpm",
+        "10",
+        "--daily-usd",
+        "2.5",
+    ];
+    let made = keys_json(&s, &args);
+    let id = made["id"].as_str().unwrap();
+    let limits = serde_json::json!({"rpm": 10, "daily_usd": 2.5});
+    assert_eq!(made["limits"], limits);
+    let (shown, _) = run(s.llmroute(&["oa"]).args(["keys", "show", id]), 0);
+    assert!(shown.contains("rpm 10, $2.5/day"), "{shown}");
+    // The flags given change their limits; the others stay.
+    let updated = keys_json(&s, &["update", id, "--concurrency", "3"]);
+    let limits = serde_json::json!({"rpm": 10, "concurrency": 3, "daily_usd": 2.5});
+    assert_eq!(updated["limits"], limits);
+    let updated = keys_json(&s, &["update", id, "--no-limits", "--tpm", "500"]);
+    assert_eq!(updated["limits"], serde_json::json!({"tpm": 500}));
+}
+
+#[test]
 fn bad_key_commands_exit_2_naming_what_is_wrong() {
     let s = keyed_scene();
     let made = keys_json(&s, &["create", "--tenant", "acme"]);
     let id = made["id"].as_str().unwrap();
     run(s.llmroute(&["oa"]).args(["keys", "revoke", id]), 0);
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["create", "--tenant", "acme", "--rpm", "101"],
+            "`limits.rpm`: 101 is above tenant `acme`'s 100",
+        ),
+        (&["update", id, "--rpm", "1"], "revoked"),
         (&["create", "--tenant", "nobody"], "`nobody` has no tier"),
         (
             &["create", "--tenant", "acme", "--model", "nope"],

@@ -9,6 +9,7 @@
 //! Three stores, as for the ledger: Redis ([`RedisKeys`], across machines), an SQLite file
 //! ([`SqliteKeys`], the processes of one machine) and memory ([`MemoryKeys`], one process).
 
+mod limits;
 mod memory;
 mod record;
 mod redis;
@@ -16,6 +17,7 @@ mod sqlite;
 
 use futures_util::future::BoxFuture;
 
+pub use limits::KeyLimits;
 pub use memory::MemoryKeys;
 pub use record::{KeyRecord, KeySecret, KeyState, new_key_id};
 pub use redis::RedisKeys;

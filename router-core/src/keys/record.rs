@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::KeyLimits;
 use crate::flow::Priority;
 
 /// One runtime API key.
@@ -23,6 +24,9 @@ pub struct KeyRecord {
     /// When it stops working, Unix seconds; `None`: never.
     #[serde(default)]
     pub expires_at: Option<u64>,
+    /// Its own limits and budgets, within its tenant's.
+    #[serde(default, skip_serializing_if = "KeyLimits::is_unlimited")]
+    pub limits: KeyLimits,
     /// When it was created, Unix seconds.
     pub created_at: u64,
     /// When it was revoked, Unix seconds.
@@ -82,6 +86,7 @@ impl KeyRecord {
             models: Vec::new(),
             priority: None,
             expires_at: None,
+            limits: KeyLimits::default(),
             created_at: now,
             revoked_at: None,
             secrets: vec![KeySecret {

@@ -6,8 +6,10 @@
 //! at once on several instances all land. Keys of `gateway.keys` are read-only: they change in
 //! the file.
 
+mod limits;
 mod view;
 
+pub use limits::{LimitsPatch, LimitsView};
 pub use view::KeyView;
 
 use router_core::config::{GatewayKey, Registry, tenant_name_problem};
@@ -37,6 +39,8 @@ pub struct NewKey {
     pub expires_at: Option<u64>,
     /// Or: in how many days it stops working.
     pub expires_in_days: Option<u64>,
+    /// Its own limits and budgets, within its tenant's.
+    pub limits: LimitsView,
 }
 
 /// A change to a key: each field given replaces the key's (`Some(None)` clears).
@@ -50,6 +54,8 @@ pub struct Change {
     pub priority: Option<Option<Priority>>,
     /// A new expiry, or none.
     pub expires_at: Option<Option<u64>>,
+    /// A change to its own limits.
+    pub limits: Option<LimitsPatch>,
 }
 
 /// A key and its secret, shown this once.
@@ -91,11 +97,13 @@ pub async fn create(
     check_tenant(registry, &new.tenant)?;
     check_models(registry, &new.models)?;
     let expires_at = expiry(new.expires_at, new.expires_in_days, now)?;
+    let limits = limits::within(registry, &new.tenant, new.limits.parsed()?)?;
     let secret = secret()?;
     let mut record = KeyRecord::new(new_key_id(), new.name, new.tenant, hash_key(&secret), now);
     record.models = new.models;
     record.priority = new.priority;
     record.expires_at = expires_at;
+    record.limits = limits;
     store.put(&record, None).await?;
     Ok(Issued {
         record,
@@ -134,6 +142,9 @@ pub async fn update(
         }
         if let Some(at) = change.expires_at {
             k.expires_at = at;
+        }
+        if let Some(patch) = &change.limits {
+            k.limits = limits::within(registry, &k.tenant, patch.apply(k.limits)?)?;
         }
         Ok(())
     })

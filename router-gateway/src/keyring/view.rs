@@ -7,6 +7,8 @@ use router_core::keys::KeyRecord;
 use router_sdk::ApiKey;
 use serde::{Serialize, Serializer};
 
+use super::LimitsView;
+
 /// A key as the admin API and the CLI show it. Times are Unix seconds.
 #[derive(Debug, Serialize)]
 pub struct KeyView {
@@ -32,6 +34,8 @@ pub struct KeyView {
     pub revoked_at: Option<u64>,
     /// Until when the secret before the last rotation is still accepted.
     pub grace_until: Option<u64>,
+    /// Its own limits and budgets (runtime keys), within its tenant's.
+    pub limits: LimitsView,
     /// The secret: only in the answer that made it. `Debug` never shows it.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "shown")]
     pub key: Option<ApiKey>,
@@ -52,6 +56,7 @@ impl KeyView {
             expires_at: record.expires_at,
             revoked_at: record.revoked_at,
             grace_until: record.grace_until(now),
+            limits: LimitsView::of(&record.limits),
             key: None,
         }
     }
@@ -70,6 +75,7 @@ impl KeyView {
             expires_at: None,
             revoked_at: None,
             grace_until: None,
+            limits: LimitsView::default(),
             key: None,
         }
     }

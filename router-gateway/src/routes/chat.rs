@@ -172,6 +172,7 @@ pub(crate) async fn answer<I: Ingress>(
     caller.may_use(&model)?;
     req.tenant = caller.tenant.clone();
     req.key_id = caller.key_id.clone();
+    req.key_account = caller.account.clone();
     req.request_id = Some(request_id.to_owned());
     options::apply(&mut req, headers, caller, shared.router.registry())?;
     let router = &shared.router;

@@ -95,11 +95,9 @@ async fn on_redis_ledger(
     .await
 }
 
-/// 50 requests at once with one runtime key, spread over two instances on one Redis: its
-/// tenant's daily budget is never overrun, and the requests over it are refused with 429.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtime_keys_tenant_budget_holds_under_50_concurrent_requests_over_two_instances() {
-    let redis = llmroute_tests::redis_server();
+/// An upstream whose every answer costs $0.002602 (1117 tokens at $2 and 46 at $8 per
+/// million) and takes 50 ms.
+async fn priced_upstream() -> MockServer {
     let upstream = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -110,13 +108,17 @@ async fn a_runtime_keys_tenant_budget_holds_under_50_concurrent_requests_over_tw
         )
         .mount(&upstream)
         .await;
-    // Each answer costs 1117 tokens at $2 and 46 at $8 per million: $0.002602.
-    let tier = "budget: { daily_usd: 0.03 }";
-    let a = on_redis_ledger(&redis, &upstream.uri(), tier).await;
-    let mut b = on_redis_ledger(&redis, &upstream.uri(), tier).await;
-    let served = b.keys.version();
-    let (_, key) = created(&a, json!({})).await;
-    next_version(&mut b, served).await;
+    upstream
+}
+
+/// The cost of `served` answers of [`priced_upstream`], USD.
+fn cost_of(served: usize) -> f64 {
+    served as f64 * (1117.0 * 2.0 + 46.0 * 8.0) / 1e6
+}
+
+/// Sends 50 chats at once with `key`, every other one to `b`; returns their statuses and the
+/// body of one refused, if any was.
+async fn fifty_at_once(a: &Running, b: &Running, key: &str) -> (Vec<u16>, Option<String>) {
     // A prompt estimated at no less than the 1117 tokens the provider reports, and room for
     // its 46: each admission reserves at least what its answer costs.
     let prompt = "hello ".repeat(1200);
@@ -126,20 +128,91 @@ async fn a_runtime_keys_tenant_budget_holds_under_50_concurrent_requests_over_tw
         let request = a
             .http
             .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
             .header("x-llmroute-timeout", "1")
             .json(&body);
-        async move { request.send().await.unwrap().status().as_u16() }
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
     });
-    let statuses = futures_util::future::join_all(sends).await;
+    let answers = futures_util::future::join_all(sends).await;
+    let refused = answers
+        .iter()
+        .find(|(s, _)| *s == 429)
+        .map(|(_, b)| b.clone());
+    (answers.into_iter().map(|(s, _)| s).collect(), refused)
+}
+
+/// Of `statuses`, how many were served (200); every one is 200 or 429, and both occur.
+fn served_of(statuses: &[u16]) -> usize {
     let ok = statuses.iter().filter(|&&s| s == 200).count();
     let refused = statuses.iter().filter(|&&s| s == 429).count();
-    assert_eq!(ok + refused, 50, "{statuses:?}");
+    assert_eq!(ok + refused, statuses.len(), "{statuses:?}");
     assert!(refused > 0, "the budget never bound: {statuses:?}");
     assert!(ok > 0, "nothing was served: {statuses:?}");
+    ok
+}
+
+/// 50 requests at once with one runtime key, spread over two instances on one Redis: its
+/// tenant's daily budget is never overrun, and the requests over it are refused with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_keys_tenant_budget_holds_under_50_concurrent_requests_over_two_instances() {
+    let redis = llmroute_tests::redis_server();
+    let upstream = priced_upstream().await;
+    let tier = "budget: { daily_usd: 0.03 }";
+    let a = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let mut b = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let served = b.keys.version();
+    let (_, key) = created(&a, json!({})).await;
+    next_version(&mut b, served).await;
+    let (statuses, _) = fifty_at_once(&a, &b, &key).await;
+    let ok = served_of(&statuses);
     // What reached the provider is what was served, and its cost is within the budget.
     let calls = upstream.received_requests().await.unwrap().len();
     assert_eq!(calls, ok);
-    let spent = ok as f64 * (1117.0 * 2.0 + 46.0 * 8.0) / 1e6;
+    let spent = cost_of(ok);
     assert!(spent <= 0.03, "spent ${spent} of $0.03 ({ok} served)");
+}
+
+/// 50 requests at once with one runtime key whose own daily budget ($0.02) is well inside its
+/// tenant's ($1), spread over two instances on one Redis: the key's budget is never overrun,
+/// the refusals name the key's budget, and another key of the same tenant is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_own_budget_holds_under_50_concurrent_requests_over_two_instances() {
+    let redis = llmroute_tests::redis_server();
+    let upstream = priced_upstream().await;
+    let tier = "budget: { daily_usd: 1.0 }";
+    let a = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let mut b = on_redis_ledger(&redis, &upstream.uri(), tier).await;
+    let served = b.keys.version();
+    let (_, key) = created(&a, json!({"limits": {"daily_usd": 0.02}})).await;
+    let (_, other) = created(&a, json!({"name": "other"})).await;
+    next_version(&mut b, served).await;
+    let (statuses, refusal) = fifty_at_once(&a, &b, &key).await;
+    let ok = served_of(&statuses);
+    let calls = upstream.received_requests().await.unwrap().len();
+    assert_eq!(calls, ok);
+    let spent = cost_of(ok);
+    assert!(
+        spent <= 0.02,
+        "spent ${spent} of the key's $0.02 ({ok} served)"
+    );
+    let refusal = refusal.unwrap();
+    assert!(refusal.contains("key's daily budget"), "{refusal}");
+    let chat =
+        json!({"model": "chat", "max_tokens": 46, "messages": [{"role": "user", "content": "hi"}]});
+    let response = a
+        .http
+        .post(format!("{}/v1/chat/completions", b.base))
+        .bearer_auth(&other)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "the tenant's other key is not bound"
+    );
 }

@@ -253,6 +253,7 @@ mod answers;
 mod dashboard;
 mod embeddings;
 mod hardening;
+mod key_limits;
 mod lifecycle;
 mod messages;
 mod refusals;

@@ -11,6 +11,7 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 use router_core::flow::Priority;
+use router_gateway::keyring::{LimitsPatch, LimitsView};
 
 use crate::context::Context;
 use crate::failure::Failure;
@@ -92,6 +93,8 @@ pub(crate) struct CreateArgs {
     /// Days until it stops working
     #[arg(long, value_name = "DAYS")]
     expires_in_days: Option<u64>,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Print JSON: one object with `id` and `key`
     #[arg(long)]
     json: bool,
@@ -117,9 +120,68 @@ pub(crate) struct UpdateArgs {
     /// Days from now until it stops working
     #[arg(long, value_name = "DAYS")]
     expires_in_days: Option<u64>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Remove every limit and budget of the key's own (before the ones given)
+    #[arg(long)]
+    no_limits: bool,
     /// Print JSON
     #[arg(long)]
     json: bool,
+}
+
+/// A key's own limits and budgets, within its tenant's; checked with them in the same atomic
+/// admission.
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
+    /// Requests per minute of the key's own
+    #[arg(long, value_name = "N")]
+    rpm: Option<u64>,
+    /// Tokens per minute of the key's own
+    #[arg(long, value_name = "N")]
+    tpm: Option<u64>,
+    /// Requests in flight of the key's own
+    #[arg(long, value_name = "N")]
+    concurrency: Option<u64>,
+    /// USD the key may spend per UTC day
+    #[arg(long, value_name = "USD")]
+    daily_usd: Option<f64>,
+    /// USD the key may spend per UTC calendar month
+    #[arg(long, value_name = "USD")]
+    monthly_usd: Option<f64>,
+}
+
+impl LimitArgs {
+    /// The limits given, as the key lifecycle takes them.
+    fn view(&self) -> LimitsView {
+        LimitsView {
+            rpm: self.rpm,
+            tpm: self.tpm,
+            concurrency: self.concurrency,
+            daily_usd: self.daily_usd,
+            monthly_usd: self.monthly_usd,
+        }
+    }
+
+    /// The change to a key's limits: every one removed first when `clear`, then the ones
+    /// given set; `None` when nothing changes.
+    fn patch(&self, clear: bool) -> Option<LimitsPatch> {
+        let given = LimitsPatch::setting(&self.view());
+        let base = if clear {
+            LimitsPatch::CLEAR
+        } else {
+            LimitsPatch::default()
+        };
+        let or = |g: Option<Option<u64>>, b| g.or(b);
+        let patch = LimitsPatch {
+            rpm: or(given.rpm, base.rpm),
+            tpm: or(given.tpm, base.tpm),
+            concurrency: or(given.concurrency, base.concurrency),
+            daily_usd: given.daily_usd.or(base.daily_usd),
+            monthly_usd: given.monthly_usd.or(base.monthly_usd),
+        };
+        (patch != LimitsPatch::default()).then_some(patch)
+    }
 }
 
 fn priority(text: &str) -> Result<Priority, String> {

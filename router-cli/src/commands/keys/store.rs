@@ -66,6 +66,7 @@ pub(super) async fn create(
         priority: args.priority,
         expires_at: None,
         expires_in_days: args.expires_in_days,
+        limits: args.limits.view(),
     };
     let now = now();
     let issued = keyring::create(&*store, &loaded.registry, new, now).await;
@@ -155,6 +156,7 @@ pub(super) async fn update(
         expires_at: args
             .expires_in_days
             .map(|days| Some(now.saturating_add(days.saturating_mul(86_400)))),
+        limits: args.limits.patch(args.no_limits),
     };
     let record = keyring::update(&*store, &loaded.registry, &args.id, change, now).await;
     let view = KeyView::runtime(&record.map_err(refused)?, now);
@@ -216,6 +218,7 @@ fn print(out: &mut dyn Write, view: &KeyView, json: bool, at: Option<&str>) -> R
             "expires",
             view.expires_at.map_or_else(|| "never".to_owned(), date),
         ),
+        ("limits", view.limits.to_string()),
     ]);
     if let Some(until) = view.grace_until {
         lines.push(("old secret until", date(until)));

@@ -4,7 +4,7 @@ use router_core::flow::Priority;
 use serde::{Deserialize, Deserializer};
 
 use crate::errors::ApiError;
-use crate::keyring::{Change, NewKey};
+use crate::keyring::{Change, LimitsPatch, LimitsView, NewKey};
 
 /// `POST /admin/v1/keys`: a [`NewKey`].
 #[derive(Debug, Deserialize)]
@@ -22,6 +22,8 @@ pub(super) struct Create {
     pub(super) expires_at: Option<u64>,
     #[serde(default)]
     pub(super) expires_in_days: Option<u64>,
+    #[serde(default)]
+    pub(super) limits: LimitsView,
 }
 
 /// `PATCH /admin/v1/keys/{id}`: a [`Change`]; `null` clears `priority` and `expires_at`.
@@ -36,6 +38,9 @@ pub(super) struct Update {
     pub(super) priority: Option<Option<Priority>>,
     #[serde(default, deserialize_with = "present")]
     pub(super) expires_at: Option<Option<u64>>,
+    /// A merge patch of the key's own limits; `null` clears them all.
+    #[serde(default, deserialize_with = "present")]
+    pub(super) limits: Option<Option<LimitsPatch>>,
 }
 
 /// `POST /admin/v1/keys/{id}/rotate`.
@@ -75,6 +80,7 @@ impl From<Create> for NewKey {
             priority: c.priority,
             expires_at: c.expires_at,
             expires_in_days: c.expires_in_days,
+            limits: c.limits,
         }
     }
 }
@@ -86,6 +92,7 @@ impl From<Update> for Change {
             models: u.models,
             priority: u.priority,
             expires_at: u.expires_at,
+            limits: u.limits.map(|patch| patch.unwrap_or(LimitsPatch::CLEAR)),
         }
     }
 }

@@ -81,6 +81,7 @@ async fn answer(
     caller.may_use(&model)?;
     req.tenant = caller.tenant.clone();
     req.key_id = caller.key_id.clone();
+    req.key_account = caller.account.clone();
     req.request_id = Some(who.request_id.to_owned());
     let options = options::read(who.headers, caller, router.registry())?;
     req.priority = options.priority;
