@@ -204,7 +204,8 @@ pub fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
     }
 }
 
-/// A tenant's tier, use and spend, from the ledger.
+/// What the ledger holds for tenant `name`: its tier, use and spend (nothing beyond the name
+/// when no tier applies).
 pub async fn tenant_view(
     registry: &Registry,
     ledger: &Arc<dyn Ledger>,
@@ -221,9 +222,37 @@ pub async fn tenant_view(
         };
         return Ok(none);
     };
-    let snap = ledger
-        .tenant_snapshot(&TenantSpec::of_tier(name, tier))
-        .await?;
+    let used = account_use(ledger, &TenantSpec::of_tier(name, tier)).await?;
+    Ok(TenantView {
+        name: name.to_owned(),
+        tier: Some(tier.name.clone()),
+        rpm: Some(used.rpm),
+        tpm: Some(used.tpm),
+        concurrency: Some(used.concurrency),
+        spend: Some(used.spend),
+    })
+}
+
+/// One account's use against its limits and spend against its budgets: a tenant's, or a
+/// runtime key's own.
+#[derive(Debug, Serialize)]
+pub struct AccountUse {
+    /// Requests in the current window against its RPM.
+    pub rpm: Used,
+    /// Tokens in the current window against its TPM.
+    pub tpm: Used,
+    /// Requests in flight against its concurrency.
+    pub concurrency: InFlight,
+    /// Spend against its budgets.
+    pub spend: Spend,
+}
+
+/// What the ledger holds for the account `spec` now.
+pub async fn account_use(
+    ledger: &Arc<dyn Ledger>,
+    spec: &TenantSpec,
+) -> Result<AccountUse, LedgerError> {
+    let snap = ledger.tenant_snapshot(spec).await?;
     let ScopeView {
         rpm,
         tpm,
@@ -234,21 +263,19 @@ pub async fn tenant_view(
     let month = usd(snap.spent_month_micros);
     let elapsed = snap.month_elapsed.as_secs_f64().max(1.0);
     let projected = month * (elapsed + snap.month_resets_in.as_secs_f64()) / elapsed;
-    Ok(TenantView {
-        name: name.to_owned(),
-        tier: Some(tier.name.clone()),
-        rpm: Some(rpm),
-        tpm: Some(tpm),
-        concurrency: Some(concurrency),
-        spend: Some(Spend {
+    Ok(AccountUse {
+        rpm,
+        tpm,
+        concurrency,
+        spend: Spend {
             today_usd: usd(snap.spent_today_micros),
-            daily_budget_usd: tier.budget.daily_usd,
+            daily_budget_usd: spec.budget.daily.map(usd),
             month_usd: month,
-            monthly_budget_usd: tier.budget.monthly_usd,
+            monthly_budget_usd: spec.budget.monthly.map(usd),
             projected_month_usd: projected,
             day_resets_in_secs: snap.day_resets_in.as_secs_f64(),
             month_resets_in_secs: snap.month_resets_in.as_secs_f64(),
-        }),
+        },
     })
 }
 

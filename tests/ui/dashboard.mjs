@@ -91,6 +91,7 @@ try {
   // A key made in the page: its secret shown once, in a dialog the user closes.
   await page.type("#key-tenant", expect.tenant);
   await page.type("#key-name", "dashboard-test");
+  await page.type("#key-daily", "2.5");
   await page.click("#create-key button[type=submit]");
   await page.waitForSelector("#secret[open]", WAIT);
   const secret = await page.$eval("#secret-value", (e) => e.textContent);
@@ -105,6 +106,7 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll("#keys tbody tr")].some((r) => r.innerText.includes("dashboard-test")), WAIT);
   const made = (await rows(page, "keys")).find((r) => r.includes("dashboard-test"));
   check(!made.includes(secret), "the keys list never shows a secret");
+  check(made.includes("$2.5/day") && made.includes("/ $2.50"), `the new key shows its own daily budget and its spend against it: ${made}`);
   const id = made.split(" ")[0];
   await page.click(`button[aria-label="Rotate key ${id}"]`);
   await page.waitForSelector("#secret[open]", WAIT);

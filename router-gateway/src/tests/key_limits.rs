@@ -92,7 +92,7 @@ fn with_acme(mut body: Value) -> Value {
 async fn a_keys_own_rpm_refuses_with_429_naming_it_while_its_tenants_other_keys_are_served() {
     let r = limited_gateway("").await;
     upstream_answers(&r, "openai/ok.json", "application/json").await;
-    let (_, limited) = created(&r, json!({"limits": {"rpm": 2}})).await;
+    let (id, limited) = created(&r, json!({"limits": {"rpm": 2}})).await;
     let (_, free) = created(&r, json!({"name": "free"})).await;
     let send = |key: &str| {
         let url = format!("{}/v1/chat/completions", r.base);
@@ -107,4 +107,21 @@ async fn a_keys_own_rpm_refuses_with_429_naming_it_while_its_tenants_other_keys_
     let body = refused.text().await.unwrap();
     assert!(body.contains("key's rpm"), "{body}");
     assert_eq!(send(&free).await.unwrap().status(), 200);
+    // The admin API shows the key's use against its own limits.
+    let path = format!("/admin/v1/keys/{id}");
+    let (_, shown) = r.call(reqwest::Method::GET, Some(ADMIN), &path, None).await;
+    assert_eq!(
+        shown["usage"]["rpm"],
+        json!({"used": 2, "limit": 2}),
+        "{shown}"
+    );
+    let (_, listed) = r
+        .call(reqwest::Method::GET, Some(ADMIN), "/admin/v1/keys", None)
+        .await;
+    let free_row = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "free");
+    assert!(free_row.unwrap().get("usage").is_none(), "{listed}");
 }

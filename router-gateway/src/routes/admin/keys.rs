@@ -9,7 +9,7 @@ use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyRecord;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::view::{Create, Rotate, Update, body};
 use super::{admin, answered, audit, changer, conflict, no_key, store_failed};
@@ -58,12 +58,43 @@ async fn listed(shared: &Shared, headers: &HeaderMap, filter: Filter) -> Answer 
     let listing = shared.access.runtime().store().all().await;
     let listing = listing.map_err(|e| store_failed(&e))?;
     let config = shared.router.registry().gateway.keys.iter();
-    let mut data: Vec<KeyView> = config.map(KeyView::config).collect();
-    data.extend(listing.records.iter().map(|r| KeyView::runtime(r, now)));
+    let mut data: Vec<KeyRow> = config.map(|k| KeyRow::plain(KeyView::config(k))).collect();
+    for record in &listing.records {
+        data.push(KeyRow::of(shared, record, now).await?);
+    }
     if let Some(tenant) = &filter.tenant {
-        data.retain(|k| &k.tenant == tenant);
+        data.retain(|k| &k.view.tenant == tenant);
     }
     Ok(Json(serde_json::json!({ "object": "list", "data": data })).into_response())
+}
+
+/// A key as listed and shown: its view, and for a key with limits of its own, its use against
+/// them and its spend against its budgets.
+#[derive(Debug, Serialize)]
+struct KeyRow {
+    #[serde(flatten)]
+    view: KeyView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<router_state::quota::AccountUse>,
+}
+
+impl KeyRow {
+    fn plain(view: KeyView) -> Self {
+        KeyRow { view, usage: None }
+    }
+
+    /// Runtime key `record` at `now`, with what the ledger holds for its own account.
+    async fn of(shared: &Shared, record: &KeyRecord, now: u64) -> Result<Self, ApiError> {
+        let usage = match record.limits.account(&record.id) {
+            Some(spec) => {
+                let used = router_state::quota::account_use(shared.router.ledger(), &spec).await;
+                Some(used.map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?)
+            }
+            None => None,
+        };
+        let view = KeyView::runtime(record, now);
+        Ok(KeyRow { view, usage })
+    }
 }
 
 pub(super) async fn create(Live(shared): Live, headers: HeaderMap, bytes: Bytes) -> Response {
@@ -91,11 +122,11 @@ pub(super) async fn show(
 async fn shown(shared: &Shared, headers: &HeaderMap, id: &str) -> Answer {
     admin(shared, headers)?;
     let (store, registry, now) = context(shared);
-    let view = match keyring::find(store, registry, id).await.map_err(refused)? {
-        Ok(record) => KeyView::runtime(&record, now),
-        Err(config) => KeyView::config(&config),
+    let row = match keyring::find(store, registry, id).await.map_err(refused)? {
+        Ok(record) => KeyRow::of(shared, &record, now).await?,
+        Err(config) => KeyRow::plain(KeyView::config(&config)),
     };
-    Ok(Json(view).into_response())
+    Ok(Json(row).into_response())
 }
 
 pub(super) async fn update(

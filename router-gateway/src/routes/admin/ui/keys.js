@@ -1,7 +1,7 @@
 // The keys section: the list, and create, rotate and revoke through /admin/v1/keys. A new
 // secret is shown once, in a dialog the user closes; it is never stored by the page.
 import { api, problem, refresh } from "./app.js";
-import { el, fillTable } from "./render.js";
+import { el, fillTable, usage, usd } from "./render.js";
 
 function date(secs) {
   return secs ? new Date(secs * 1000).toLocaleString("en-CA", { hour12: false }) : "—";
@@ -42,6 +42,17 @@ function revoke(key) {
   change(`revoke key ${key.id}`, () => api(`/admin/v1/keys/${encodeURIComponent(key.id)}/revoke`, { method: "POST", body: "{}" }));
 }
 
+/** A key's own limits: `rpm 60, $5/day`, or `tenant's only`. */
+function limitsText(l) {
+  const parts = [];
+  for (const name of ["rpm", "tpm", "concurrency"]) {
+    if (l && l[name]) parts.push(`${name} ${l[name]}`);
+  }
+  if (l && l.daily_usd) parts.push(`$${l.daily_usd}/day`);
+  if (l && l.monthly_usd) parts.push(`$${l.monthly_usd}/month`);
+  return parts.length ? parts.join(", ") : "tenant's only";
+}
+
 /** `/admin/v1/keys`. */
 export function renderKeys(body) {
   const rows = body.data.map((k) => {
@@ -55,6 +66,8 @@ export function renderKeys(body) {
       el("td", {}, k.name || "—"),
       el("td", {}, k.tenant),
       el("td", {}, k.models.length ? k.models.join(", ") : "all"),
+      el("td", {}, limitsText(k.limits)),
+      k.usage ? usage(k.usage.spend.today_usd, k.usage.spend.daily_budget_usd, "", usd) : el("td", { class: "muted" }, "—"),
       el("td", {}, k.state),
       el("td", {}, k.source === "config" ? "configuration (read-only)" : "runtime"),
       el("td", {}, date(k.created_at)),
@@ -72,7 +85,11 @@ export function setupKeys() {
     const data = new FormData(form);
     const tenant = String(data.get("tenant") || "").trim();
     const models = String(data.get("models") || "").split(",").map((m) => m.trim()).filter(Boolean);
-    const body = { tenant, name: String(data.get("name") || "").trim(), models };
+    const body = { tenant, name: String(data.get("name") || "").trim(), models, limits: {} };
+    const rpm = String(data.get("rpm") || "").trim();
+    const daily = String(data.get("daily_usd") || "").trim();
+    if (rpm) body.limits.rpm = Number(rpm);
+    if (daily) body.limits.daily_usd = Number(daily);
     const button = form.querySelector("button");
     button.disabled = true;
     change(`create a key for ${tenant}`, async () => {
