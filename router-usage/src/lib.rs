@@ -5,6 +5,7 @@
 //! again. [`Query`] gives totals over a period, grouped and filtered, from either sink;
 //! [`Sink::recent`] the last records and [`Sink::hourly`] counts per hour.
 
+mod accounts;
 mod query;
 mod recent;
 mod record;
@@ -13,6 +14,7 @@ mod report;
 mod sink;
 mod spill;
 
+pub use accounts::AccountCount;
 pub use query::{Group, Query, Row, Totals, label};
 pub use recent::{Hour, MAX_HOURS};
 pub use record::{Outcome, Record};

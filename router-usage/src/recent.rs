@@ -16,8 +16,9 @@ pub struct Hour {
     pub requests: u64,
     /// Of which failed (outcome `failed`: the caller got an error).
     pub failed: u64,
-    /// Of which failed for want of capacity: the last provider answered 429 (`rate_limited`),
-    /// or llmroute found no deployment with room (`no_capacity`); the caller got a 429.
+    /// Of which the caller got a 429 for: the last provider answered 429 (`rate_limited`),
+    /// llmroute found no deployment with room (`no_capacity`), or a budget could not cover it
+    /// (`budget`).
     pub limited: u64,
     /// Requests with at least one provider call answered 429, failed over or not.
     pub upstream_429: u64,
@@ -95,7 +96,7 @@ fn hourly_sql(table: &str, dialect: Dialect) -> String {
          FROM {table} WHERE at_ms >= {since} AND at_ms < {until} \
          GROUP BY at_ms / {HOUR_MS} ORDER BY at_ms / {HOUR_MS}",
         count("outcome = 'failed'"),
-        count("failure IN ('rate_limited', 'no_capacity')"),
+        count(crate::accounts::LIMITED),
         count("failed_attempts LIKE '%rate_limited%'"),
     )
 }

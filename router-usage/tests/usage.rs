@@ -788,6 +788,65 @@ async fn recent_records_and_hourly_counts(store: Store) {
 }
 on_both!(recent_records_and_hourly_counts);
 
+/// A tenant, a key, requests, 429s and cost.
+type Counted<'a> = (Option<&'a str>, Option<&'a str>, u64, u64, u64);
+
+/// Requests per tenant and key over a period: each pair counted apart, 429s (a provider's, no
+/// capacity, a budget) counted as limited, records outside the period left out.
+async fn requests_per_tenant_and_key(store: Store) {
+    let sink = store.sink();
+    let key = |id: &str, key: Option<&str>, at: u64| Record {
+        key_id: key.map(str::to_owned),
+        ..record(id, at)
+    };
+    let refused = |id: &str, failure: &str| Record {
+        outcome: Outcome::Failed,
+        failure: Some(failure.into()),
+        cost_micros: 0,
+        ..key(id, Some("key_b"), SINCE + 20)
+    };
+    let globex = Record {
+        tenant: Some("globex".into()),
+        ..key("g", None, SINCE + 5)
+    };
+    let none = Record {
+        tenant: None,
+        ..key("n", None, SINCE + 6)
+    };
+    let records = [
+        key("a1", Some("key_a"), SINCE + 1),
+        key("a2", Some("key_a"), SINCE + 2),
+        key("b1", Some("key_b"), SINCE + 3),
+        refused("b2", "budget"),
+        refused("b3", "no_capacity"),
+        refused("b4", "server_error"),
+        globex,
+        none,
+        key("late", Some("key_a"), SINCE + HOUR),
+    ];
+    sink.write(&records).await.expect("written");
+    let counts = sink.by_account(SINCE, SINCE + HOUR).await.expect("reads");
+    let seen: Vec<Counted<'_>> = counts
+        .iter()
+        .map(|c| {
+            let (t, k) = (c.tenant.as_deref(), c.key_id.as_deref());
+            (t, k, c.requests, c.limited, c.cost_micros)
+        })
+        .collect();
+    let mut want = vec![
+        (Some("acme"), Some("key_a"), 2, 0, 200),
+        (Some("acme"), Some("key_b"), 4, 2, 100),
+        (Some("globex"), None, 1, 0, 100),
+        (None, None, 1, 0, 100),
+    ];
+    // NULLs sort first in SQLite and last in PostgreSQL: compare as sets.
+    let mut seen = seen;
+    seen.sort();
+    want.sort();
+    assert_eq!(seen, want);
+}
+on_both!(requests_per_tenant_and_key);
+
 /// A NUL in a record's text (a model name a client sent, a provider's error message) neither
 /// fails the batch nor holds up the records after it: PostgreSQL, whose `text` takes no NUL,
 /// stores U+FFFD in its place.

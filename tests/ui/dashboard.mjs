@@ -76,6 +76,11 @@ try {
 
   // The usage records reach the sink in batches: wait for every request sent.
   await page.waitForFunction((n) => document.querySelectorAll("#requests tbody tr td:nth-child(3)").length >= n, WAIT, expect.requests);
+  const today = `${expect.requests} requests, 0 × 429`;
+  const counted = await page
+    .waitForFunction((t, x) => [...document.querySelectorAll("#tenants tbody tr")].some((r) => r.innerText.startsWith(t) && r.innerText.includes(x)), WAIT, expect.tenant, today)
+    .then(() => true, () => false);
+  check(counted, `the tenant's requests today are counted: ${today}`);
   const requests = await rows(page, "requests");
   check(requests.length === expect.requests, `the last requests list the ${expect.requests} sent`);
   check(requests.every((r) => r.includes(expect.tenant) && r.includes(" ok ")), "each names the tenant and its outcome");

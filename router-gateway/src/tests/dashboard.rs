@@ -345,6 +345,26 @@ async fn the_last_requests_and_hourly_series_come_from_the_usage_records() {
         "{starts:?}"
     );
     assert!(starts[2] <= r.router.now_ms() && r.router.now_ms() < starts[2] + 3_600_000);
+    // Requests today per tenant and per key (unless the UTC day turned since they were sent).
+    let first = all["data"][2]["at_ms"].as_u64().unwrap();
+    if first / 86_400_000 == r.router.now_ms() / 86_400_000 {
+        let (_, tenants) = r.admin_get("/admin/v1/tenants").await;
+        let acme = &tenants["data"][0];
+        assert_eq!(acme["name"], "acme", "{tenants}");
+        assert_eq!(acme["today"], json!({"requests": 3, "limited": 0}));
+        let (_, keys) = r.admin_get("/admin/v1/keys").await;
+        let id = &hash_key(ACME)[..12];
+        let row = keys["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id);
+        assert_eq!(
+            row.unwrap()["today"],
+            json!({"requests": 3, "limited": 0}),
+            "{keys}"
+        );
+    }
     let (_, day) = r.admin_get("/admin/v1/series").await;
     assert_eq!(
         day["data"].as_array().unwrap().len(),

@@ -12,7 +12,7 @@ use router_core::keys::KeyRecord;
 use serde::{Deserialize, Serialize};
 
 use super::view::{Create, Rotate, Update, body};
-use super::{admin, answered, audit, changer, conflict, no_key, store_failed};
+use super::{admin, answered, audit, changer, conflict, no_key, store_failed, today};
 use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
@@ -62,25 +62,37 @@ async fn listed(shared: &Shared, headers: &HeaderMap, filter: Filter) -> Answer 
     for record in &listing.records {
         data.push(KeyRow::of(shared, record, now).await?);
     }
+    if let Some(counts) = today::counts(shared).await? {
+        for row in &mut data {
+            let id = Some(row.view.id.as_str());
+            row.today = Some(today::sum(&counts, |c| c.key_id.as_deref() == id));
+        }
+    }
     if let Some(tenant) = &filter.tenant {
         data.retain(|k| &k.view.tenant == tenant);
     }
     Ok(Json(serde_json::json!({ "object": "list", "data": data })).into_response())
 }
 
-/// A key as listed and shown: its view, and for a key with limits of its own, its use against
-/// them and its spend against its budgets.
+/// A key as listed and shown: its view; for a key with limits of its own, its use against them
+/// and its spend against its budgets; in the list, its requests today (with usage records).
 #[derive(Debug, Serialize)]
 struct KeyRow {
     #[serde(flatten)]
     view: KeyView,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<router_state::quota::AccountUse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    today: Option<today::Today>,
 }
 
 impl KeyRow {
     fn plain(view: KeyView) -> Self {
-        KeyRow { view, usage: None }
+        KeyRow {
+            view,
+            usage: None,
+            today: None,
+        }
     }
 
     /// Runtime key `record` at `now`, with what the ledger holds for its own account.
@@ -93,7 +105,11 @@ impl KeyRow {
             None => None,
         };
         let view = KeyView::runtime(record, now);
-        Ok(KeyRow { view, usage })
+        Ok(KeyRow {
+            view,
+            usage,
+            today: None,
+        })
     }
 }
 

@@ -11,6 +11,7 @@ mod keys;
 mod reload;
 mod requests;
 mod tenants;
+mod today;
 mod ui;
 mod view;
 

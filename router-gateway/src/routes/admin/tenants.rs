@@ -1,6 +1,6 @@
 //! `GET /admin/v1/tenants`: every tenant the gateway knows (members of the configuration, and
-//! tenants of keys) with its tier, use against its limits, spend against its budgets, and its
-//! number of working keys.
+//! tenants of keys) with its tier, use against its limits, spend against its budgets, its
+//! number of working keys, and its requests today.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyState;
 use serde::Serialize;
 
-use super::{admin, answered, store_failed};
+use super::{admin, answered, store_failed, today};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::reload::Live;
@@ -22,6 +22,9 @@ struct TenantRow {
     view: router_state::quota::TenantView,
     /// Its keys that work now.
     active_keys: usize,
+    /// Its requests this UTC day (absent without usage records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    today: Option<today::Today>,
 }
 
 pub(super) async fn list(Live(shared): Live, headers: HeaderMap) -> Response {
@@ -45,12 +48,20 @@ async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiErr
         let working = usize::from(record.state(now) == KeyState::Active);
         *keys.entry(&record.tenant).or_default() += working;
     }
+    let counts = today::counts(shared).await?;
     let mut data = Vec::with_capacity(keys.len());
     for (tenant, active_keys) in keys {
+        let today = counts
+            .as_deref()
+            .map(|c| today::sum(c, |c| c.tenant.as_deref() == Some(tenant)));
         let view = router_state::quota::tenant_view(registry, shared.router.ledger(), tenant)
             .await
             .map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?;
-        data.push(TenantRow { view, active_keys });
+        data.push(TenantRow {
+            view,
+            active_keys,
+            today,
+        });
     }
     Ok(Json(serde_json::json!({ "object": "list", "data": data })).into_response())
 }

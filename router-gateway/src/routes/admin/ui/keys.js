@@ -1,7 +1,7 @@
 // The keys section: the list, and create, rotate and revoke through /admin/v1/keys. A new
 // secret is shown once, in a dialog the user closes; it is never stored by the page.
 import { api, problem, refresh } from "./app.js";
-import { el, fillTable, usage, usd } from "./render.js";
+import { el, fillTable, today, usage, usd } from "./render.js";
 
 function date(secs) {
   return secs ? new Date(secs * 1000).toLocaleString("en-CA", { hour12: false }) : "—";
@@ -68,6 +68,7 @@ export function renderKeys(body) {
       el("td", {}, k.models.length ? k.models.join(", ") : "all"),
       el("td", {}, limitsText(k.limits)),
       k.usage ? usage(k.usage.spend.today_usd, k.usage.spend.daily_budget_usd, "", usd) : el("td", { class: "muted" }, "—"),
+      today(k.today),
       el("td", {}, k.state),
       el("td", {}, k.source === "config" ? "configuration (read-only)" : "runtime"),
       el("td", {}, date(k.created_at)),

@@ -59,6 +59,12 @@ export function usage(used, limit, unit, format = num) {
   return el("td", {}, el("div", { class: "use" }, parts));
 }
 
+/** Requests this UTC day and how many got a 429, from the usage records (`—` without). */
+export function today(t) {
+  if (!t) return el("td", { class: "muted" }, "—");
+  return el("td", {}, `${num(t.requests)} requests, ${num(t.limited)} × 429`);
+}
+
 /** `/admin/v1/deployments`. */
 export function renderDeployments(body) {
   const ledger = body.ledger
@@ -111,7 +117,8 @@ export function renderTenants(body) {
       t.rpm ? usage(t.rpm.used, t.rpm.limit, "rpm") : none("—"),
       t.tpm ? usage(t.tpm.used, t.tpm.limit, "tpm") : none("—"),
       t.concurrency ? usage(t.concurrency.in_flight, t.concurrency.limit, "in flight") : none("—"),
-      el("td", { class: "num" }, num(t.active_keys)));
+      el("td", { class: "num" }, num(t.active_keys)),
+      today(t.today));
   });
   fillTable("tenants", rows, "No tenants: add tenants.members to the configuration, or create a key.");
 }
