@@ -3,7 +3,7 @@
 //! Built from a validated registry. Secrets never enter it: the `state` URL and base URLs are
 //! redacted, and an API key is represented only by whether its variable is set.
 
-use router_core::config::{Lease, Limits, Price, Registry, redact_url};
+use router_core::config::{Lease, Limits, Price, Rates, Registry, redact_url};
 use router_state::store::LedgerChoice;
 use serde::Serialize;
 
@@ -131,13 +131,34 @@ impl std::fmt::Display for LeaseView {
     }
 }
 
-/// USD per million tokens.
+/// USD per million tokens: the base rates, and the bands of long prompts.
 #[derive(Debug, Serialize)]
 pub(crate) struct PriceView {
+    #[serde(flatten)]
+    pub(crate) rates: RatesView,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) above: Vec<TierView>,
+}
+
+/// One band's rates, USD per million tokens; absent cache prices are the input price.
+#[derive(Debug, Serialize)]
+pub(crate) struct RatesView {
     pub(crate) input: f64,
     pub(crate) output: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) cached_input: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_write: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_write_1h: Option<f64>,
+}
+
+/// A band: the rates of prompts above `prompt_tokens`.
+#[derive(Debug, Serialize)]
+pub(crate) struct TierView {
+    pub(crate) prompt_tokens: u64,
+    #[serde(flatten)]
+    pub(crate) rates: RatesView,
 }
 
 /// Limits; `None` is unlimited.
@@ -213,7 +234,7 @@ fn provider(
                     kind: d.kind.as_str(),
                     dimensions: d.dimensions,
                     aliases: d.aliases.clone(),
-                    price: PriceView::from(d.price),
+                    price: PriceView::from(&d.price),
                     limits: LimitsView::from(d.limits),
                     capabilities: d.capabilities.list().iter().map(|c| c.as_str()).collect(),
                     lease: d.lease.map(LeaseView::from),
@@ -235,12 +256,30 @@ impl From<Limits> for LimitsView {
     }
 }
 
-impl From<Price> for PriceView {
-    fn from(p: Price) -> Self {
+impl From<&Price> for PriceView {
+    fn from(p: &Price) -> Self {
         PriceView {
-            input: p.input_per_mtok,
-            output: p.output_per_mtok,
-            cached_input: p.cached_input_per_mtok,
+            rates: RatesView::from(&p.base),
+            above: p
+                .above
+                .iter()
+                .map(|t| TierView {
+                    prompt_tokens: t.prompt_tokens,
+                    rates: RatesView::from(&t.rates),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<&Rates> for RatesView {
+    fn from(r: &Rates) -> Self {
+        RatesView {
+            input: r.input_per_mtok,
+            output: r.output_per_mtok,
+            cached_input: r.cached_input_per_mtok,
+            cache_write: r.cache_write_per_mtok,
+            cache_write_1h: r.cache_write_1h_per_mtok,
         }
     }
 }

@@ -87,7 +87,7 @@ fn base_fixture_is_valid_and_resolves_an_alias_across_providers() {
     assert_eq!(limits.tpm.map(|n| n.get()), Some(150_000));
     assert_eq!(limits.concurrency.map(|n| n.get()), Some(20));
     assert!(registry.deployments[1].limits.is_unlimited());
-    assert_eq!(registry.deployments[0].price.output_per_mtok, 1.10);
+    assert_eq!(registry.deployments[0].price.base.output_per_mtok, 1.10);
 }
 
 #[test]
@@ -242,7 +242,7 @@ fn a_price_that_is_not_a_number_is_named_with_its_value() {
     assert_mentions(&msg, &["test.yaml:13:", "price.input", "got `cheap`"]);
     let registry = Registry::from_yaml_str(&with("input: 0.27", "input: 3"), "test.yaml").unwrap();
     assert_eq!(
-        registry.deployments[0].price.input_per_mtok, 3.0,
+        registry.deployments[0].price.base.input_per_mtok, 3.0,
         "whole-number prices are fine"
     );
 }

@@ -171,7 +171,7 @@ impl Router {
             Admission::Granted(r) => {
                 request.planned.plan.next_reservation();
                 let registry = &self.inner.registry;
-                let price = registry.deployment(r.deployment).price;
+                let price = registry.deployment(r.deployment).price.clone();
                 let accounting = Accounting::of(registry.provider_of(r.deployment).api);
                 let d = r.deployment;
                 let settler = self.inner.settler.clone();

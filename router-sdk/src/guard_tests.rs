@@ -123,7 +123,7 @@ async fn a_settlement_the_ledger_never_takes_is_given_up_with_its_slot_and_count
     let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
         panic!("an empty ledger admits");
     };
-    let price = registry.deployment(DeploymentId(0)).price;
+    let price = registry.deployment(DeploymentId(0)).price.clone();
     let settler = Arc::new(Settler::new(ledger.clone()));
     let guard = Guard::new(settler.clone(), r, price, Accounting::AtArrival, ttl);
     guard.settle_estimate().await;
@@ -149,7 +149,7 @@ async fn a_live_guard_keeps_its_slot_past_the_ttl_and_frees_it_when_dropped() {
     let Ok(Admission::Granted(r)) = ledger.admit(&need, &[DeploymentId(0)]).await else {
         panic!("an empty ledger admits");
     };
-    let price = registry.deployment(DeploymentId(0)).price;
+    let price = registry.deployment(DeploymentId(0)).price.clone();
     let settler = Arc::new(Settler::new(ledger.clone()));
     let guard = Guard::new(settler, r, price, Accounting::AtArrival, ttl);
     for _ in 0..10 {
@@ -178,7 +178,7 @@ async fn one_task_keeps_every_live_slot_a_short_ttl_arriving_later_included() {
     let registry = Registry::from_yaml_str(&yaml, "guard.yaml").unwrap();
     let clock = ManualClock::new(1_800_000_000_000);
     let ledger = Arc::new(MemoryStore::with_clock(&registry, Arc::new(clock.clone())));
-    let price = registry.deployment(DeploymentId(0)).price;
+    let price = registry.deployment(DeploymentId(0)).price.clone();
     let settler = Arc::new(Settler::new(ledger.clone()));
     let mut guards = Vec::new();
     // A long TTL first (the task then sleeps its longest), then a 1 s one, due much sooner.
@@ -190,7 +190,7 @@ async fn one_task_keeps_every_live_slot_a_short_ttl_arriving_later_included() {
         guards.push(Guard::new(
             settler.clone(),
             r,
-            price,
+            price.clone(),
             Accounting::AtArrival,
             ttl,
         ));
@@ -220,7 +220,7 @@ async fn the_renewing_task_ends_with_its_router_without_waiting_for_a_timer() {
     else {
         panic!("an empty ledger admits");
     };
-    let price = registry.deployment(DeploymentId(0)).price;
+    let price = registry.deployment(DeploymentId(0)).price.clone();
     let settler = Arc::new(Settler::new(ledger.clone()));
     let guard = Guard::new(settler.clone(), r, price, Accounting::AtArrival, ttl);
     // The task starts and sleeps until the reservation is due, 200 s from now.

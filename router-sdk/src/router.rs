@@ -338,8 +338,7 @@ impl Router {
             .iter()
             .zip(&plan.estimates)
             .map(|(&d, e)| {
-                let price = registry.deployment(d).price;
-                let cost = price.cost_cached(e.prompt_tokens, e.cached_tokens, e.completion_tokens);
+                let cost = registry.deployment(d).price.bill(&e.billed());
                 (
                     registry.provider_of(d).name.clone(),
                     registry.deployment(d).model.clone(),
@@ -394,6 +393,7 @@ impl Router {
             priority: asked.priority,
             deadline: asked.deadline.unwrap_or(registry.retry.deadline),
             cache_reads: self.cache_reads(asked.prefixes.as_ref(), &usable),
+            writes_cache: asked.prefixes.is_some(),
         };
         let plan = flow::Plan::new(registry, &self.inner.estimator, &usable, ask, self.now_ms());
         Ok(Planned {

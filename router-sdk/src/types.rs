@@ -600,6 +600,14 @@ pub struct Usage {
     /// Of the completion tokens, those spent reasoning.
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`), billed at the model's cache-write prices.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Of the cache writes, those kept for an hour (billed at `cache_write_1h`); the rest are
+    /// kept five minutes.
+    #[serde(default)]
+    pub cache_write_1h_tokens: u64,
 }
 
 impl Usage {
@@ -612,13 +620,17 @@ impl Usage {
         }
     }
 
-    /// The cost in USD at `price`: cached prompt tokens at its cached-input price.
+    /// The cost in USD at `price`: each part of the prompt (plain, read from the cache,
+    /// written to it) at its price, in the band the prompt's size falls in.
     pub fn cost(&self, price: &router_core::config::Price) -> f64 {
-        price.cost_cached(
-            self.prompt_tokens,
-            self.cached_prompt_tokens,
-            self.completion_tokens,
-        )
+        let written_1h = self.cache_write_1h_tokens.min(self.cache_write_tokens);
+        price.bill(&router_core::config::Billed {
+            prompt: self.prompt_tokens,
+            cached: self.cached_prompt_tokens,
+            written: self.cache_write_tokens - written_1h,
+            written_1h,
+            output: self.completion_tokens,
+        })
     }
 
     /// Prompt plus completion, saturating at `u64::MAX`.
@@ -915,10 +927,10 @@ mod tests {
 
     #[test]
     fn cached_prompt_tokens_cost_the_cached_price() {
-        let price = router_core::config::Price {
+        let price = router_core::config::Price::flat(router_core::config::Rates {
             cached_input_per_mtok: Some(0.5),
-            ..router_core::config::Price::new(2.0, 8.0)
-        };
+            ..router_core::config::Rates::new(2.0, 8.0)
+        });
         let usage = Usage {
             cached_prompt_tokens: 600,
             ..Usage::new(1000, 100)

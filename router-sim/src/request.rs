@@ -54,6 +54,7 @@ impl Request {
             priority: Priority::Interactive,
             deadline: registry.retry.deadline,
             cache_reads: Vec::new(),
+            writes_cache: false,
         };
         let plan = Plan::new(registry, estimator, &candidates, ask, now);
         let flow = Flow::new(RetryPolicy::new(registry.retry), &plan);

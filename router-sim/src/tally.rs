@@ -162,8 +162,8 @@ impl Tally {
         let peak = providers.peak(d);
         DeploymentReport {
             name: registry.deployment_name(d),
-            input_per_mtok: deployment.price.input_per_mtok,
-            output_per_mtok: deployment.price.output_per_mtok,
+            input_per_mtok: deployment.price.base.input_per_mtok,
+            output_per_mtok: deployment.price.base.output_per_mtok,
             limits: deployment.limits.into(),
             requests: c.requests,
             prompt_tokens: c.prompt_tokens,

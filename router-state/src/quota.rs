@@ -190,8 +190,8 @@ pub fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
         usage: ScopeView::of(&s.usage),
         cooldown_secs: s.cooldown.map(|c| c.as_secs_f64()),
         price: Price {
-            input_per_mtok: d.price.input_per_mtok,
-            output_per_mtok: d.price.output_per_mtok,
+            input_per_mtok: d.price.base.input_per_mtok,
+            output_per_mtok: d.price.base.output_per_mtok,
         },
         provider_reported: s.reported.map(|r| Reported {
             requests_remaining: r.requests_remaining,

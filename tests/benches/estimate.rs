@@ -128,6 +128,7 @@ fn estimation(c: &mut Criterion) {
                 priority: Priority::Interactive,
                 deadline: Duration::from_secs(60),
                 cache_reads: Vec::new(),
+                writes_cache: false,
             };
             Plan::new(&registry, &estimator, &candidates, ask, 0)
         })

@@ -8,7 +8,7 @@ use crate::cli::ProvidersArgs;
 use crate::config::key_state;
 use crate::context::Context;
 use crate::failure::Failure;
-use crate::view::{ConfigView, LimitsView, ProviderView};
+use crate::view::{ConfigView, LimitsView, ProviderView, RatesView};
 
 /// Load and validate the configuration, then print it on `out`.
 pub(crate) async fn run(
@@ -72,11 +72,18 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         .models
         .iter()
         .any(|m| m.limits.itpm.is_some() || m.limits.otpm.is_some());
-    // A cached-input column only for a provider with a model that sets that price.
-    let cached = p.models.iter().any(|m| m.price.cached_input.is_some());
+    // Cache columns only for a provider with a model that has those prices.
+    let cached = p
+        .models
+        .iter()
+        .any(|m| m.price.rates.cached_input.is_some());
+    let writes = p.models.iter().any(|m| m.price.rates.cache_write.is_some());
     let mut head = row(["model", "aliases", "input $/Mtok"]);
     if cached {
         head.push("cached $/Mtok".to_owned());
+    }
+    if writes {
+        head.extend(row(["write 5m $/Mtok", "write 1h $/Mtok"]));
     }
     head.extend(row(["output $/Mtok", "rpm", "tpm"]));
     if split {
@@ -95,15 +102,16 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         } else {
             m.aliases.join(",")
         };
-        let mut cells = vec![m.name.clone(), aliases, usd(m.price.input)];
+        let r = &m.price.rates;
+        let mut cells = vec![m.name.clone(), aliases, usd(r.input)];
         if cached {
-            cells.push(m.price.cached_input.map_or_else(|| "-".to_owned(), usd));
+            cells.push(r.cached_input.map_or_else(|| "-".to_owned(), usd));
         }
-        cells.extend([
-            usd(m.price.output),
-            limit(m.limits.rpm),
-            limit(m.limits.tpm),
-        ]);
+        if writes {
+            cells.push(r.cache_write.map_or_else(|| "-".to_owned(), usd));
+            cells.push(r.cache_write_1h.map_or_else(|| "-".to_owned(), usd));
+        }
+        cells.extend([usd(r.output), limit(m.limits.rpm), limit(m.limits.tpm)]);
         if split {
             cells.extend([limit(m.limits.itpm), limit(m.limits.otpm)]);
         }
@@ -123,7 +131,39 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         }
         rows.push(cells);
     }
-    write_table(out, &rows)
+    write_table(out, &rows)?;
+    for m in &p.models {
+        for t in &m.price.above {
+            writeln!(
+                out,
+                "  {} above {} prompt tokens: {}",
+                m.name,
+                t.prompt_tokens,
+                rates_line(&t.rates)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `input $6.00, output $22.50, cached $0.60, write 5m $7.50, write 1h $12.00` per million
+/// tokens.
+fn rates_line(r: &RatesView) -> String {
+    let mut parts = vec![
+        format!("input ${}", usd(r.input)),
+        format!("output ${}", usd(r.output)),
+    ];
+    let optional = [
+        ("cached", r.cached_input),
+        ("write 5m", r.cache_write),
+        ("write 1h", r.cache_write_1h),
+    ];
+    for (name, v) in optional {
+        if let Some(v) = v {
+            parts.push(format!("{name} ${}", usd(v)));
+        }
+    }
+    format!("{} per million tokens", parts.join(", "))
 }
 
 fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {

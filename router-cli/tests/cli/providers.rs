@@ -29,6 +29,10 @@ fn providers_lists_the_example_configuration() {
         "30000",
         "otpm",
         "cached $/Mtok",
+        "write 5m $/Mtok",
+        "write 1h $/Mtok",
+        "claude-sonnet-4-5 above 200000 prompt tokens: input $6.00, output $22.50, cached $0.60, \
+         write 5m $7.50, write 1h $12.00 per million tokens",
         "tools,vision,json_schema,reasoning",
         "route auto",
         "[2] tools: true, tier in [pro, enterprise] -> smart",
@@ -69,6 +73,15 @@ fn providers_json_is_one_object_with_every_provider() {
         json["routes"][0]["rules"][1]["when"],
         "prompt_tokens >= 20000"
     );
+    // Every price a model has: Anthropic's cache prices by default, and its long-prompt band.
+    let price = &providers[1]["models"][0]["price"];
+    let want = serde_json::json!({
+        "input": 3.0, "output": 15.0, "cached_input": 0.3, "cache_write": 3.75,
+        "cache_write_1h": 6.0,
+        "above": [{"prompt_tokens": 200000, "input": 6.0, "output": 22.5, "cached_input": 0.6,
+                   "cache_write": 7.5, "cache_write_1h": 12.0}]
+    });
+    assert_eq!(price, &want);
     let sonnet = &providers[1]["models"][0]["limits"];
     assert_eq!(
         (&sonnet["itpm"], &sonnet["otpm"], &sonnet["tpm"]),

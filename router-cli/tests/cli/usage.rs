@@ -276,3 +276,72 @@ async fn chats_leave_records_in_postgres_that_usage_and_check_read() {
     let check = run_async(cmd, 0).await.0;
     assert!(check.contains("$0.005204"), "{check}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_check_reconciles_to_the_micro_dollar_with_cache_writes_and_price_bands() {
+    let server = wiremock::MockServer::start().await;
+    let s = scene_with(
+        &[(
+            "an",
+            "anthropic",
+            server.uri(),
+            "claude-test",
+            3.0,
+            15.0,
+            "rpm: 100",
+        )],
+        TENANTS,
+    );
+    // A band above 3,000 prompt tokens: the cache-write answer's 3,550 are billed at it.
+    let yaml = std::fs::read_to_string(&s.config).unwrap();
+    let banded = "price: { input: 3, output: 15, above: [{ prompt_tokens: 3000, input: 6, \
+                  output: 22.5 }] }";
+    std::fs::write(
+        &s.config,
+        yaml.replace("price: { input: 3, output: 15 }", banded),
+    )
+    .unwrap();
+    let writes = wiremock::ResponseTemplate::new(200)
+        .set_body_raw(fixture("anthropic/cache_writes.json"), "application/json");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(writes)
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let plain = wiremock::ResponseTemplate::new(200)
+        .set_body_raw(fixture("anthropic/ok.json"), "application/json");
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(plain)
+        .mount(&server)
+        .await;
+    for _ in 0..2 {
+        let mut cmd = s.llmroute(&["an"]);
+        cmd.args([
+            "chat",
+            "--tenant",
+            "acme",
+            "--no-stream",
+            "--max-tokens",
+            "1",
+            "-p",
+        ])
+        .arg(s.prompt("Hi"));
+        run_async(cmd, 0).await;
+    }
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    // At the band: 50 x $6, 1,000 x $7.50, 2,000 x $12, 500 x $0.60, 200 x $22.50; below it
+    // (ok.json's 2,009): 21 x $3, 188 x $3.75, 1,800 x $0.30, 393 x $15, per million.
+    let band = 50 * 6 + 1_000 * 15 / 2 + 2_000 * 12 + 500 * 6 / 10 + 200 * 45 / 2;
+    let base = 21 * 3 + 188 * 15 / 4 + 1_800 * 3 / 10 + 393 * 15;
+    let cost = v["totals"]["cost_micros"].as_u64();
+    assert_eq!(cost, Some(band + base), "{v}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["usage", "--check"]);
+    let check = run_async(cmd, 0).await.0;
+    assert!(
+        check.contains("ok: every tenant's records add up"),
+        "{check}"
+    );
+}

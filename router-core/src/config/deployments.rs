@@ -3,7 +3,8 @@
 
 use super::capabilities::Capabilities;
 use super::kind::ModelKind;
-use super::values::{Api, DeploymentId, Lease, Limits, Price, ProviderId};
+use super::price::Price;
+use super::values::{Api, DeploymentId, Lease, Limits, ProviderId};
 
 /// One provider account: where to reach it, how to authenticate, its provider-wide limits.
 #[derive(Debug, Clone, PartialEq)]

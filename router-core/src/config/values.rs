@@ -1,4 +1,4 @@
-//! The leaf values of a validated configuration: wire formats, limits, prices, ids, leases,
+//! The leaf values of a validated configuration: wire formats, limits, ids, leases,
 //! request defaults and retry settings. Each is checked once, when the configuration becomes a
 //! [`Registry`](super::Registry); nothing here knows the raw file or the checks.
 
@@ -63,45 +63,6 @@ impl Limits {
     }
 }
 
-/// Price of a model in USD per million tokens. All are positive and finite, but for an embedding
-/// model's output price, which may be 0 (it writes no output tokens).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Price {
-    /// USD per million prompt (input) tokens.
-    pub input_per_mtok: f64,
-    /// USD per million completion (output) tokens.
-    pub output_per_mtok: f64,
-    /// USD per million prompt tokens read from the provider's prompt cache; `None`: the input
-    /// price.
-    pub cached_input_per_mtok: Option<f64>,
-}
-
-impl Price {
-    /// A price with no cached-input price.
-    pub fn new(input_per_mtok: f64, output_per_mtok: f64) -> Self {
-        Self {
-            input_per_mtok,
-            output_per_mtok,
-            cached_input_per_mtok: None,
-        }
-    }
-
-    /// Cost in USD of `input` prompt tokens and `output` completion tokens.
-    pub fn cost(&self, input: u64, output: u64) -> f64 {
-        self.cost_cached(input, 0, output)
-    }
-
-    /// Cost in USD of `input` prompt tokens, `cached` of them read from the prompt cache, and
-    /// `output` completion tokens.
-    pub fn cost_cached(&self, input: u64, cached: u64, output: u64) -> f64 {
-        let cached = cached.min(input);
-        let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
-        ((input - cached) as f64 * self.input_per_mtok
-            + cached as f64 * cached_price
-            + output as f64 * self.output_per_mtok)
-            / 1_000_000.0
-    }
-}
 /// Index of a provider in [`Registry::providers`](super::Registry::providers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProviderId(pub usize);

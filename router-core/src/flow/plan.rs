@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{DeploymentId, ModelKind, Registry};
+use crate::config::{Billed, DeploymentId, ModelKind, Registry};
 use crate::estimate::{Accounting, Estimator, PromptSize};
 use crate::ledger::{MAX_SLOT_TTL, Need, Scope, TenantNeed, TenantSpec, usd_to_micros};
 use crate::select;
@@ -53,6 +53,24 @@ pub struct Estimate {
     /// ([`Ask::cache_reads`]): priced at the cached-input price, and left out of
     /// `counted_prompt` where the limiter does not count them.
     pub cached_tokens: u64,
+    /// Of the prompt tokens, those expected to be written to the provider's cache: for a
+    /// request that marks prefixes to cache ([`Ask::writes_cache`]), all it does not read from
+    /// it (an upper bound: the part after the last marker is not written). Priced at the
+    /// cache-write price, which is the input price where the provider bills no writes.
+    pub cache_write_tokens: u64,
+}
+
+impl Estimate {
+    /// What the estimate is billed as.
+    pub fn billed(&self) -> Billed {
+        Billed {
+            prompt: self.prompt_tokens,
+            cached: self.cached_tokens,
+            written: self.cache_write_tokens,
+            written_1h: 0,
+            output: self.completion_tokens,
+        }
+    }
 }
 
 /// The most tokens a request's prompt, or its output, is counted as: no model reads or writes
@@ -85,6 +103,9 @@ pub struct Ask {
     /// recorded for the prompt's prefix ([`PromptCache`](crate::prompt_cache::PromptCache));
     /// a candidate not listed reads none.
     pub cache_reads: Vec<(DeploymentId, u64)>,
+    /// The request marks prompt prefixes to cache: a provider that bills cache writes
+    /// (Anthropic) is expected to write what it does not read.
+    pub writes_cache: bool,
 }
 
 /// One request's plan.
@@ -133,6 +154,11 @@ impl Plan {
                 Accounting::Corrected => prompt_tokens - cached_tokens,
             };
             let counted_prompt = counted_prompt.min(MAX_COUNTED);
+            let cache_write_tokens = if ask.writes_cache {
+                prompt_tokens - cached_tokens
+            } else {
+                0
+            };
             // An embedding model writes nothing: no output reserved, ranked or budgeted.
             if registry.deployment(d).kind == ModelKind::Embedding {
                 return Estimate {
@@ -141,6 +167,7 @@ impl Plan {
                     counted_prompt,
                     counted_output: 0,
                     cached_tokens,
+                    cache_write_tokens: 0,
                 };
             }
             // The model's output cap bounds the expected completion too: without it a small
@@ -155,12 +182,10 @@ impl Plan {
                 counted_prompt,
                 counted_output,
                 cached_tokens,
+                cache_write_tokens,
             }
         };
-        let cost = |d: DeploymentId, e: &Estimate| {
-            let price = registry.deployment(d).price;
-            price.cost_cached(e.prompt_tokens, e.cached_tokens, e.completion_tokens)
-        };
+        let cost = |d: DeploymentId, e: &Estimate| registry.deployment(d).price.bill(&e.billed());
         let ranked: Vec<DeploymentId> =
             select::rank_by_cost(candidates, |d| cost(d, &estimate_of(d)))
                 .into_iter()
@@ -295,6 +320,7 @@ providers:
             priority,
             deadline: Duration::from_secs(30),
             cache_reads: Vec::new(),
+            writes_cache: false,
         }
     }
 

@@ -35,9 +35,13 @@ impl BudgetMicros {
     }
 }
 
-/// `usd` in micro-USD, rounded up (budgets err on the safe side).
+/// `usd` in micro-USD, rounded up (budgets err on the safe side); a float's noise around a whole
+/// micro-dollar (`0.01905` is 19050.000000000004 micro-USD in binary) is not rounded up.
 pub fn usd_to_micros(usd: f64) -> u64 {
-    (usd * 1_000_000.0).ceil().max(0.0) as u64
+    let micros = usd * 1_000_000.0;
+    let whole = micros.round();
+    let exact = (micros - whole).abs() <= 1e-9 + whole.abs() * 1e-12;
+    (if exact { whole } else { micros.ceil() }).max(0.0) as u64
 }
 
 /// An account as the ledger knows it: a name (used in store keys), its limits and budget.
@@ -142,5 +146,20 @@ impl TenantHold {
             .iter()
             .position(|n| scope_of(n) == Scope::Tenant)?;
         self.windows.get(at).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_micro_dollars_stay_whole_and_fractions_round_up() {
+        assert_eq!(usd_to_micros(0.01905), 19_050);
+        assert_eq!(usd_to_micros(19_050.0 / 1e6), 19_050);
+        assert_eq!(usd_to_micros(0.1 + 0.2), 300_000);
+        assert_eq!(usd_to_micros(0.000_000_5), 1);
+        assert_eq!(usd_to_micros(1.000_000_4), 1_000_001);
+        assert_eq!(usd_to_micros(-1.0), 0);
     }
 }

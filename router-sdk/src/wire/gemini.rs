@@ -368,6 +368,8 @@ impl From<UsageJson> for Usage {
                 .saturating_add(u.thoughts_token_count),
             cached_prompt_tokens: u.cached_content_token_count,
             reasoning_tokens: u.thoughts_token_count,
+            cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
         }
     }
 }

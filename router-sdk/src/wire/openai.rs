@@ -339,6 +339,9 @@ impl From<UsageJson> for Usage {
             completion_tokens: completion,
             cached_prompt_tokens: u.prompt_tokens_details.cached_tokens,
             reasoning_tokens: reasoning,
+            // OpenAI-compatible servers bill no cache writes apart.
+            cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
         }
     }
 }

@@ -89,6 +89,7 @@ async fn anthropic_chat_sends_its_headers_and_counts_cache_tokens_as_prompt_but_
         answer.receipt.usage,
         Usage {
             cached_prompt_tokens: 1800,
+            cache_write_tokens: 188,
             ..Usage::new(21 + 188 + 1800, 393)
         }
     );
@@ -162,6 +163,7 @@ async fn anthropic_stream_assigns_cumulative_usage() {
         done.expect("Done").usage,
         Usage {
             cached_prompt_tokens: 100,
+            cache_write_tokens: 10,
             ..Usage::new(135, 15)
         }
     );

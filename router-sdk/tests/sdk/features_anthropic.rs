@@ -324,10 +324,12 @@ async fn cached_prompt_tokens_are_billed_at_the_cached_input_price() {
         usage,
         Usage {
             cached_prompt_tokens: 1800,
+            cache_write_tokens: 188,
             ..Usage::new(2009, 393)
         }
     );
-    let cost = ((2009.0 - 1800.0) * 3.0 + 1800.0 * 0.3 + 393.0 * 15.0) / 1e6;
+    // The 188 written to the cache at Anthropic's five-minute write price: 1.25 times input.
+    let cost = (21.0 * 3.0 + 188.0 * 3.75 + 1800.0 * 0.3 + 393.0 * 15.0) / 1e6;
     assert!(
         (answer.receipt.cost_usd - cost).abs() < 1e-12,
         "{} != {cost}",

@@ -10,6 +10,7 @@ mod features;
 mod features_anthropic;
 mod features_gemini;
 mod features_openai;
+mod prices;
 mod prompt_cache;
 mod replay;
 mod secrets;

@@ -74,8 +74,9 @@ async fn turns_marked_for_caching_reserve_what_itpm_counts_and_fit_where_whole_p
         let expected = if n == 1 { 0 } else { 20_000 };
         assert_eq!(preview.cached_tokens, expected, "turn {n}");
         let answer = w.router.chat(turn(n, true)).await.unwrap();
-        // Cached tokens cost the cached price.
-        let want = (4_000.0 * 3.0 + 20_000.0 * 0.3 + 10.0 * 15.0) / 1e6;
+        // Cached tokens cost the cached price; the 3500 written, Anthropic's five-minute
+        // write price (1.25 times the input price).
+        let want = (500.0 * 3.0 + 3_500.0 * 3.75 + 20_000.0 * 0.3 + 10.0 * 15.0) / 1e6;
         assert!((answer.receipt.cost_usd - want).abs() < 1e-12, "turn {n}");
     }
     assert_eq!(w.in_flight().await, 0);

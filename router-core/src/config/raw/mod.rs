@@ -291,6 +291,29 @@ pub(crate) struct RawPrice {
     pub(crate) output: Option<At<Number>>,
     #[serde(default)]
     pub(crate) cached_input: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cache_write: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cache_write_1h: Option<At<Number>>,
+    /// Higher bands for long prompts.
+    #[serde(default)]
+    pub(crate) above: Option<At<Vec<At<RawPriceTier>>>>,
+}
+
+/// One entry of `price.above`: the prices of prompts longer than `prompt_tokens`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPriceTier {
+    pub(crate) prompt_tokens: At<Number>,
+    pub(crate) input: At<Number>,
+    #[serde(default)]
+    pub(crate) output: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cached_input: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cache_write: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) cache_write_1h: Option<At<Number>>,
 }
 
 /// `tenants:`.

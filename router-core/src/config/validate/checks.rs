@@ -7,12 +7,11 @@ use crate::config::base_url::check_base_url;
 use crate::config::capabilities::{Capabilities, Capability};
 use crate::config::deployments::Models;
 use crate::config::error::ConfigError;
-use crate::config::kind::ModelKind;
-use crate::config::raw::{At, Number, RawLimits, RawPrice};
+use crate::config::raw::{At, Number, RawLimits};
 use crate::config::routes::Routes;
 use crate::config::state::{StateValue, check_redis_url, nodes_to_url};
 use crate::config::tenants::{NOT_IN_HASH_TAG, tenant_name_problem};
-use crate::config::values::{Api, Limits, Price};
+use crate::config::values::{Api, Limits};
 use crate::flow::Priority;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
@@ -224,47 +223,6 @@ impl Ctx<'_> {
                 )
             };
             self.invalid(field, line(value), msg)
-        })
-    }
-
-    /// `price:` in USD per million tokens, positive and finite. A chat model's needs `output`;
-    /// an embedding model writes no output tokens, so its `output` may be absent or 0.
-    pub(crate) fn price(
-        &self,
-        base: &str,
-        raw: &At<RawPrice>,
-        kind: ModelKind,
-    ) -> Result<Price, ConfigError> {
-        let one = |key: &str, value: &At<Number>, zero: bool| {
-            let usd = value.value.as_f64().filter(|x| x.is_finite());
-            if let Some(usd) = usd.filter(|&x| x > 0.0 || (zero && x == 0.0)) {
-                return Ok(usd);
-            }
-            let least = if zero { "a non-negative" } else { "a positive" };
-            let msg = format!(
-                "must be {least}, finite price in USD per million tokens, got {}; \
-                 write the provider's list price, e.g. 0.27",
-                value.value
-            );
-            Err(self.invalid(&format!("{base}.price.{key}"), line(value), msg))
-        };
-        let embedding = kind == ModelKind::Embedding;
-        let output = match &raw.value.output {
-            Some(v) => one("output", v, embedding)?,
-            None if embedding => 0.0,
-            None => {
-                let msg = "missing; a chat model's price needs `input` and `output`, e.g. \
-                           `{ input: 0.27, output: 1.10 }` (only an embedding model may leave \
-                           `output` out)";
-                let field = format!("{base}.price.output");
-                return Err(self.invalid(&field, line(raw), msg.to_owned()));
-            }
-        };
-        let cached = raw.value.cached_input.as_ref();
-        Ok(Price {
-            input_per_mtok: one("input", &raw.value.input, false)?,
-            output_per_mtok: output,
-            cached_input_per_mtok: cached.map(|v| one("cached_input", v, false)).transpose()?,
         })
     }
 

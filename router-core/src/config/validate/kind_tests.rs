@@ -51,15 +51,15 @@ fn kind_embedding_makes_an_embedding_model_without_capabilities_or_output_price(
     assert_eq!(embed.kind, ModelKind::Embedding);
     assert!(embed.capabilities.list().is_empty());
     assert_eq!(embed.dimensions, Some(1536));
-    assert_eq!(embed.price.output_per_mtok, 0.0);
-    assert_eq!(embed.price.input_per_mtok, 0.02);
+    assert_eq!(embed.price.base.output_per_mtok, 0.0);
+    assert_eq!(embed.price.base.input_per_mtok, 0.02);
 }
 
 #[test]
 fn an_embedding_capability_makes_an_embedding_model_and_an_output_price_of_zero_is_taken() {
     let r = load("{ name: te3, capabilities: [embedding], price: { input: 0.02, output: 0 } }");
     assert_eq!(r.deployments[1].kind, ModelKind::Embedding);
-    assert_eq!(r.deployments[1].price.output_per_mtok, 0.0);
+    assert_eq!(r.deployments[1].price.base.output_per_mtok, 0.0);
     let both =
         load("{ name: te3, kind: embedding, capabilities: [embedding], price: { input: 1 } }");
     assert_eq!(both.deployments[1].kind, ModelKind::Embedding);
@@ -181,6 +181,7 @@ fn an_embedding_model_is_planned_with_no_output() {
         priority: Priority::Interactive,
         deadline: Duration::from_secs(10),
         cache_reads: Vec::new(),
+        writes_cache: false,
     };
     let d = r.resolve("te3")[0];
     let plan = Plan::new(&r, &estimator, &[d], ask, 0);

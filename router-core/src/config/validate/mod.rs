@@ -26,6 +26,7 @@ mod checks;
 mod gateway;
 mod kind;
 mod ledger;
+mod price;
 mod providers;
 mod routes;
 mod tenants;

@@ -131,7 +131,7 @@ fn deployment(
     Ok(Deployment {
         provider,
         aliases,
-        price: ctx.price(path, &raw.price, kind)?,
+        price: super::price::price(ctx, path, &raw.price, kind, api)?,
         limits,
         max_output_tokens,
         capabilities,

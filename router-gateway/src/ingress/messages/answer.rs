@@ -31,14 +31,27 @@ pub(super) fn stop_reason(reason: Option<&FinishReason>) -> Value {
     .into()
 }
 
-/// Usage as Anthropic counts it: `input_tokens` leaves out the tokens read from the cache.
+/// Usage as Anthropic counts it: `input_tokens` leaves out the tokens read from and written to
+/// the cache, and the writes are split by how long they are kept.
 pub(super) fn usage(u: &Usage) -> Value {
-    json!({
-        "input_tokens": u.prompt_tokens.saturating_sub(u.cached_prompt_tokens),
+    let cached = u.cached_prompt_tokens;
+    let written = u
+        .cache_write_tokens
+        .min(u.prompt_tokens.saturating_sub(cached));
+    let hour = u.cache_write_1h_tokens.min(written);
+    let mut usage = json!({
+        "input_tokens": u.prompt_tokens.saturating_sub(cached).saturating_sub(written),
         "output_tokens": u.completion_tokens,
-        "cache_read_input_tokens": u.cached_prompt_tokens,
-        "cache_creation_input_tokens": 0,
-    })
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": written,
+    });
+    if written > 0 {
+        usage["cache_creation"] = json!({
+            "ephemeral_5m_input_tokens": written - hour,
+            "ephemeral_1h_input_tokens": hour,
+        });
+    }
+    usage
 }
 
 /// A thought as its block, when Anthropic wrote it (no other provider's thinking can come back

@@ -277,6 +277,20 @@ fn a_whole_answer_is_anthropics_message() {
     assert_eq!(got, want);
 }
 
+#[test]
+fn cache_writes_are_given_back_as_anthropic_reports_them() {
+    let usage = Usage {
+        cached_prompt_tokens: 500,
+        cache_write_tokens: 3_000,
+        cache_write_1h_tokens: 2_000,
+        ..Usage::new(3_550, 200)
+    };
+    let want = json!({"input_tokens": 50, "output_tokens": 200,
+        "cache_read_input_tokens": 500, "cache_creation_input_tokens": 3000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000}});
+    assert_eq!(super::answer::usage(&usage), want);
+}
+
 /// The `(event name, data)` of every event `chunks` make.
 fn events(chunks: Vec<ChatChunk>) -> Vec<(&'static str, Value)> {
     let mut writer = Messages::events(at(), false, ());

@@ -42,11 +42,7 @@ fn running(registry: &Registry) -> Value {
             json!({
                 "name": registry.deployment_name(id),
                 "aliases": d.aliases,
-                "price": {
-                    "input_per_mtok": d.price.input_per_mtok,
-                    "output_per_mtok": d.price.output_per_mtok,
-                    "cached_input_per_mtok": d.price.cached_input_per_mtok,
-                },
+                "price": price(&d.price),
                 "limits": limits(&d.limits),
             })
         })
@@ -101,4 +97,29 @@ fn limits(limits: &Limits) -> Value {
         .into_iter()
         .filter_map(|(name, v)| v.map(|v| (name.to_owned(), json!(v.get()))));
     Value::Object(set.collect())
+}
+
+/// A price: the base rates, and each band of long prompts with its own.
+fn price(p: &router_core::config::Price) -> Value {
+    let rates = |r: &router_core::config::Rates| {
+        json!({
+            "input_per_mtok": r.input_per_mtok,
+            "output_per_mtok": r.output_per_mtok,
+            "cached_input_per_mtok": r.cached_input_per_mtok,
+            "cache_write_per_mtok": r.cache_write_per_mtok,
+            "cache_write_1h_per_mtok": r.cache_write_1h_per_mtok,
+        })
+    };
+    let mut out = rates(&p.base);
+    let above: Vec<Value> = p
+        .above
+        .iter()
+        .map(|t| {
+            let mut band = rates(&t.rates);
+            band["prompt_tokens"] = json!(t.prompt_tokens);
+            band
+        })
+        .collect();
+    out["above"] = json!(above);
+    out
 }

@@ -143,7 +143,17 @@ pub(super) struct UsageJson {
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
     #[serde(default, deserialize_with = "nullable")]
+    cache_creation: CacheCreation,
+    #[serde(default, deserialize_with = "nullable")]
     output_tokens_details: OutputDetails,
+}
+
+/// `usage.cache_creation`: the cache writes by how long they are kept, together
+/// `cache_creation_input_tokens`.
+#[derive(Deserialize, Default, Debug, Clone, Copy)]
+struct CacheCreation {
+    ephemeral_5m_input_tokens: Option<u64>,
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 /// `usage.output_tokens_details`: the thinking tokens, already counted in `output_tokens`.
@@ -167,6 +177,14 @@ impl UsageJson {
                 newer.cache_read_input_tokens,
             ),
             (
+                &mut self.cache_creation.ephemeral_5m_input_tokens,
+                newer.cache_creation.ephemeral_5m_input_tokens,
+            ),
+            (
+                &mut self.cache_creation.ephemeral_1h_input_tokens,
+                newer.cache_creation.ephemeral_1h_input_tokens,
+            ),
+            (
                 &mut self.output_tokens_details.thinking_tokens,
                 newer.output_tokens_details.thinking_tokens,
             ),
@@ -180,12 +198,20 @@ impl UsageJson {
 
     /// Prompt = input + cache creation + cache read, saturating: a sum past `u64` is far above
     /// the plausibility bound the wire layer checks next. Reasoning = the thinking tokens, for
-    /// the record only: `output_tokens` already counts them.
+    /// the record only: `output_tokens` already counts them. Cache writes are
+    /// `cache_creation_input_tokens` (or, without it, the sum of its breakdown); the hour-long
+    /// ones are the breakdown's `ephemeral_1h_input_tokens`, the rest five-minute ones.
     pub(super) fn usage(&self) -> Usage {
         let n = |v: Option<u64>| v.unwrap_or(0);
+        let split = self.cache_creation;
+        let by_split =
+            n(split.ephemeral_5m_input_tokens).saturating_add(n(split.ephemeral_1h_input_tokens));
+        let written = self.cache_creation_input_tokens.unwrap_or(by_split);
         Usage {
+            cache_write_tokens: written,
+            cache_write_1h_tokens: n(split.ephemeral_1h_input_tokens).min(written),
             prompt_tokens: n(self.input_tokens)
-                .saturating_add(n(self.cache_creation_input_tokens))
+                .saturating_add(written)
                 .saturating_add(n(self.cache_read_input_tokens)),
             completion_tokens: n(self.output_tokens),
             cached_prompt_tokens: n(self.cache_read_input_tokens),

@@ -146,9 +146,39 @@ fn response_usage_counts_cache_as_prompt() {
     let prompt = 21 + 188 + 1800;
     let usage = Usage {
         cached_prompt_tokens: 1800,
+        cache_write_tokens: 188,
         ..Usage::new(prompt, 393)
     };
     assert_eq!(got.usage, Some(usage));
+}
+
+#[test]
+fn cache_writes_are_read_with_their_five_minute_and_hour_long_parts() {
+    let body = include_bytes!("../../../tests/fixtures/anthropic/cache_writes.json");
+    let got = parse_response(body, None).unwrap();
+    let usage = Usage {
+        cached_prompt_tokens: 500,
+        cache_write_tokens: 3000,
+        cache_write_1h_tokens: 2000,
+        ..Usage::new(50 + 3000 + 500, 200)
+    };
+    assert_eq!(got.usage, Some(usage));
+    // Only the breakdown: the writes are its sum. A delta without it keeps the start's.
+    let mut s = Stream::default();
+    let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":10,
+        "cache_creation":{"ephemeral_5m_input_tokens":30,"ephemeral_1h_input_tokens":40},
+        "output_tokens":1}}}"#;
+    s.event("message_start", start).unwrap();
+    let delta = r#"{"type":"message_delta","delta":{},"usage":{"output_tokens":7}}"#;
+    let usage = Usage {
+        cache_write_tokens: 70,
+        cache_write_1h_tokens: 40,
+        ..Usage::new(80, 7)
+    };
+    assert_eq!(
+        s.event("message_delta", delta).unwrap(),
+        [StreamEvent::Usage(usage)]
+    );
 }
 
 #[test]
@@ -166,10 +196,11 @@ fn finish_reasons() {
     }
 }
 
-/// `usage` with the stream fixture's 100 cache-read tokens.
+/// `usage` with the stream fixture's 100 cache-read and 10 cache-write tokens.
 fn cached(usage: Usage) -> Usage {
     Usage {
         cached_prompt_tokens: 100,
+        cache_write_tokens: 10,
         ..usage
     }
 }
