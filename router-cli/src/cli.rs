@@ -98,4 +98,8 @@ pub(crate) struct ProvidersArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Check each deployment's key and model with its provider's model endpoint (free: no
+    /// prompt is sent); exit 4 when one fails
+    #[arg(long)]
+    pub(crate) check: bool,
 }

@@ -20,6 +20,7 @@
 mod app;
 mod auth;
 mod body;
+mod calls;
 mod cut;
 mod errors;
 mod inbound;

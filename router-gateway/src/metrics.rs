@@ -96,28 +96,14 @@ pub(crate) struct Metrics {
     usage_records: Family<ToLabels, Counter>,
     usage_sink_down: Gauge,
     config_reloads: Family<ResultLabels, Counter>,
-    /// Why this instance last put each deployment in cooldown, by `provider/model`: for the
-    /// dashboard (`/admin/v1/deployments`).
-    cooldown_causes: std::sync::Mutex<std::collections::HashMap<String, CooldownCause>>,
+    /// Each deployment's last call and cooldown cause, for the dashboard and readiness.
+    pub(crate) calls: crate::calls::Calls,
 }
 
 /// How a reload ended.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
-}
-
-/// The failed call that last put a deployment in cooldown.
-#[derive(Debug, Clone)]
-pub(crate) struct CooldownCause {
-    /// Its failure kind (`rate_limited`, `overloaded`, `server_error`, ...).
-    pub(crate) kind: String,
-    /// The provider's HTTP status, when it answered.
-    pub(crate) status: Option<u16>,
-    /// The cooldown put.
-    pub(crate) cooldown: Duration,
-    /// When.
-    pub(crate) at: std::time::Instant,
 }
 
 /// Where usage records went.
@@ -168,7 +154,7 @@ impl Metrics {
             usage_records: Family::default(),
             usage_sink_down: Gauge::default(),
             config_reloads: Family::default(),
-            cooldown_causes: Default::default(),
+            calls: Default::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -347,30 +333,11 @@ impl Metrics {
             if status == Some(429) {
                 self.upstream_429.get_or_create(&labels).inc();
             }
-            if let Some(cooldown) = cooled {
+            if cooled.is_some() {
                 self.cooldowns.get_or_create(&labels).inc();
-                let cause = CooldownCause {
-                    kind: outcome.to_owned(),
-                    status,
-                    cooldown,
-                    at: std::time::Instant::now(),
-                };
-                let mut causes = self
-                    .cooldown_causes
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                causes.insert(labels.deployment, cause);
             }
+            self.calls.seen(&labels.deployment, outcome, status, cooled);
         }
-    }
-
-    /// Why this instance last put `deployment` (`provider/model`) in cooldown, if it did.
-    pub(crate) fn cooldown_cause(&self, deployment: &str) -> Option<CooldownCause> {
-        let causes = self
-            .cooldown_causes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        causes.get(deployment).cloned()
     }
 
     /// The metrics as OpenMetrics text, with each deployment's headroom read from the ledger

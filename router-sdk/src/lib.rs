@@ -201,6 +201,7 @@
 mod account;
 mod asked;
 mod chat;
+mod check;
 mod count;
 mod drive;
 mod embed;
@@ -219,6 +220,7 @@ mod transport;
 pub mod types;
 pub(crate) mod wire;
 
+pub use check::{CheckOutcome, DeploymentCheck};
 pub use count::{CountedBy, TokenCount};
 pub use embedding::{EmbedInput, EmbedRequest, EmbedResponse, base64_f32};
 pub use error::{Break, Error};

@@ -377,3 +377,71 @@ fn a_base_url_the_client_cannot_send_to_is_refused_at_load_with_file_and_line() 
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_check_asks_the_free_model_endpoint_and_exits_4_when_a_deployment_fails() {
+    let server = wiremock::MockServer::start().await;
+    let list = serde_json::json!({"object": "list", "data": [{"id": "gpt-test"}]});
+    wiremock::Mock::given(wiremock::matchers::method("GET"))
+        .and(wiremock::matchers::path("/v1/models"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(list))
+        .mount(&server)
+        .await;
+    // A check sends no prompt.
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let base = format!("{}/v1", server.uri());
+    let oa = (
+        "oa",
+        "openai",
+        base.clone(),
+        "gpt-test",
+        2.0,
+        8.0,
+        "rpm: 100",
+    );
+    let s = scene_with(std::slice::from_ref(&oa), "");
+    let mut cmd = s.llmroute(&["oa"]);
+    cmd.args(["providers", "--check"]);
+    let (out, _) = run_async(cmd, 0).await;
+    assert!(
+        out.contains("oa/gpt-test") && out.contains("ok: the key works"),
+        "{out}"
+    );
+
+    // Another provider without its key set, and a model the first does not list.
+    let missing = ("oa2", "openai", base, "gpt-gone", 2.0, 8.0, "rpm: 100");
+    let an = (
+        "an",
+        "anthropic",
+        server.uri(),
+        "claude-test",
+        3.0,
+        15.0,
+        "rpm: 100",
+    );
+    let s = scene_with(&[oa, missing, an], "");
+    let mut cmd = s.llmroute(&["oa", "oa2"]);
+    cmd.args(["providers", "--check", "--json"]);
+    let (out, err) = run_async(cmd, 4).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let status: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["ok", "model_missing", "no_key"], "{out}");
+    assert_eq!(v["checks"][2]["variable"], "AN_KEY");
+    assert!(
+        err.contains("2 of 3 deployments failed their check"),
+        "{err}"
+    );
+    assert!(
+        !out.contains("sk-planted") && !err.contains("sk-planted"),
+        "{out}{err}"
+    );
+}

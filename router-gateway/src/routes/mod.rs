@@ -9,12 +9,13 @@ mod embeddings;
 mod models;
 mod options;
 mod quota;
+mod ready;
 mod relay;
 mod usage;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::errors::ApiError;
@@ -26,6 +27,7 @@ pub(crate) use count_tokens::count_tokens;
 pub(crate) use embeddings::embeddings;
 pub(crate) use models::{model, models};
 pub(crate) use quota::{quota, state_of};
+pub(crate) use ready::ready;
 pub(crate) use usage::usage;
 
 /// A path no route has: 404 naming it and the paths served.
@@ -101,20 +103,6 @@ pub(crate) async fn render_metrics(Live(shared): Live) -> Response {
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     response
-}
-
-pub(crate) async fn ready(Live(shared): Live) -> Response {
-    match shared.router.ledger().snapshot(&[]).await {
-        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness: the ledger does not answer");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the ledger does not answer\n",
-            )
-                .into_response()
-        }
-    }
 }
 
 /// Seconds since the Unix epoch, for `created`.

@@ -256,6 +256,7 @@ mod hardening;
 mod key_limits;
 mod lifecycle;
 mod messages;
+mod ready;
 mod refusals;
 mod reload;
 mod reports;

@@ -30,6 +30,12 @@ impl WireFormat for Gemini {
         secret_header("x-goog-api-key", "", key)
     }
 
+    /// `models.get`.
+    fn model_url(&self, base: &str, model: &str) -> (String, super::Lookup) {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        (format!("{base}/models/{model}"), super::Lookup::Itself)
+    }
+
     fn body(&self, _target: &Target<'_>, req: &ChatRequest, _stream: bool) -> Value {
         body(req)
     }

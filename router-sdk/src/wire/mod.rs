@@ -48,6 +48,9 @@ const EXCERPT_MAX: usize = 300;
 pub(crate) trait WireFormat: Send + Sync {
     /// The endpoint for `model` at `base` (no trailing `/`).
     fn url(&self, base: &str, model: &str, stream: bool) -> String;
+    /// The free endpoint that says whether `model` exists at `base` for a key (no prompt is
+    /// sent), and how its answer says so.
+    fn model_url(&self, base: &str, model: &str) -> (String, Lookup);
     /// The auth header carrying `key`, marked sensitive; `None` if the key cannot be a header.
     fn auth(&self, key: &ApiKey) -> Option<(HeaderName, HeaderValue)>;
     /// Fixed headers the API requires besides content type and auth.
@@ -70,6 +73,15 @@ pub(crate) trait WireFormat: Send + Sync {
     fn exhausted_reset(&self, _headers: &HeaderMap, _now: SystemTime) -> Option<Duration> {
         None
     }
+}
+
+/// How a model endpoint's 200 answer says the model exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The endpoint is the model's own: a 200 is the model.
+    Itself,
+    /// The endpoint lists models: the model is listed in `data[].id`.
+    Listed,
 }
 
 /// The wire format of `api`: the one place that asks which provider this is.

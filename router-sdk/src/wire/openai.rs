@@ -47,6 +47,11 @@ impl WireFormat for OpenAi {
         secret_header("authorization", "Bearer ", key)
     }
 
+    /// The list every OpenAI-compatible server has (not every one serves a model by id).
+    fn model_url(&self, base: &str, _model: &str) -> (String, super::Lookup) {
+        (format!("{base}/models"), super::Lookup::Listed)
+    }
+
     fn body(&self, target: &Target<'_>, req: &ChatRequest, stream: bool) -> Value {
         // OpenAI's own API (and its regional hosts) takes `max_completion_tokens` for every
         // model, and its reasoning models nothing else; other servers may know only

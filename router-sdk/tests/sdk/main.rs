@@ -3,6 +3,7 @@
 
 mod adapters;
 mod chaos;
+mod check;
 mod embeddings;
 mod failover;
 mod faults;

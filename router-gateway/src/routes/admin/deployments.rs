@@ -55,7 +55,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiErr
             let name = registry.deployment_name(id);
             let cooldown_cause = row
                 .cooldown_secs
-                .and_then(|_| shared.metrics.cooldown_cause(&name))
+                .and_then(|_| shared.metrics.calls.cooldown_cause(&name))
                 .map(|c| Cause {
                     kind: c.kind,
                     status: c.status,

@@ -56,6 +56,11 @@ impl WireFormat for Anthropic {
         secret_header("x-api-key", "", key)
     }
 
+    /// `GET /v1/models/{model}`: a model id or alias.
+    fn model_url(&self, base: &str, model: &str) -> (String, super::Lookup) {
+        (format!("{base}/v1/models/{model}"), super::Lookup::Itself)
+    }
+
     fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
         &[("anthropic-version", VERSION)]
     }

@@ -1,4 +1,7 @@
-//! `llmroute providers`: print the validated configuration, as text or one JSON object.
+//! `llmroute providers`: print the validated configuration, as text or one JSON object; with
+//! `--check`, check each deployment's key and model.
+
+mod check;
 
 use std::io::{self, Write};
 
@@ -17,6 +20,9 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let loaded = ctx.load()?;
+    if args.check {
+        return check::run(loaded.registry, args.json, out).await;
+    }
     let view = ConfigView::new(&loaded, key_state);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &view).map_err(|e| Failure::output(e.into()))?;
