@@ -1427,3 +1427,25 @@ fn a_provider_name_with_a_slash_or_a_comma_is_refused() {
         );
     }
 }
+
+#[test]
+fn usage_retain_days_is_read_and_a_bad_one_names_what_to_write() {
+    let yaml = |days: &str| {
+        with(
+            "namespace: demo\n",
+            &format!("namespace: demo\nusage:\n  sink: sqlite\n  retain_days: {days}\n"),
+        )
+    };
+    let registry = Registry::from_yaml_str(&yaml("90"), "test.yaml").unwrap();
+    assert_eq!(registry.usage.as_ref().unwrap().retain_days, Some(90));
+    for bad in ["0", "-3", "1.5", "9999"] {
+        assert_mentions(
+            &error_of(&yaml(bad)),
+            &[
+                "usage.retain_days",
+                "1 to 3660",
+                "remove it to keep every record",
+            ],
+        );
+    }
+}

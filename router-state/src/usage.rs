@@ -66,7 +66,11 @@ pub fn open(settings: &UsageSettings, env: &Environment) -> Result<Option<Record
         .spill
         .clone()
         .unwrap_or_else(|| dir.join(SPILL_FILE));
-    Ok(Some(Recorder::start(sink, &spill, Batching::of(settings))))
+    let recorder = Recorder::start(sink, &spill, Batching::of(settings));
+    if let Some(days) = settings.retain_days {
+        recorder.retain_days(days);
+    }
+    Ok(Some(recorder))
 }
 
 /// Opens the sink of `settings` for reports only (`llmroute usage`): no recorder, nothing

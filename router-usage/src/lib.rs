@@ -11,6 +11,7 @@ mod recent;
 mod record;
 mod recorder;
 mod report;
+mod retention;
 mod sink;
 mod spill;
 
@@ -20,6 +21,7 @@ pub use recent::{Hour, MAX_HOURS};
 pub use record::{Outcome, Record};
 pub use recorder::{Batching, Recorder, RecorderStats};
 pub use report::{BudgetUse, Point, Report, Series, parse_instant, report};
+pub use retention::{PRUNE_BATCH, keep_days};
 pub use sink::{PostgresSink, SCHEMA_VERSION, Sink, SqliteSink, UsageError};
 
 /// The default SQLite file's name inside the state directory.

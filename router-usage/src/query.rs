@@ -119,6 +119,20 @@ pub struct Totals {
     pub mean_latency_ms: f64,
     /// Longest latency, ms.
     pub max_latency_ms: u64,
+    /// Latency percentiles, ms (nearest rank: the least latency at least that share of the
+    /// requests took no longer than).
+    pub latency_p50_ms: u64,
+    /// 95th percentile.
+    pub latency_p95_ms: u64,
+    /// 99th percentile.
+    pub latency_p99_ms: u64,
+    /// Time to first token percentiles over the streamed requests that had one, ms; `None`
+    /// without any.
+    pub ttft_p50_ms: Option<u64>,
+    /// 95th percentile.
+    pub ttft_p95_ms: Option<u64>,
+    /// 99th percentile.
+    pub ttft_p99_ms: Option<u64>,
     /// Time waited for capacity, summed, ms.
     pub waited_ms: u64,
 }
@@ -127,28 +141,6 @@ impl Totals {
     /// The cost in USD.
     pub fn cost_usd(&self) -> f64 {
         self.cost_micros as f64 / 1e6
-    }
-
-    /// `self` and `other` together.
-    pub fn add(&mut self, other: &Totals) {
-        let requests = self.requests + other.requests;
-        if requests > 0 {
-            self.mean_latency_ms = (self.mean_latency_ms * self.requests as f64
-                + other.mean_latency_ms * other.requests as f64)
-                / requests as f64;
-        }
-        self.requests = requests;
-        self.ok += other.ok;
-        self.failed += other.failed;
-        self.cancelled += other.cancelled;
-        self.prompt_tokens += other.prompt_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
-        self.cost_micros += other.cost_micros;
-        self.attempts += other.attempts;
-        self.max_latency_ms = self.max_latency_ms.max(other.max_latency_ms);
-        self.waited_ms += other.waited_ms;
     }
 }
 
@@ -192,7 +184,37 @@ const TOTALS: &str = "COUNT(*), \
     CAST(COALESCE(SUM(attempts), 0) AS BIGINT), \
     CAST(COALESCE(AVG(latency_ms), 0) AS DOUBLE PRECISION), \
     CAST(COALESCE(MAX(latency_ms), 0) AS BIGINT), \
-    CAST(COALESCE(SUM(waited_ms), 0) AS BIGINT)";
+    CAST(COALESCE(SUM(waited_ms), 0) AS BIGINT), \
+    CAST(COALESCE(MIN(CASE WHEN rl * 100 >= n * 50 THEN latency_ms END), 0) AS BIGINT), \
+    CAST(COALESCE(MIN(CASE WHEN rl * 100 >= n * 95 THEN latency_ms END), 0) AS BIGINT), \
+    CAST(COALESCE(MIN(CASE WHEN rl * 100 >= n * 99 THEN latency_ms END), 0) AS BIGINT), \
+    CAST(MIN(CASE WHEN first_token_ms IS NOT NULL AND rt * 100 >= nt * 50 \
+        THEN first_token_ms END) AS BIGINT), \
+    CAST(MIN(CASE WHEN first_token_ms IS NOT NULL AND rt * 100 >= nt * 95 \
+        THEN first_token_ms END) AS BIGINT), \
+    CAST(MIN(CASE WHEN first_token_ms IS NOT NULL AND rt * 100 >= nt * 99 \
+        THEN first_token_ms END) AS BIGINT)";
+
+/// The records of a query with, per group, each one's rank by latency (`rl`) and by time to
+/// first token among those that have one (`rt`), and the group's counts of each (`n`, `nt`):
+/// what the percentiles of [`TOTALS`] pick from. One text for SQLite and PostgreSQL (window
+/// functions, both); `{keys}` is the `PARTITION BY` list, or nothing.
+fn ranked(table: &str, filter: &str, keys: &str) -> String {
+    let (by, by_and) = if keys.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (format!("PARTITION BY {keys}"), format!("{keys}, "))
+    };
+    format!(
+        "(SELECT *, \
+         ROW_NUMBER() OVER ({by} ORDER BY latency_ms) AS rl, \
+         COUNT(*) OVER ({by}) AS n, \
+         ROW_NUMBER() OVER (PARTITION BY {by_and}first_token_ms IS NULL ORDER BY first_token_ms) \
+         AS rt, \
+         COUNT(first_token_ms) OVER ({by}) AS nt \
+         FROM {table} WHERE {filter}) AS ranked"
+    )
+}
 
 impl Query {
     /// The SQL over `table` and its parameters, in `dialect`.
@@ -221,14 +243,17 @@ impl Query {
             let p = place(&mut params, Param::Text(model.clone()));
             filter.push_str(&format!(" AND (model = {p} OR model_asked = {p})"));
         }
-        let keys: Vec<&str> = self.by.iter().map(|g| g.expr()).collect();
+        let keys = self
+            .by
+            .iter()
+            .map(|g| g.expr())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let from = ranked(table, &filter, &keys);
         let sql = if keys.is_empty() {
-            format!("SELECT {TOTALS} FROM {table} WHERE {filter}")
+            format!("SELECT {TOTALS} FROM {from}")
         } else {
-            let keys = keys.join(", ");
-            format!(
-                "SELECT {keys}, {TOTALS} FROM {table} WHERE {filter} GROUP BY {keys} ORDER BY {keys}"
-            )
+            format!("SELECT {keys}, {TOTALS} FROM {from} GROUP BY {keys} ORDER BY {keys}")
         };
         (sql, params)
     }
@@ -252,6 +277,7 @@ impl Query {
         }
         let at = |j: usize| self.by.len() + j;
         let int = |j: usize| cells.int(at(j)).map(|v| v.max(0) as u64);
+        let opt = |j: usize| cells.opt_int(at(j)).map(|v| v.map(|v| v.max(0) as u64));
         let totals = Totals {
             requests: int(0)?,
             ok: int(1)?,
@@ -266,6 +292,12 @@ impl Query {
             mean_latency_ms: cells.float(at(10))?,
             max_latency_ms: int(11)?,
             waited_ms: int(12)?,
+            latency_p50_ms: int(13)?,
+            latency_p95_ms: int(14)?,
+            latency_p99_ms: int(15)?,
+            ttft_p50_ms: opt(16)?,
+            ttft_p95_ms: opt(17)?,
+            ttft_p99_ms: opt(18)?,
         };
         Ok(Row {
             key,
@@ -328,25 +360,5 @@ mod tests {
         // 2026-11-29T08:41:54Z
         assert_eq!(label(Group::Day, 1_795_941_714_000), "2026-11-29");
         assert_eq!(label(Group::Hour, 1_795_939_200_000), "2026-11-29 08:00");
-    }
-
-    #[test]
-    fn totals_add_weights_the_mean() {
-        let mut a = Totals {
-            requests: 1,
-            mean_latency_ms: 10.0,
-            max_latency_ms: 10,
-            ..Totals::default()
-        };
-        let b = Totals {
-            requests: 3,
-            mean_latency_ms: 30.0,
-            max_latency_ms: 40,
-            ..Totals::default()
-        };
-        a.add(&b);
-        assert_eq!(a.requests, 4);
-        assert_eq!(a.mean_latency_ms, 25.0);
-        assert_eq!(a.max_latency_ms, 40);
     }
 }

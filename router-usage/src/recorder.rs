@@ -160,6 +160,11 @@ impl Recorder {
     pub fn sink(&self) -> &Sink {
         &self.sink
     }
+
+    /// Keeps the sink to the last `days` days (see [`keep_days`](crate::keep_days)).
+    pub fn retain_days(&self, days: u64) {
+        crate::retention::keep_days(self.sink.clone(), days);
+    }
 }
 
 struct Writer {

@@ -348,7 +348,24 @@ fn totals_of(records: &[&Record]) -> Totals {
         let sum: u64 = records.iter().map(|r| r.latency_ms).sum();
         t.mean_latency_ms = sum as f64 / t.requests as f64;
     }
+    let latencies: Vec<u64> = records.iter().map(|r| r.latency_ms).collect();
+    let [p50, p95, p99] = percentiles(latencies);
+    (t.latency_p50_ms, t.latency_p95_ms, t.latency_p99_ms) =
+        (p50.unwrap_or(0), p95.unwrap_or(0), p99.unwrap_or(0));
+    let firsts: Vec<u64> = records.iter().filter_map(|r| r.first_token_ms).collect();
+    [t.ttft_p50_ms, t.ttft_p95_ms, t.ttft_p99_ms] = percentiles(firsts);
     t
+}
+
+/// The 50th, 95th and 99th percentiles of `values` by nearest rank: the value of rank
+/// ceil(p x n / 100) in ascending order.
+fn percentiles(mut values: Vec<u64>) -> [Option<u64>; 3] {
+    values.sort_unstable();
+    let n = values.len();
+    [50, 95, 99].map(|p| {
+        let rank = (p * n).div_ceil(100);
+        rank.checked_sub(1).and_then(|i| values.get(i).copied())
+    })
 }
 
 fn assert_totals(got: &Totals, want: &Totals, what: &str) {
@@ -450,6 +467,13 @@ async fn query_totals_groups_filters_and_bounds(store: Store) {
         mean_latency_ms: 380.0,
         max_latency_ms: 900,
         waited_ms: 65,
+        // Latencies 100, 200, 300, 400, 900 (sorted): ranks 3, 5 and 5.
+        latency_p50_ms: 300,
+        latency_p95_ms: 900,
+        latency_p99_ms: 900,
+        ttft_p50_ms: Some(40),
+        ttft_p95_ms: Some(40),
+        ttft_p99_ms: Some(40),
     };
     assert_totals(&rows[0].totals, &want, "totals");
     check(&sink, &known, all.clone(), &[(&[], "abcde", None)]).await;
@@ -787,6 +811,82 @@ async fn recent_records_and_hourly_counts(store: Store) {
     assert_eq!(later[0].requests, 0);
 }
 on_both!(recent_records_and_hourly_counts);
+
+/// Latency and time-to-first-token percentiles by nearest rank, per group, in SQL: 100
+/// requests of 1 to 100 ms (the odd ones streamed, their first token at a tenth), split over
+/// two tenants, and an empty period.
+async fn latency_percentiles_per_group(store: Store) {
+    let sink = store.sink();
+    let records: Vec<Record> = (1..=100u64)
+        .map(|ms| Record {
+            tenant: Some(if ms % 4 == 0 { "b" } else { "a" }.into()),
+            latency_ms: ms,
+            first_token_ms: (ms % 2 == 1).then_some(ms / 10),
+            ..record(&format!("r{ms}"), SINCE + ms)
+        })
+        .collect();
+    sink.write(&records).await.expect("written");
+    let all = sink.query(&period(SINCE, UNTIL, &[])).await.expect("reads");
+    let t = &all[0].totals;
+    assert_eq!(
+        (t.latency_p50_ms, t.latency_p95_ms, t.latency_p99_ms),
+        (50, 95, 99)
+    );
+    // First tokens of the 50 odd ones: 0, 0, ..., 9 (ranks 25, 48 and 50).
+    assert_eq!(
+        (t.ttft_p50_ms, t.ttft_p95_ms, t.ttft_p99_ms),
+        (Some(4), Some(9), Some(9))
+    );
+    let rows = sink
+        .query(&period(SINCE, UNTIL, &[Group::Tenant]))
+        .await
+        .expect("reads");
+    for row in &rows {
+        let mine: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.tenant.as_deref() == Some(row.key[0].as_str()))
+            .collect();
+        assert_totals(&row.totals, &totals_of(&mine), &format!("{:?}", row.key));
+    }
+    let none = sink
+        .query(&period(SINCE - 10, SINCE, &[]))
+        .await
+        .expect("reads");
+    let t = &none[0].totals;
+    assert_eq!((t.requests, t.latency_p99_ms, t.ttft_p50_ms), (0, 0, None));
+}
+on_both!(latency_percentiles_per_group);
+
+/// Pruning deletes what ended before the cutoff, over several batches, and nothing after it;
+/// records written between batches stay.
+async fn pruning_deletes_in_batches_only_what_is_past_the_cutoff(store: Store) {
+    let sink = store.sink();
+    let old: Vec<Record> = (0..2_500u64)
+        .map(|i| record(&format!("old{i}"), SINCE + i))
+        .collect();
+    sink.write(&old).await.expect("written");
+    let kept = [record("new1", UNTIL), record("new2", UNTIL + 1)];
+    sink.write(&kept).await.expect("written");
+    let writer = {
+        let sink = store.sink();
+        tokio::spawn(async move { sink.write(&[record("during", UNTIL + 2)]).await })
+    };
+    let deleted = sink.prune(UNTIL).await.expect("pruned");
+    let during = writer.await.expect("the writer ran");
+    during.expect("a write during the prune lands");
+    assert_eq!(deleted, 2_500);
+    assert!(deleted > router_usage::PRUNE_BATCH, "more than one batch");
+    let left: Vec<String> = sink
+        .recent(10)
+        .await
+        .expect("reads")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, ["during", "new2", "new1"]);
+    assert_eq!(sink.prune(UNTIL).await.expect("pruned"), 0);
+}
+on_both!(pruning_deletes_in_batches_only_what_is_past_the_cutoff);
 
 /// A tenant, a key, requests, 429s and cost.
 type Counted<'a> = (Option<&'a str>, Option<&'a str>, u64, u64, u64);

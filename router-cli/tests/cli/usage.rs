@@ -131,6 +131,21 @@ async fn chats_leave_records_that_usage_reports_exports_and_checks() {
     );
     assert!(lines[1].starts_with("gpt-test,ok,3,3,0,0,3351,"), "{csv}");
     assert_eq!(lines.len(), 2, "{csv}");
+    let p99 = lines[0]
+        .split(',')
+        .position(|c| c == "latency_p99_ms")
+        .unwrap();
+    let ttft = lines[0]
+        .split(',')
+        .position(|c| c == "ttft_p50_ms")
+        .unwrap();
+    let cells: Vec<&str> = lines[1].split(',').collect();
+    let max = lines[0]
+        .split(',')
+        .position(|c| c == "max_latency_ms")
+        .unwrap();
+    assert_eq!(cells[p99], cells[max], "the p99 of 3 is the slowest: {csv}");
+    assert_eq!(cells[ttft], "", "no streamed request: {csv}");
 
     let mut cmd = s.llmroute(&[]);
     cmd.args(["usage", "--by", "tenant"]);
@@ -140,6 +155,10 @@ async fn chats_leave_records_that_usage_reports_exports_and_checks() {
         "{table}"
     );
     assert!(table.contains("cost per hour"), "{table}");
+    assert!(
+        table.contains("P95 MS") && table.contains(", p50 "),
+        "{table}"
+    );
     assert!(table.contains("acme") && table.contains('█'), "{table}");
     assert!(table.contains("acme (pro): busiest day"), "{table}");
 

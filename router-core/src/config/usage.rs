@@ -90,6 +90,8 @@ pub struct UsageSettings {
     pub flush: Duration,
     /// How long one write to the sink may take before the batch goes to the spill file.
     pub timeout: Duration,
+    /// Records older than this many days are deleted (in batches, hourly); `None`: kept.
+    pub retain_days: Option<u64>,
 }
 
 impl UsageSettings {
@@ -111,6 +113,7 @@ impl UsageSettings {
             batch: Self::BATCH as usize,
             flush: Duration::from_millis(Self::FLUSH_MS),
             timeout: Duration::from_millis(Self::TIMEOUT_MS),
+            retain_days: None,
         }
     }
 }

@@ -285,6 +285,23 @@ impl PostgresSink {
         self.table("usage_records")
     }
 
+    /// Runs the statement `sql` with `params`; returns the rows it changed.
+    pub(crate) async fn execute(&self, sql: String, params: Vec<Param>) -> Result<u64, UsageError> {
+        let values = boxed(params);
+        let refs: Vec<&(dyn ToSql + Sync)> = values
+            .iter()
+            .map(|v| v.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let mut slot = self.conn.lock().await;
+        self.bounded(async {
+            let conn = self.take(&mut slot).await?;
+            let n = conn.client.execute(&sql, &refs).await?;
+            *slot = Some(conn);
+            Ok(n)
+        })
+        .await
+    }
+
     /// The rows of `sql` with `params`, each read by `decode`.
     pub(crate) async fn select<T>(
         &self,
@@ -292,15 +309,7 @@ impl PostgresSink {
         params: Vec<Param>,
         decode: impl Fn(&dyn Cells) -> Result<T, String>,
     ) -> Result<Vec<T>, UsageError> {
-        let values: Vec<Box<dyn ToSql + Sync + Send>> = params
-            .into_iter()
-            .map(|p| -> Box<dyn ToSql + Sync + Send> {
-                match p {
-                    Param::Int(n) => Box::new(n),
-                    Param::Text(t) => Box::new(t),
-                }
-            })
-            .collect();
+        let values = boxed(params);
         let refs: Vec<&(dyn ToSql + Sync)> = values
             .iter()
             .map(|v| v.as_ref() as &(dyn ToSql + Sync))
@@ -319,6 +328,19 @@ impl PostgresSink {
             .map(|row| decode(&PgCells(row)).map_err(|e| self.error(e)))
             .collect()
     }
+}
+
+/// `params` as PostgreSQL's client takes them.
+fn boxed(params: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
+    params
+        .into_iter()
+        .map(|p| -> Box<dyn ToSql + Sync + Send> {
+            match p {
+                Param::Int(n) => Box::new(n),
+                Param::Text(t) => Box::new(t),
+            }
+        })
+        .collect()
 }
 
 /// `text` as PostgreSQL's `text` takes it: a NUL (which it refuses, failing the whole batch

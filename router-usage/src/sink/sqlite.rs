@@ -68,6 +68,19 @@ impl SqliteSink {
             .await
     }
 
+    /// Runs the statement `sql` with `params`; returns the rows it changed.
+    pub(crate) async fn execute(&self, sql: String, params: Vec<Param>) -> Result<u64, UsageError> {
+        self.blocking(move |conn| {
+            let values = params.iter().map(|p| match p {
+                Param::Int(n) => rusqlite::types::Value::Integer(*n),
+                Param::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            });
+            conn.execute(&sql, params_from_iter(values))
+                .map(|n| n as u64)
+        })
+        .await
+    }
+
     /// The rows of `sql` with `params`, each read by `decode`.
     pub(crate) async fn select<T: Send + 'static>(
         &self,

@@ -47,11 +47,21 @@ pub(crate) fn table(report: &Report, sink: &str, out: &mut dyn Write) -> io::Res
     if t.requests > 0 {
         writeln!(
             out,
-            "latency mean {:.0} ms, max {} ms   {} calls   waited {:.1} s in all",
+            "latency mean {:.0} ms, p50 {} / p95 {} / p99 {} ms, max {} ms   {} calls   waited \
+             {:.1} s in all",
             t.mean_latency_ms,
+            t.latency_p50_ms,
+            t.latency_p95_ms,
+            t.latency_p99_ms,
             t.max_latency_ms,
             t.attempts,
             t.waited_ms as f64 / 1000.0
+        )?;
+    }
+    if let (Some(p50), Some(p95), Some(p99)) = (t.ttft_p50_ms, t.ttft_p95_ms, t.ttft_p99_ms) {
+        writeln!(
+            out,
+            "first token p50 {p50} / p95 {p95} / p99 {p99} ms (streamed requests)"
         )?;
     }
     let costs: Vec<u64> = report.series.points.iter().map(|p| p.cost_micros).collect();
@@ -125,6 +135,12 @@ pub(crate) fn csv(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             "calls",
             "mean_latency_ms",
             "max_latency_ms",
+            "latency_p50_ms",
+            "latency_p95_ms",
+            "latency_p99_ms",
+            "ttft_p50_ms",
+            "ttft_p95_ms",
+            "ttft_p99_ms",
             "waited_ms",
         ]
         .map(str::to_owned),
@@ -145,6 +161,12 @@ pub(crate) fn csv(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             t.attempts.to_string(),
             format!("{:.1}", t.mean_latency_ms),
             t.max_latency_ms.to_string(),
+            t.latency_p50_ms.to_string(),
+            t.latency_p95_ms.to_string(),
+            t.latency_p99_ms.to_string(),
+            optional(t.ttft_p50_ms),
+            optional(t.ttft_p95_ms),
+            optional(t.ttft_p99_ms),
             t.waited_ms.to_string(),
         ]);
         cells.join(",")
@@ -250,6 +272,9 @@ fn header(by: &[Group]) -> Vec<String> {
             "CANCELLED",
             "PROMPT",
             "COMPLETION",
+            "P50 MS",
+            "P95 MS",
+            "P99 MS",
             "COST",
             "SHARE OF COST",
         ]
@@ -266,6 +291,9 @@ fn numbers(t: &Totals) -> Vec<String> {
         t.cancelled.to_string(),
         count(t.prompt_tokens),
         count(t.completion_tokens),
+        t.latency_p50_ms.to_string(),
+        t.latency_p95_ms.to_string(),
+        t.latency_p99_ms.to_string(),
         usd(t.cost_micros),
     ]
 }
@@ -353,6 +381,11 @@ fn quoted(cell: &str) -> String {
     } else {
         cell.to_owned()
     }
+}
+
+/// A number, or an empty cell.
+fn optional(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
 }
 
 #[cfg(test)]

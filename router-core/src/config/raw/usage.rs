@@ -30,6 +30,8 @@ pub(crate) struct RawUsageMap {
     pub(crate) flush_ms: Option<Number>,
     #[serde(default)]
     pub(crate) timeout_ms: Option<Number>,
+    #[serde(default)]
+    pub(crate) retain_days: Option<Number>,
 }
 
 impl<'de> Deserialize<'de> for RawUsage {

@@ -87,5 +87,17 @@ pub(crate) fn usage(
         UsageSettings::TIMEOUT_MS,
         600_000,
     )?);
+    if let Some(days) = &map.retain_days {
+        out.retain_days = Some(match days {
+            Number::Int(n) if (1..=3_660).contains(n) => *n as u64,
+            other => {
+                let msg = format!(
+                    "must be a whole number of days from 1 to 3660, got {other}; remove it to \
+                     keep every record"
+                );
+                return Err(ctx.invalid("usage.retain_days", at, msg));
+            }
+        });
+    }
     Ok(Some(out))
 }
