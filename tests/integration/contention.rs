@@ -219,6 +219,23 @@ providers:
     assert_eq!((calls("evalsha"), calls("eval")), (5, 0), "{stats}");
 }
 
+/// [`hammer_with`] `need` on eight instances of each store (Redis, a Redis Cluster, SQLite,
+/// memory) over `yaml`: each grants exactly `want`.
+async fn assert_every_store_grants(yaml: &str, need: &Need, want: usize) {
+    let (instances, d, _server) = redis_instances(yaml).await;
+    let got = hammer_with(instances, d, need.clone()).await;
+    assert_eq!(got, want, "redis {need:?}");
+    let (instances, d, _cluster) = cluster_instances(yaml).await;
+    let got = hammer_with(instances, d, need.clone()).await;
+    assert_eq!(got, want, "cluster {need:?}");
+    let (instances, d, _dir) = sqlite_instances(yaml);
+    let got = hammer_with(instances, d, need.clone()).await;
+    assert_eq!(got, want, "sqlite {need:?}");
+    let (instances, d) = memory_instance(yaml);
+    let got = hammer_with(instances, d, need.clone()).await;
+    assert_eq!(got, want, "memory {need:?}");
+}
+
 /// Tenant limits and budgets hold under contention too: 8 instances x 50 tasks, every store
 /// (a Redis Cluster included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -230,30 +247,7 @@ async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
     // Exact estimates: the budget is never overspent, so exactly floor(10000 / 37) fit.
     let budget = need(1, &spec(1000, 1_000_000, 1000, Some(10_000), None), &[37]);
     for (need, want) in [(rpm, 97), (conc, 23), (budget, 10_000 / 37)] {
-        let (instances, d, _server) = redis_instances(&yaml).await;
-        assert_eq!(
-            hammer_with(instances, d, need.clone()).await,
-            want,
-            "redis {need:?}"
-        );
-        let (instances, d, _cluster) = cluster_instances(&yaml).await;
-        assert_eq!(
-            hammer_with(instances, d, need.clone()).await,
-            want,
-            "cluster {need:?}"
-        );
-        let (instances, d, _dir) = sqlite_instances(&yaml);
-        assert_eq!(
-            hammer_with(instances, d, need.clone()).await,
-            want,
-            "sqlite {need:?}"
-        );
-        let (instances, d) = memory_instance(&yaml);
-        assert_eq!(
-            hammer_with(instances, d, need.clone()).await,
-            want,
-            "memory {need:?}"
-        );
+        assert_every_store_grants(&yaml, &need, want).await;
     }
 }
 
@@ -281,18 +275,7 @@ async fn key_limits_and_budgets_hold_beside_the_tenants_under_contention_on_ever
         ),
     ];
     for (need, want) in cases {
-        let (instances, d, _server) = redis_instances(&yaml).await;
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "redis {need:?}");
-        let (instances, d, _cluster) = cluster_instances(&yaml).await;
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "cluster {need:?}");
-        let (instances, d, _dir) = sqlite_instances(&yaml);
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "sqlite {need:?}");
-        let (instances, d) = memory_instance(&yaml);
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "memory {need:?}");
+        assert_every_store_grants(&yaml, &need, want).await;
     }
 }
 
@@ -306,17 +289,6 @@ async fn itpm_and_otpm_admit_exactly_their_limits_under_contention_on_every_stor
     };
     // 37 in, 13 out: otpm binds at 3000 / 13; 37 in, 5 out: itpm binds at 10000 / 37.
     for (need, want) in [(split(37, 13), 3000 / 13), (split(37, 5), 10_000 / 37)] {
-        let (instances, d, _server) = redis_instances(&yaml).await;
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "redis {need:?}");
-        let (instances, d, _cluster) = cluster_instances(&yaml).await;
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "cluster {need:?}");
-        let (instances, d, _dir) = sqlite_instances(&yaml);
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "sqlite {need:?}");
-        let (instances, d) = memory_instance(&yaml);
-        let got = hammer_with(instances, d, need.clone()).await;
-        assert_eq!(got, want, "memory {need:?}");
+        assert_every_store_grants(&yaml, &need, want).await;
     }
 }

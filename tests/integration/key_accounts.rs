@@ -5,14 +5,13 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use router_core::config::{DeploymentId, Limits};
+use router_core::config::Limits;
 use router_core::ledger::{
-    ActualUsage, Admission, BudgetMicros, LimitKind, Need, Reservation, Scope, TenantNeed,
-    TenantSpec, Verdict,
+    ActualUsage, BudgetMicros, LimitKind, Need, Scope, TenantNeed, TenantSpec, Verdict,
 };
 
-use crate::support::{Store, World, cheap_and_dear};
-use crate::tenants::spec;
+use crate::support::Store;
+use crate::tenants::{grant, refusal, roomy, spec};
 
 every_store!(
     a_keys_limits_bind_its_requests_while_its_tenant_has_room,
@@ -42,35 +41,6 @@ pub fn both(tenant: &TenantSpec, key: &TenantSpec, cost: u64) -> Need {
         costs: vec![cost; 2],
     });
     need
-}
-
-async fn admit(w: &World, need: &Need, candidates: &[DeploymentId]) -> Admission {
-    let need = need.clone().with_new_id();
-    w.ledger
-        .admit(&need, candidates)
-        .await
-        .expect("store answers")
-}
-
-async fn grant(w: &World, need: &Need, candidates: &[DeploymentId]) -> Reservation {
-    match admit(w, need, candidates).await {
-        Admission::Granted(r) => r,
-        Admission::Denied(d) => panic!("expected a grant, got {d:?}"),
-    }
-}
-
-async fn refusal(w: &World, need: &Need, on: &[DeploymentId]) -> router_core::ledger::Refusal {
-    match admit(w, need, on).await {
-        Admission::Denied(d) => d.refusals[0],
-        Admission::Granted(r) => panic!("expected a denial, got {r:?}"),
-    }
-}
-
-async fn roomy(store: Store) -> (World, [DeploymentId; 2]) {
-    let yaml = cheap_and_dear("rpm: 1000, tpm: 1000000, concurrency: 100");
-    let w = World::new(store, &yaml).await;
-    let ds = [w.d("cheap"), w.d("dear")];
-    (w, ds)
 }
 
 async fn a_keys_limits_bind_its_requests_while_its_tenant_has_room(store: Store) {

@@ -57,21 +57,21 @@ pub fn need(tokens: u64, spec: &TenantSpec, costs: &[u64]) -> Need {
 }
 
 /// Admits `need` as a new request (under an id of its own).
-async fn admit(w: &World, need: &Need, candidates: &[DeploymentId]) -> Admission {
+pub async fn admit(w: &World, need: &Need, candidates: &[DeploymentId]) -> Admission {
     w.ledger
         .admit(&need.clone().with_new_id(), candidates)
         .await
         .expect("store answers")
 }
 
-async fn grant(w: &World, need: &Need, candidates: &[DeploymentId]) -> Reservation {
+pub async fn grant(w: &World, need: &Need, candidates: &[DeploymentId]) -> Reservation {
     match admit(w, need, candidates).await {
         Admission::Granted(r) => r,
         Admission::Denied(d) => panic!("expected a grant, got {d:?}"),
     }
 }
 
-async fn refusal(
+pub async fn refusal(
     w: &World,
     need: &Need,
     candidates: &[DeploymentId],
@@ -82,7 +82,7 @@ async fn refusal(
     }
 }
 
-async fn roomy(store: Store) -> (World, [DeploymentId; 2]) {
+pub async fn roomy(store: Store) -> (World, [DeploymentId; 2]) {
     let w = World::new(
         store,
         &cheap_and_dear("rpm: 1000, tpm: 1000000, concurrency: 100"),

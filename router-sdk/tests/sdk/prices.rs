@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use router_core::config::{UsageSettings, UsageSink};
-use router_core::ledger::{BudgetMicros, TenantSpec};
 use router_sdk::{ChatRequest, Usage};
 use router_state::store::Environment;
 use serde_json::json;
@@ -21,23 +20,6 @@ fn recorder(dir: &std::path::Path) -> router_usage::Recorder {
     settings.flush = Duration::from_millis(1);
     let env = Environment::fixed::<&str>(&[], None);
     router_state::usage::open(&settings, &env).unwrap().unwrap()
-}
-
-/// What `SPENDER`'s tenant `acme` has spent today, micro-USD.
-async fn spent(w: &World) -> u64 {
-    let spec = TenantSpec {
-        name: "acme".into(),
-        limits: router_core::config::Limits {
-            rpm: std::num::NonZeroU64::new(1000),
-            ..Default::default()
-        },
-        budget: BudgetMicros {
-            daily: Some(1_000_000_000),
-            monthly: None,
-        },
-    };
-    let snapshot = w.router.ledger().tenant_snapshot(&spec).await.unwrap();
-    snapshot.spent_today_micros
 }
 
 /// The cost of the one usage record written, micro-USD.
@@ -87,7 +69,7 @@ async fn cache_writes_cost_what_anthropic_bills_in_the_receipt_the_record_and_th
     assert_eq!(micros, 19_050);
     assert_eq!((receipt.cost_usd * 1e6).round() as u64, micros);
     assert_eq!(recorded(&rec).await, micros, "the usage record");
-    assert_eq!(spent(&w).await, micros, "the tenant's spend");
+    assert_eq!(spender_spent(&w).await, micros, "the tenant's spend");
 }
 
 /// A provider's price with a band above 200k prompt tokens, as Claude's 1M-token context
@@ -146,5 +128,5 @@ async fn a_long_prompt_is_ranked_and_charged_at_its_models_upper_band() {
     let micros = 300_000 * 6 + 1_000 * 45 / 2;
     assert_eq!((receipt.cost_usd * 1e6).round() as u64, micros);
     assert_eq!(recorded(&rec).await, micros, "the usage record");
-    assert_eq!(spent(&w).await, micros, "the tenant's spend");
+    assert_eq!(spender_spent(&w).await, micros, "the tenant's spend");
 }

@@ -357,6 +357,23 @@ pub const SPENDER: &str = "tenants:
     acme: metered
 ";
 
+/// What [`SPENDER`]'s tenant `acme` has spent today, micro-USD.
+pub async fn spender_spent(w: &World) -> u64 {
+    let spec = router_core::ledger::TenantSpec {
+        name: "acme".into(),
+        limits: router_core::config::Limits {
+            rpm: std::num::NonZeroU64::new(1000),
+            ..Default::default()
+        },
+        budget: router_core::ledger::BudgetMicros {
+            daily: Some(1_000_000_000),
+            monthly: None,
+        },
+    };
+    let snapshot = w.router.ledger().tenant_snapshot(&spec).await.unwrap();
+    snapshot.spent_today_micros
+}
+
 /// `secs` since the epoch as RFC 3339 (UTC), for Anthropic's reset headers.
 pub fn rfc3339(secs: u64) -> String {
     let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(secs));

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt;
-use router_core::ledger::{BudgetMicros, TenantSpec, usd_to_micros};
+use router_core::ledger::usd_to_micros;
 use router_sdk::{ChatChunk, ChatRequest, FinishReason, ResponseFormat, ToolCall, Usage};
 use serde_json::Value;
 
@@ -195,7 +195,7 @@ async fn streamed(w: &World, req: ChatRequest) -> Seen {
         }
     };
     // Open, the request holds its estimate.
-    let estimate = spent(w).await;
+    let estimate = spender_spent(w).await;
     let mut seen = Seen::default();
     while let Some(item) = stream.next().await {
         match item {
@@ -219,24 +219,8 @@ async fn streamed(w: &World, req: ChatRequest) -> Seen {
 
 /// What the tenant was charged, if it is not `micros` (`what` names it).
 async fn charged(w: &World, micros: u64, what: &str) -> Option<String> {
-    let spent = spent(w).await;
+    let spent = spender_spent(w).await;
     (spent != micros).then(|| format!("charged {spent} micro-USD, not {what} ({micros})"))
-}
-
-async fn spent(w: &World) -> u64 {
-    let spec = TenantSpec {
-        name: "acme".into(),
-        limits: router_core::config::Limits {
-            rpm: std::num::NonZeroU64::new(1000),
-            ..Default::default()
-        },
-        budget: BudgetMicros {
-            daily: Some(1_000_000_000),
-            monthly: None,
-        },
-    };
-    let snapshot = w.router.ledger().tenant_snapshot(&spec).await.unwrap();
-    snapshot.spent_today_micros
 }
 
 /// Where `seen` differs from `expect`.

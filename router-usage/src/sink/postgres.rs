@@ -288,10 +288,7 @@ impl PostgresSink {
     /// Runs the statement `sql` with `params`; returns the rows it changed.
     pub(crate) async fn execute(&self, sql: String, params: Vec<Param>) -> Result<u64, UsageError> {
         let values = boxed(params);
-        let refs: Vec<&(dyn ToSql + Sync)> = values
-            .iter()
-            .map(|v| v.as_ref() as &(dyn ToSql + Sync))
-            .collect();
+        let refs = refs(&values);
         let mut slot = self.conn.lock().await;
         self.bounded(async {
             let conn = self.take(&mut slot).await?;
@@ -310,10 +307,7 @@ impl PostgresSink {
         decode: impl Fn(&dyn Cells) -> Result<T, String>,
     ) -> Result<Vec<T>, UsageError> {
         let values = boxed(params);
-        let refs: Vec<&(dyn ToSql + Sync)> = values
-            .iter()
-            .map(|v| v.as_ref() as &(dyn ToSql + Sync))
-            .collect();
+        let refs = refs(&values);
         let mut slot = self.conn.lock().await;
         let rows = self
             .bounded(async {
@@ -340,6 +334,14 @@ fn boxed(params: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
                 Param::Text(t) => Box::new(t),
             }
         })
+        .collect()
+}
+
+/// `values` as the client's query methods take them.
+fn refs(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    values
+        .iter()
+        .map(|v| v.as_ref() as &(dyn ToSql + Sync))
         .collect()
 }
 
