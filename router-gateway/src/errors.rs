@@ -261,6 +261,11 @@ impl ApiError {
                 HeaderValue::from_static("close"),
             );
         }
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: a 401 names the scheme the key goes in.
+            let challenge = HeaderValue::from_static("Bearer realm=\"llmroute\"");
+            headers.insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+        }
         response
     }
 }

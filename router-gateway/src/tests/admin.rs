@@ -72,6 +72,17 @@ async fn the_admin_api_takes_admin_keys_only() {
     let get = reqwest::Method::GET;
     let (status, body) = r.call(get.clone(), None, "/admin/v1/keys", None).await;
     assert_eq!(status, 401, "{body}");
+    let bare = r
+        .http
+        .get(format!("{}/admin/v1/keys", r.base))
+        .send()
+        .await
+        .unwrap();
+    let challenge = bare.headers().get("www-authenticate").unwrap();
+    assert_eq!(
+        challenge, "Bearer realm=\"llmroute\"",
+        "a 401 names the scheme"
+    );
     let (status, body) = r
         .call(get.clone(), Some("llmr-nope"), "/admin/v1/keys", None)
         .await;
