@@ -61,6 +61,12 @@ struct Gaps {
     /// its own again, until it admitted nothing before its restore was answered
     /// (`Machine::restore_failed`, closed).
     lost_restore_replies: bool,
+    /// The store may stop again before every instance has beaten since it came back. An
+    /// instance that beat in that short spell left the rejoin set, which another instance
+    /// still away kept non-empty; in the next outage the first one had admitted on its own
+    /// again, unheard. The first instance back found the set non-empty, so it added no one:
+    /// it rejoined at once, while the other's admissions were not written back yet.
+    short_ups: bool,
 }
 
 impl Gaps {
@@ -69,6 +75,7 @@ impl Gaps {
         timeouts_wait: true,
         down_between_readings: false,
         lost_restore_replies: true,
+        short_ups: false,
     };
 }
 
@@ -128,6 +135,8 @@ struct World {
     now: u64,
     /// When the store stopped answering (ms).
     down_at: u64,
+    /// When it answered again (ms).
+    up_at: u64,
     next_id: u64,
     /// Requests granted and not finished, and the instance that granted each.
     holding: Vec<(usize, Reservation)>,
@@ -164,6 +173,7 @@ impl World {
             nodes,
             now: T0,
             down_at: 0,
+            up_at: 0,
             next_id: 1,
             holding: Vec::new(),
             counted: BTreeMap::new(),
@@ -186,6 +196,11 @@ impl World {
             Step::Finish { pick, quarters } => self.finish(pick, quarters),
             Step::Advance { ms, first } => self.advance_to(self.now + ms, first, true),
             Step::Down if self.store.up => {
+                if !self.gaps.short_ups {
+                    // Every instance beats (its lag after a heartbeat) before the store stops.
+                    let all_beat = self.up_at + HEARTBEAT + MAX_LAG;
+                    self.advance_to(self.now.max(all_beat), 0, true);
+                }
                 if !self.gaps.down_between_readings && !self.within_shares() {
                     let read_by = (self.now / HEARTBEAT + 1) * HEARTBEAT + MAX_LAG;
                     self.advance_to(read_by, 0, false);
@@ -197,6 +212,7 @@ impl World {
                 let seen = self.down_at + HEARTBEAT + MAX_LAG;
                 self.advance_to(self.now.max(seen), 0, true);
                 self.store.up = true;
+                self.up_at = self.now;
             }
             Step::Down | Step::Up => {}
             Step::Fault {
@@ -339,10 +355,24 @@ impl World {
     }
 }
 
+/// The worlds `cargo test` runs: always the same 256, so that a gap the search finds stays a
+/// scenario of `model/gaps.rs` instead of failing an unrelated change at random. A wider
+/// search draws others: `PROPTEST_CASES=4000 PROPTEST_RNG_SEED=$RANDOM cargo test -p
+/// router-core --lib model` (it finds the open gaps of `model/gaps.rs`).
+const SEED: u64 = 1;
+
+fn seed() -> proptest::test_runner::RngSeed {
+    match std::env::var_os("PROPTEST_RNG_SEED") {
+        Some(_) => ProptestConfig::default().rng_seed,
+        None => proptest::test_runner::RngSeed::Fixed(SEED),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
         failure_persistence: None,
+        rng_seed: seed(),
         ..ProptestConfig::default()
     })]
 

@@ -86,3 +86,77 @@ fn a_restore_whose_answer_was_lost_keeps_the_others_waiting() {
     steps.extend([admit(0), admit(0), answers(), admit(1)]);
     within_limits_through(gaps, &steps).unwrap();
 }
+
+/// Found by the random search (CI, 2026-12-06): instance 1 (lagging 261 ms) beats in a 50 ms
+/// spell between two outages and leaves the rejoin set; instance 0, still away, stays in it.
+/// In the second outage both admit on their own (0: 6, 1: 3). When the store answers, instance
+/// 0 beats first, finds the set non-empty and adds no one: it rejoins at once and admits 4
+/// through the store, which holds its 6 but not instance 1's 3: 13. (Redis has a second form
+/// of it: registrations expire three heartbeats after an instance's last beat, so after any
+/// longer outage the first instance back finds no other live one to wait for; this model's
+/// store keeps every instance registered.)
+#[test]
+#[ignore = "an instance back from an outage waits only for the instances the rejoin set names"]
+fn the_first_instance_back_waits_for_one_that_left_the_rejoin_set_in_a_short_spell() {
+    use Step::*;
+    let gaps = Gaps {
+        short_ups: true,
+        ..Gaps::CLOSED
+    };
+    let adv = |ms| Advance { ms, first: 0 };
+    let admit = |node, times| Admit {
+        node,
+        tokens: 1,
+        times,
+    };
+    let steps = [
+        adv(79_456),
+        Down,
+        adv(43_755),
+        Up,
+        adv(50),
+        Down,
+        adv(31_732),
+        admit(0, 1),
+        adv(22_695),
+        admit(1, 3),
+        adv(786),
+        admit(0, 1),
+        adv(23_890),
+        admit(0, 4),
+        adv(897),
+        Up,
+        adv(739),
+        admit(0, 4),
+    ];
+    let mut world = World::new(&[0, 261], "local", gaps);
+    for step in &steps {
+        world.apply(step);
+        world.within_limits().unwrap();
+    }
+    world.recovered_and_settled().unwrap();
+    world.within_limits().unwrap();
+}
+
+/// Found by a wider search (4,000 worlds, 2026-12-06), not yet explained: instance 0 admits the
+/// whole limit, 12, through the store; instance 1's admission is lost on its way (a timeout),
+/// and so is the call after it; once the calls out are answered, 13 are counted in the minute.
+#[test]
+#[ignore = "found by the search, not yet explained: admissions lost on their way"]
+fn admissions_lost_on_their_way_never_add_one_beyond_the_limit() {
+    use Step::*;
+    let mut steps = vec![admit(0); 12];
+    steps.extend([
+        Fault {
+            call: Call::Admit,
+            applied: false,
+        },
+        admit(1),
+        Fault {
+            call: Call::Admit,
+            applied: false,
+        },
+        answers(),
+    ]);
+    within_limits_through(Gaps::CLOSED, &steps).unwrap();
+}
