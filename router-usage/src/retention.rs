@@ -13,8 +13,6 @@ pub const PRUNE_BATCH: u64 = 1_000;
 /// How often the retention task prunes.
 const EVERY: Duration = Duration::from_secs(3_600);
 
-const DAY_MS: u64 = 86_400_000;
-
 impl Sink {
     /// Deletes every record that ended before `before_ms`, at most [`PRUNE_BATCH`] per
     /// statement; returns how many.
@@ -60,7 +58,8 @@ pub fn keep_days(sink: Arc<Sink>, days: u64) {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64);
-            let before = now.saturating_sub(days.saturating_mul(DAY_MS));
+            let before =
+                now.saturating_sub(days.saturating_mul(router_core::ledger::calendar::DAY));
             match sink.prune(before).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, days, "usage: records past retention deleted"),

@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{admin, answered};
+use super::{admin, answered, read_failed};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::reload::Live;
@@ -47,7 +47,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiErr
     let all: Vec<_> = registry.deployment_ids().collect();
     let report = router_state::quota::quota(registry, router.ledger(), state, None, &all)
         .await
-        .map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?;
+        .map_err(read_failed)?;
     let data: Vec<DeploymentRow> = all
         .iter()
         .zip(report.deployments)

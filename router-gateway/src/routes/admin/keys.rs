@@ -12,7 +12,7 @@ use router_core::keys::KeyRecord;
 use serde::{Deserialize, Serialize};
 
 use super::view::{Create, Rotate, Update, body};
-use super::{admin, answered, audit, changer, conflict, no_key, store_failed, today};
+use super::{admin, answered, audit, changer, conflict, no_key, read_failed, store_failed, today};
 use crate::app::Shared;
 use crate::auth::Admin;
 use crate::errors::ApiError;
@@ -100,7 +100,7 @@ impl KeyRow {
         let usage = match record.limits.account(&record.id) {
             Some(spec) => {
                 let used = router_state::quota::account_use(shared.router.ledger(), &spec).await;
-                Some(used.map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?)
+                Some(used.map_err(read_failed)?)
             }
             None => None,
         };

@@ -151,6 +151,12 @@ fn conflict(message: String) -> ApiError {
 }
 
 /// The key store failed.
+/// A failure of the ledger or the usage sink while reading for the admin API, logged and
+/// answered as the router's own error is.
+fn read_failed(e: impl Into<router_sdk::Error>) -> ApiError {
+    ApiError::logged(e.into(), "")
+}
+
 fn store_failed(e: &KeyStoreError) -> ApiError {
     tracing::warn!(error = %e, "admin: the key store failed");
     ApiError::new(

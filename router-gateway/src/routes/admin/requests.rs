@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{admin, answered};
+use super::{admin, answered, read_failed};
 use crate::errors::ApiError;
 use crate::reload::Live;
 
@@ -102,7 +102,7 @@ pub(super) async fn recent(
             return Ok(off());
         };
         let records = recorder.sink().recent(limit).await;
-        let records = records.map_err(|e| ApiError::logged(router_sdk::Error::Usage(e), ""))?;
+        let records = records.map_err(read_failed)?;
         let data: Vec<RequestRow> = records.into_iter().map(RequestRow::from).collect();
         Ok(
             Json(serde_json::json!({ "object": "list", "usage": true, "data": data }))
@@ -130,7 +130,7 @@ pub(super) async fn series(
         let until = (now / hour + 1) * hour;
         let since = until - u64::from(hours) * hour;
         let rows = recorder.sink().hourly(since, until).await;
-        let rows = rows.map_err(|e| ApiError::logged(router_sdk::Error::Usage(e), ""))?;
+        let rows = rows.map_err(read_failed)?;
         let data: Vec<HourRow> = rows
             .into_iter()
             .map(|h| HourRow {

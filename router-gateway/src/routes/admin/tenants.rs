@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use router_core::keys::KeyState;
 use serde::Serialize;
 
-use super::{admin, answered, store_failed, today};
+use super::{admin, answered, read_failed, store_failed, today};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::reload::Live;
@@ -56,7 +56,7 @@ async fn listed(shared: &Shared, headers: &HeaderMap) -> Result<Response, ApiErr
             .map(|c| today::sum(c, |c| c.tenant.as_deref() == Some(tenant)));
         let view = router_state::quota::tenant_view(registry, shared.router.ledger(), tenant)
             .await
-            .map_err(|e| ApiError::logged(router_sdk::Error::Ledger(e), ""))?;
+            .map_err(read_failed)?;
         data.push(TenantRow {
             view,
             active_keys,

@@ -4,10 +4,9 @@
 use router_usage::AccountCount;
 use serde::Serialize;
 
+use super::read_failed;
 use crate::app::Shared;
 use crate::errors::ApiError;
-
-const DAY_MS: u64 = 86_400_000;
 
 /// Requests this UTC day.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -24,9 +23,10 @@ pub(super) async fn counts(shared: &Shared) -> Result<Option<Vec<AccountCount>>,
         return Ok(None);
     };
     let now = shared.router.now_ms();
-    let since = now - now % DAY_MS;
-    let counts = recorder.sink().by_account(since, since + DAY_MS).await;
-    let counts = counts.map_err(|e| ApiError::logged(router_sdk::Error::Usage(e), ""))?;
+    let day = router_core::ledger::calendar::DAY;
+    let since = now - now % day;
+    let counts = recorder.sink().by_account(since, since + day).await;
+    let counts = counts.map_err(read_failed)?;
     Ok(Some(counts))
 }
 
