@@ -57,13 +57,14 @@ local rb, tb = fmt('r%d', nb), fmt('t%d', nb)
 -- Input and output counter names of bucket nb, and '(now' for ZCOUNT: formatted when first
 -- needed.
 local ib, xb, after_now = nil, nil, nil
--- The accounts (nil without any), and the estimated cost on each candidate.
-local accounts, costs = nil, {}
+-- The accounts and the estimated cost on each candidate (nil without accounts: a table made on
+-- every call costs every admission).
+local accounts, costs = nil, nil
 -- Where the first candidate's KEYS and ARGV start.
 local k1, a1 = 2, 6
 local m = ARGV[5] + 0
 if m > 0 then
-  accounts = {}
+  accounts, costs = {}, {}
   for j = 1, m do
     local k, a = 3 * j - 1, 6 * j
     -- Its rpm, tpm and concurrency stay strings for `fits`.
