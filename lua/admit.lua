@@ -4,22 +4,26 @@
 -- that reservation again without counting anything.
 --
 -- KEYS: [1] the reservation key (llmroute:{ns}:v3:r:<id>, see common.lua); then per account (the
---   tenant's, the key's: see below) its window hash, slots zset and spend hash
---   (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>); then per candidate in the caller's (cost) order: the deployment's window
---   hash and slots zset (llmroute:{ns}:v3:w:<scope>, ...:s:<scope>), then, when its provider has
---   provider-wide limits, the provider's window hash and slots zset. The deployment's window
---   hash also holds its cooldown.
+--   tenant's, the key's: see below) its window hash, slots zset, spend hash and day hash
+--   (llmroute:{ns}:v3:w:t:<name>, ...:s:t:<name>, ...:b:t:<name>, ...:y:t:<name>); then per
+--   candidate in the caller's (cost) order: the deployment's window hash and slots zset
+--   (llmroute:{ns}:v3:w:<scope>, ...:s:<scope>) and, when the candidate counts days (see
+--   below), its day hash (...:y:<scope>); then the same for the provider when it has
+--   provider-wide limits. The deployment's window hash also holds its cooldown.
 -- ARGV: [1] now ms or '' (server time), [2] reservation id (opaque string), [3] slot ttl ms (at
 --   most one hour), [4] number of candidates n, [5] number of accounts m (0, 1 or 2: the
---   tenant's and the key's own limits and budgets); per account six values: its scope code
---   (3 tenant, 4 key), rpm, tpm, concurrency, daily and monthly budget in micro-USD
---   (0 = unlimited); with accounts, then the request's estimated cost on each candidate (n
+--   tenant's and the key's own limits and budgets); per account eight values: its scope code
+--   (3 tenant, 4 key), rpm, tpm, concurrency, daily and monthly budget in micro-USD, rpd and
+--   tpd (its days are UTC days) (0 = unlimited); with accounts, then the request's estimated cost on each candidate (n
 --   values), reserved against every account's budgets; then per
 --   candidate: the tokens to reserve there, the input part of them (the rest is output) or '-'
 --   when the deployment does not count input and output apart (neither it nor its provider
 --   limits either: its windows then keep no input or output counters), its number of scopes s
---   (1 or 2), then per scope rpm, tpm, itpm, otpm, concurrency (already scaled to the request's
---   priority share). Every limit is a decimal integer, and exactly '0' means unlimited. Tokens
+--   (1 or 2; '1d' or '2d' when one of them has a per-day limit: the candidate counts days),
+--   then per scope rpm, tpm, itpm, otpm, concurrency (already scaled to the request's
+--   priority share) and, when the candidate counts days, rpd, tpd (scaled alike) and the
+--   scope's day as the caller's clock sees it: its id, start and end ms (see common.lua's day
+--   hash). Every limit is a decimal integer, and exactly '0' means unlimited. Tokens
 --   count against tpm, input against itpm, output against otpm.
 --   Last of all, after the candidates: KEYS ends with the epoch key and ARGV with the epoch
 --   the instance knows ('' to skip the check; see heartbeat.lua and restore.lua).
@@ -35,7 +39,8 @@
 --          that bucket, and no account counts, as it counted nothing)
 --        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
---                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm), scope (1 deployment, 2 provider,
+--                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm, 9 rpd, 10 tpd; a full
+--                 per-day limit is "not now", until its day ends), scope (1 deployment, 2 provider,
 --                 3 tenant, 4 key), at ms (when it would fit; 0 for never)}
 -- The reply is decoded by `reply::admit` in router-core/src/ledger/redis/reply.rs.
 -- Twin: `Engine::admit` in router-core/src/ledger/engine.rs.
@@ -49,6 +54,8 @@ local id, n = ARGV[2], ARGV[4] + 0
 -- The candidate being looked at (set by `load`): the tokens to reserve there, their input and
 -- output parts, and whether its windows count those apart.
 local need, need_in, need_out, apart = 0, 0, 0, false
+-- Whether the loaded candidate counts days, and how many KEYS and ARGV each of its scopes takes.
+local days, kst, ast = false, 2, 5
 -- Worked out once per call: in Redis's Lua, number-to-string conversions, tables and calls
 -- cost more than the reads themselves.
 local nb = math.floor(now / BUCKET_MS)
@@ -66,16 +73,19 @@ local m = ARGV[5] + 0
 if m > 0 then
   accounts, costs = {}, {}
   for j = 1, m do
-    local k, a = 3 * j - 1, 6 * j
+    local k, a = 4 * j - 2, 8 * j - 2
     -- Its rpm, tpm and concurrency stay strings for `fits`.
-    accounts[j] = {w = KEYS[k], z = KEYS[k + 1], b = KEYS[k + 2], code = ARGV[a] + 0,
-      rpm = ARGV[a + 1], tpm = ARGV[a + 2], conc = ARGV[a + 3], daily = ARGV[a + 4] + 0,
-      monthly = ARGV[a + 5] + 0}
+    local t = {w = KEYS[k], z = KEYS[k + 1], b = KEYS[k + 2], y = KEYS[k + 3],
+      code = ARGV[a] + 0, rpm = ARGV[a + 1], tpm = ARGV[a + 2], conc = ARGV[a + 3],
+      daily = ARGV[a + 4] + 0, monthly = ARGV[a + 5] + 0, rpd = ARGV[a + 6] + 0,
+      tpd = ARGV[a + 7] + 0}
+    t.days = t.rpd > 0 or t.tpd > 0
+    accounts[j] = t
   end
   for c = 1, n do
-    costs[c] = ARGV[5 + 6 * m + c] + 0
+    costs[c] = ARGV[5 + 8 * m + c] + 0
   end
-  k1, a1 = 2 + 3 * m, 6 + 6 * m + n
+  k1, a1 = 2 + 4 * m, 6 + 8 * m + n
 end
 -- Budget periods, worked out only for requests with accounts.
 local p = accounts and periods(now)
@@ -101,10 +111,62 @@ local function load(k, a)
   else
     need_in, need_out = 0, 0
   end
-  if ARGV[a + 2] == '2' then
-    return 2, k + 4, a + 13
+  local sc = ARGV[a + 2]
+  if sc == '1' or sc == '2' then
+    days, kst, ast = false, 2, 5
+  else
+    days, kst, ast = true, 3, 10
+    sc = string.sub(sc, 1, 1)
   end
-  return 1, k + 2, a + 8
+  local own = sc + 0
+  return own, k + own * kst, a + 3 + own * ast
+end
+
+-- Whether one more request of the loaded candidate fits under per-day limits rpd and tpd
+-- (numbers, 0 = unlimited) in day `id` (ending at `stop`) of day hash y: what `day_take`
+-- needs, or nil. With `reasons`, appends each full one to it, for scope code `code`.
+local function day_fits(y, rpd, tpd, id, stop, code, reasons)
+  local r, t = day_counted(y, id)
+  local ok = true
+  if rpd > 0 and r + 1 > rpd then
+    ok = false
+    if reasons then
+      reasons[#reasons + 1] = {kind = 9, s = code, at = stop}
+    end
+  end
+  if tpd > 0 and t + need > tpd then
+    ok = false
+    if reasons then
+      reasons[#reasons + 1] = {kind = 10, s = code, at = stop}
+    end
+  end
+  if ok then
+    return {y = y, id = id, stop = stop, r = r, t = t}
+  end
+  return nil
+end
+
+-- day_fits for the loaded candidate's scope whose day block starts at ARGV[ai] (rpd, tpd, and
+-- the caller's day: id, start, end); `true` when the scope has no per-day limit.
+local function scope_day_fits(y, ai, code, reasons)
+  local rpd, tpd = ARGV[ai] + 0, ARGV[ai + 1] + 0
+  if rpd == 0 and tpd == 0 then
+    return true
+  end
+  local id, stop = server_day(now, ARGV[ai + 2] + 0, ARGV[ai + 3] + 0, ARGV[ai + 4] + 0)
+  return day_fits(y, rpd, tpd, id, stop, code, reasons)
+end
+
+-- day_fits for account t (its days are UTC days).
+local function account_day_fits(t, reasons)
+  return day_fits(t.y, t.rpd, t.tpd, p.day, p.day_end, t.code, reasons)
+end
+
+-- Counts one request of the loaded candidate in the day day_fits returned.
+local function day_take(d)
+  redis.call('HSET', d.y, 'd', fmt('%d', d.id), 'r', fmt('%d', d.r + 1), 't',
+    fmt('%d', d.t + need))
+  redis.call('PEXPIRE', d.y, math.max(1, d.stop - now) + DAY_MS)
 end
 
 -- An admission repeated with an id that holds a live slot on a candidate gets it back.
@@ -285,15 +347,27 @@ do
   local k, a = k1, a1
   for c = 1, n do
     local own, next_k, next_a = load(k, a)
-    local held, held2, held_accounts = nil, nil, nil
+    local held, held2, held_accounts, held_days = nil, nil, nil, nil
     if not (accounts and over_budget(c)) then
       held = fits(KEYS[k], KEYS[k + 1], 1, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
         ARGV[a + 7])
       if held and own == 2 then
-        held2 = fits(KEYS[k + 2], KEYS[k + 3], 2, ARGV[a + 8], ARGV[a + 9], ARGV[a + 10],
-          ARGV[a + 11], ARGV[a + 12])
+        local k2, a2 = k + kst, a + 3 + ast
+        held2 = fits(KEYS[k2], KEYS[k2 + 1], 2, ARGV[a2], ARGV[a2 + 1], ARGV[a2 + 2],
+          ARGV[a2 + 3], ARGV[a2 + 4])
         if not held2 then
           held = nil
+        end
+      end
+      if held and days then
+        held_days = {}
+        for s = 1, own do
+          local d = scope_day_fits(KEYS[k + (s - 1) * kst + 2], a + 8 + (s - 1) * ast, s)
+          if not d then
+            held = nil
+            break
+          end
+          held_days[s] = d
         end
       end
     end
@@ -304,6 +378,12 @@ do
         local st = nil
         if not (t.refused_at and need >= t.refused_at) then
           st = fits(t.w, t.z, t.code, t.rpm, t.tpm, '0', '0', t.conc)
+          if st and t.days then
+            st.day = account_day_fits(t)
+            if not st.day then
+              st = nil
+            end
+          end
           if not st then
             t.refused_at = need
           end
@@ -324,11 +404,19 @@ do
             'mm', t.month_spent + cost)
           redis.call('PEXPIRE', t.b, math.max(1, p.month_end - now) + DAY_MS)
           take(held_accounts[j], slot_end)
+          if held_accounts[j].day then
+            day_take(held_accounts[j].day)
+          end
         end
       end
       take(held, slot_end)
       if held2 then
         take(held2, slot_end)
+      end
+      for _, d in ipairs(held_days or {}) do
+        if d ~= true then
+          day_take(d)
+        end
       end
       local bk = held.bk
       if prior or bk ~= nb then
@@ -412,9 +500,13 @@ for c = 1, n do
   local own, next_k, next_a = load(k, a)
   local row = nil
   for s = 1, own do
-    local as = a + 5 * s - 2
-    for _, t in ipairs({{ARGV[as + 1] + 0, need, 3}, {ARGV[as + 2] + 0, need_in, 7},
-        {ARGV[as + 3] + 0, need_out, 8}}) do
+    local as = a + 3 + (s - 1) * ast
+    local over = {{ARGV[as + 1] + 0, need, 3}, {ARGV[as + 2] + 0, need_in, 7},
+      {ARGV[as + 3] + 0, need_out, 8}}
+    if days then
+      over[4] = {ARGV[as + 6] + 0, need, 10}
+    end
+    for _, t in ipairs(over) do
       if row == nil and t[1] > 0 and t[2] > t[1] then
         row = {1, t[3], s, 0}
       end
@@ -424,6 +516,9 @@ for c = 1, n do
     if row == nil and t.tpm ~= '0' and need > t.tpm + 0 then
       row = {1, 3, t.code, 0}
     end
+    if row == nil and t.tpd > 0 and need > t.tpd then
+      row = {1, 10, t.code, 0}
+    end
   end
   if row == nil and accounts then
     row = over_budget(c)
@@ -431,12 +526,18 @@ for c = 1, n do
   if row == nil then
     local reasons = {}
     for s = 1, own do
-      local ks, as = k + 2 * s - 2, a + 5 * s - 2
+      local ks, as = k + (s - 1) * kst, a + 3 + (s - 1) * ast
       fits(KEYS[ks], KEYS[ks + 1], s, ARGV[as], ARGV[as + 1], ARGV[as + 2], ARGV[as + 3],
         ARGV[as + 4], reasons)
+      if days then
+        scope_day_fits(KEYS[ks + 2], as + 5, s, reasons)
+      end
     end
     for _, t in ipairs(accounts or {}) do
       fits(t.w, t.z, t.code, t.rpm, t.tpm, '0', '0', t.conc, reasons)
+      if t.days then
+        account_day_fits(t, reasons)
+      end
     end
     row = verdict(reasons)
   end

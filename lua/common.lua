@@ -193,6 +193,42 @@ local function spent(key, p)
   return day, month
 end
 
+-- Day hash (one per scope or account with a per-day limit, llmroute:{ns}:v3:y:<scope> and
+-- ...:y:t:<account>; twin: router-core/src/ledger/day.rs, DayCount): d = the day (its civil
+-- date as days since the epoch, in the scope's time zone), r and t = the requests and tokens
+-- counted in it. A day that has ended counts as nothing; the next admission overwrites it. The
+-- hash lives a day past the end of its day.
+
+-- The day as this server's clock sees it, from the day the caller's clock gave (its id and
+-- bounds, ms): moved one day on when the two clocks straddle a boundary. Returns id and end.
+local function server_day(now, id, start, stop)
+  if now >= stop then
+    return id + 1, stop + DAY_MS
+  elseif now < start then
+    return id - 1, start
+  end
+  return id, stop
+end
+
+-- Requests and tokens day hash y counted in day `id`.
+local function day_counted(y, id)
+  local v = redis.call('HMGET', y, 'd', 'r', 't')
+  if tonumber(v[1]) == id then
+    return tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  end
+  return 0, 0
+end
+
+-- Corrects day `id`'s counts in day hash y by dr requests and dt tokens, if it is still the
+-- stored day (never below zero).
+local function day_adjust(y, id, dr, dt)
+  local v = redis.call('HMGET', y, 'd', 'r', 't')
+  if tonumber(v[1]) == id then
+    redis.call('HSET', y, 'r', fmt('%d', math.max(0, (tonumber(v[2]) or 0) + dr)),
+      't', fmt('%d', math.max(0, (tonumber(v[3]) or 0) + dt)))
+  end
+end
+
 -- Call records (llmroute:{ns}:v3:c:<call id>, one per call of a script whose second run would
 -- count its changes again: lease.lua and unlease.lua). The first run stores its reply; a second
 -- run of the same call (the client's retry after a reply it never got: redis-rs after a dropped

@@ -1,19 +1,22 @@
 -- snapshot (contract v3): usage of several deployments and their providers, in one call.
 --
 -- KEYS, per deployment, per scope (deployment, then provider when it has provider-wide limits):
---   window hash and slots zset.
+--   window hash and slots zset, and its day hash when it has a per-day limit.
 -- ARGV: [1] now ms or '', [2] number of deployments n, then per deployment its number of
---   scopes (1 or 2).
+--   scopes (1 or 2) followed by, per scope, its current day's id ('-' without a per-day limit).
 -- Reply: {now, then per deployment: cooldown end ms (0 if none), the provider's last report
 --   (requests, tokens, input and output tokens remaining, -1 if not reported; when, ms, 0 if
---   never), then per scope R, T, I, X, in flight (live slots)}.
+--   never), then per scope R, T, I, X, in flight (live slots), requests and tokens counted in
+--   its day (0 without a per-day limit)}.
 -- Twin: `Engine::snapshot` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
 local out = {now}
-local ki = 1
+local ki, ai = 1, 3
 for d = 1, tonumber(ARGV[2]) do
-  for s = 1, tonumber(ARGV[2 + d]) do
+  local scopes = tonumber(ARGV[ai])
+  ai = ai + 1
+  for s = 1, scopes do
     local w = expire(KEYS[ki], now)
     if s == 1 then
       local q = redis.call('HMGET', KEYS[ki], 'qr', 'qt', 'qi', 'qx', 'qa')
@@ -29,6 +32,17 @@ for d = 1, tonumber(ARGV[2]) do
     out[#out + 1] = w.X
     out[#out + 1] = redis.call('ZCOUNT', KEYS[ki + 1], fmt('(%d', now), '+inf')
     ki = ki + 2
+    local day = ARGV[ai]
+    ai = ai + 1
+    if day == '-' then
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+    else
+      local r, t = day_counted(KEYS[ki], day + 0)
+      out[#out + 1] = r
+      out[#out + 1] = t
+      ki = ki + 1
+    end
   end
 end
 return out

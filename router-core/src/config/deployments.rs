@@ -5,6 +5,7 @@ use super::capabilities::Capabilities;
 use super::kind::ModelKind;
 use super::price::Price;
 use super::values::{Api, DeploymentId, Lease, Limits, ProviderId};
+use crate::ledger::DayResets;
 
 /// One provider account: where to reach it, how to authenticate, its provider-wide limits.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,8 @@ pub struct Provider {
     pub api_key_env: String,
     /// Provider-wide limits shared by all of its models.
     pub limits: Limits,
+    /// Where the day of its `rpd` and `tpd` ends (`limits.day_resets`); its models' default.
+    pub day_resets: DayResets,
 }
 
 /// A deployment: one model at one provider, with its own limits and price.
@@ -39,6 +42,9 @@ pub struct Deployment {
     pub price: Price,
     /// Limits of this deployment.
     pub limits: Limits,
+    /// Where the day of its `rpd` and `tpd` ends: its own `limits.day_resets`, else its
+    /// provider's.
+    pub day_resets: DayResets,
     /// The model's cap on completion tokens when a request sets no `max_tokens`
     /// (`max_output_tokens`); `None`: `defaults.max_output_tokens`.
     pub max_output_tokens: Option<u64>,

@@ -50,6 +50,10 @@ pub struct Limits {
     pub otpm: Option<NonZeroU64>,
     /// Requests in flight at once.
     pub concurrency: Option<NonZeroU64>,
+    /// Requests per day (the day ends where the scope's `day_resets` puts it).
+    pub rpd: Option<NonZeroU64>,
+    /// Tokens (prompt + completion) per day.
+    pub tpd: Option<NonZeroU64>,
 }
 
 impl Limits {
@@ -60,6 +64,12 @@ impl Limits {
             && self.itpm.is_none()
             && self.otpm.is_none()
             && self.concurrency.is_none()
+            && !self.per_day()
+    }
+
+    /// Whether a per-day limit (`rpd`, `tpd`) is set.
+    pub fn per_day(&self) -> bool {
+        self.rpd.is_some() || self.tpd.is_some()
     }
 }
 

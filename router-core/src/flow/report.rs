@@ -82,7 +82,7 @@ mod tests {
             tpm: NonZeroU64::new(10_000),
             itpm: NonZeroU64::new(5_000),
             otpm: NonZeroU64::new(1_000),
-            concurrency: None,
+            ..Limits::default()
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::LedgerError;
 use super::counts::Deltas;
+use super::day::{Day, DayCount, DayResets};
 use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
@@ -28,6 +29,8 @@ pub(crate) struct ScopeState {
     pub(crate) cooldown: u64,
     /// What the provider last reported (deployment scopes only).
     pub(crate) report: Option<Report>,
+    /// What its current day counted (scopes with a per-day limit only).
+    pub(crate) day: DayCount,
 }
 
 /// A provider's report as stored: remaining requests, tokens, input and output tokens, and
@@ -120,6 +123,19 @@ impl<'a> Engine<'a> {
         self.table.of(d).ok_or(LedgerError::UnknownDeployment(d.0))
     }
 
+    /// The current day of scope `s`, if it has a per-day limit.
+    fn day_of(&self, s: usize) -> Option<Day> {
+        let def = self.table.def(s);
+        def.limits.per_day().then(|| def.resets.day_at(self.now))
+    }
+
+    /// The day of scope `s` that held `bucket` (an admission's), if it has a per-day limit.
+    fn day_of_bucket(&self, s: usize, bucket: u64) -> Option<u64> {
+        let def = self.table.def(s);
+        let at = bucket.saturating_mul(BUCKET_MS);
+        def.limits.per_day().then(|| def.resets.day_at(at).id)
+    }
+
     /// Reserves on the first candidate that fits, under the need's id; otherwise works out why
     /// each refused. A need whose id already holds a live slot on a candidate gets that
     /// reservation back, and nothing is counted again.
@@ -149,6 +165,9 @@ impl<'a> Engine<'a> {
             };
             for &s in scopes {
                 take(cells.scope(s), nb, slot, counts);
+                if let Some(day) = self.day_of(s) {
+                    cells.scope(s).day.add(day.id, 1, counts.tokens);
+                }
             }
             let p = periods(self.now);
             let mut granted = reservation(need, rank, d, bucket, &p);
@@ -157,6 +176,9 @@ impl<'a> Engine<'a> {
                     let st = cells.tenant(&spec.name);
                     take(&mut st.scope, nb, slot, counts);
                     st.spend.add(&p, need.cost(rank));
+                    if spec.limits.per_day() {
+                        st.scope.day.add(p.day, 1, counts.tokens);
+                    }
                     let totals = st.scope.window.totals();
                     hold.windows.push(WindowUse {
                         requests: totals.requests,
@@ -240,9 +262,11 @@ impl<'a> Engine<'a> {
             .map(|&s| need.share_of(self.table.def(s).limits));
         for (limits, scope) in own.zip(SCOPE_ORDER).chain(accounts(need)) {
             // Above a token limit: never (requests are one each, never above a limit).
+            let daily = (LimitKind::DailyTokens, limits.tpd, Dim::Tokens);
             let over = windowed(limits)
                 .into_iter()
                 .skip(1)
+                .chain([daily])
                 .find(|&(_, limit, dim)| limit.is_some_and(|l| counts[dim] > l.get()));
             if let Some((kind, _, _)) = over {
                 return Some(refusal(kind, scope, Verdict::Never));
@@ -267,9 +291,17 @@ impl<'a> Engine<'a> {
             .map(|(&s, scope)| (Ok(s), scope));
         let specs = need.tenant.iter().flat_map(|t| &t.specs);
         for (at, scope) in limited.chain(specs.map(|spec| (Err(spec), spec.scope()))) {
-            let (st, limits) = match at {
-                Ok(s) => (cells.scope(s), need.share_of(self.table.def(s).limits)),
-                Err(spec) => (&mut cells.tenant(&spec.name).scope, spec.limits),
+            let (st, limits, day) = match at {
+                Ok(s) => (
+                    cells.scope(s),
+                    need.share_of(self.table.def(s).limits),
+                    self.day_of(s),
+                ),
+                Err(spec) => (
+                    &mut cells.tenant(&spec.name).scope,
+                    spec.limits,
+                    spec.limits.per_day().then(|| DayResets::Utc.day_at(now)),
+                ),
             };
             st.window.expire(nb);
             st.slots.reap(now);
@@ -282,6 +314,16 @@ impl<'a> Engine<'a> {
                     kind,
                     scope,
                 );
+            }
+            // A per-day limit frees when its day ends.
+            for kind in day
+                .iter()
+                .flat_map(|d| day_blocked(&st.day, limits, d.id, counts.tokens))
+            {
+                if !detail {
+                    return Some(refusal(kind, scope, Verdict::Never));
+                }
+                raise(day.map_or(now, |d| d.end), kind, scope);
             }
         }
         worst.map(|(at, kind, scope)| {
@@ -365,8 +407,12 @@ impl<'a> Engine<'a> {
                 st.window.adjust(r.bucket, Dim::Requests, -1);
             }
         };
+        let (requests, tokens) = day_deltas(r, actual, refund_request);
         for &s in scopes {
             correct(cells.scope(s));
+            if let Some(day) = self.day_of_bucket(s, r.bucket) {
+                cells.scope(s).day.adjust(day, requests, tokens);
+            }
         }
         if let Some(h) = &r.tenant {
             let delta = signed_diff(actual.cost_micros, h.cost_micros);
@@ -374,6 +420,7 @@ impl<'a> Engine<'a> {
                 let st = cells.tenant(name);
                 correct(&mut st.scope);
                 st.spend.adjust(h.day, h.month, delta);
+                st.scope.day.adjust(h.day, requests, tokens);
             }
         }
         Ok(true)
@@ -419,7 +466,12 @@ impl<'a> Engine<'a> {
         let counts = st.scope.window.totals();
         let (day, month) = st.spend.current(&p);
         TenantSnapshot {
-            usage: scope_usage(spec.limits, counts, st.scope.slots.len(now)),
+            usage: with_day(
+                scope_usage(spec.limits, counts, st.scope.slots.len(now)),
+                spec.limits.per_day().then(|| DayResets::Utc.day_at(now)),
+                st.scope.day,
+                now,
+            ),
             spent_today_micros: day,
             spent_month_micros: month,
             budget: spec.budget,
@@ -516,11 +568,13 @@ impl<'a> Engine<'a> {
             .map(|&d| {
                 let scopes = self.scopes(d)?;
                 let mut usage = |s: usize| {
+                    let day = self.day_of(s);
                     let st = cells.scope(s);
                     st.window.expire(nb);
                     st.slots.reap(now);
                     let counts = st.window.totals();
-                    scope_usage(self.table.def(s).limits, counts, st.slots.len(now))
+                    let usage = scope_usage(self.table.def(s).limits, counts, st.slots.len(now));
+                    with_day(usage, day, st.day, now)
                 };
                 let own = usage(scopes[0]);
                 let provider = scopes.get(1).map(|&s| usage(s));
@@ -633,6 +687,30 @@ fn windowed(limits: Limits) -> [(LimitKind, Option<std::num::NonZeroU64>, Dim); 
     ]
 }
 
+/// The per-day limits of one scope that one more request of `tokens` would break in `day`.
+fn day_blocked(
+    counted: &DayCount,
+    limits: Limits,
+    day: u64,
+    tokens: u64,
+) -> impl Iterator<Item = LimitKind> {
+    let (requests, used) = counted.current(day);
+    let full = [
+        (LimitKind::DailyRequests, limits.rpd, requests, 1),
+        (LimitKind::DailyTokens, limits.tpd, used, tokens),
+    ];
+    full.into_iter()
+        .filter(|&(_, limit, count, more)| limit.is_some_and(|l| count + more > l.get()))
+        .map(|(kind, ..)| kind)
+}
+
+/// The corrections settling (or, `refund_request`, releasing) `r` with `actual` makes to the
+/// day's requests and tokens.
+pub(crate) fn day_deltas(r: &Reservation, actual: ActualUsage, refund_request: bool) -> (i64, i64) {
+    let requests = if refund_request { -1 } else { 0 };
+    (requests, signed_diff(actual.tokens, r.tokens))
+}
+
 /// Counts one admission (`counts`) in a scope and takes its slot.
 fn take(st: &mut ScopeState, nb: u64, slot: Slot, counts: Counts) {
     let b = st.window.expire(nb);
@@ -702,6 +780,26 @@ fn free_at(
     }
 }
 
+/// `usage` with what `counted` holds of `day` (the scope's current day, `None` without a
+/// per-day limit) at `now`.
+pub(crate) fn with_day(
+    usage: ScopeUsage,
+    day: Option<Day>,
+    counted: DayCount,
+    now: u64,
+) -> ScopeUsage {
+    let Some(day) = day else {
+        return usage;
+    };
+    let (requests, tokens) = counted.current(day.id);
+    ScopeUsage {
+        requests_today: requests,
+        tokens_today: tokens,
+        day_resets_in: Some(Duration::from_millis(day.end.saturating_sub(now))),
+        ..usage
+    }
+}
+
 pub(crate) fn scope_usage(limits: Limits, counts: Counts, in_flight: u64) -> ScopeUsage {
     ScopeUsage {
         requests: counts.requests,
@@ -714,5 +812,8 @@ pub(crate) fn scope_usage(limits: Limits, counts: Counts, in_flight: u64) -> Sco
         itpm_limit: limits.itpm.map(|v| v.get()),
         otpm_limit: limits.otpm.map(|v| v.get()),
         concurrency_limit: limits.concurrency.map(|v| v.get()),
+        rpd_limit: limits.rpd.map(|v| v.get()),
+        tpd_limit: limits.tpd.map(|v| v.get()),
+        ..ScopeUsage::default()
     }
 }

@@ -44,6 +44,7 @@
 //! `lua/` are its twin.
 
 mod counts;
+mod day;
 mod engine;
 mod leases;
 mod memory;
@@ -58,6 +59,7 @@ mod window;
 
 use futures_util::future::BoxFuture;
 
+pub use day::{Day, DayResets};
 pub use memory::MemoryStore;
 pub use period::calendar;
 pub use redis::{RedisStore, RedisStoreOptions, script_text};

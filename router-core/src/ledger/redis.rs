@@ -125,6 +125,7 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
 ];
 
 pub(crate) mod conn;
+mod days;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;
@@ -165,6 +166,8 @@ impl Default for RedisStoreOptions {
 struct ScopeKeys {
     window: String,
     slots: String,
+    /// Its day hash (used only when the scope has a per-day limit).
+    day: String,
 }
 
 /// The Redis-backed ledger.
@@ -211,6 +214,7 @@ impl RedisStore {
             .map(|s| ScopeKeys {
                 window: format!("{prefix}:w:{}", table.def(s).name),
                 slots: format!("{prefix}:s:{}", table.def(s).name),
+                day: format!("{prefix}:y:{}", table.def(s).name),
             })
             .collect();
         let store = Self {
@@ -319,9 +323,9 @@ impl RedisStore {
         }
     }
 
-    /// A tenant's window hash, slots zset and spend hash.
+    /// An account's window hash, slots zset, spend hash and day hash.
     fn push_tenant_keys(&self, inv: &mut ScriptInvocation<'_>, name: &str) {
-        for kind in ["w", "s", "b"] {
+        for kind in ["w", "s", "b", "y"] {
             inv.key(format!("{}:{kind}:t:{name}", self.prefix));
         }
     }
@@ -407,24 +411,36 @@ impl RedisStore {
             }
             inv.arg(spec.budget.daily.unwrap_or(0))
                 .arg(spec.budget.monthly.unwrap_or(0));
+            inv.arg(l.rpd.map_or(0, |v| v.get()))
+                .arg(l.tpd.map_or(0, |v| v.get()));
         }
         if !specs.is_empty() {
             for rank in 0..candidates.len() {
                 inv.arg(need.cost(rank));
             }
         }
+        let now = self.local_now();
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
-            self.push_window_keys(&mut inv, scopes);
+            let days = self.counts_days(scopes);
+            self.push_scope_keys(&mut inv, scopes, days);
             inv.arg(need.tokens_on(rank));
             if self.table.counts_apart(d) {
                 inv.arg(need.input_on(rank));
             } else {
                 inv.arg("-");
             }
-            inv.arg(scopes.len());
+            if days {
+                inv.arg(format!("{}d", scopes.len()));
+            } else {
+                inv.arg(scopes.len());
+            }
             for &s in scopes {
-                push_limits(&mut inv, need.share_of(self.table.def(s).limits));
+                let limits = need.share_of(self.table.def(s).limits);
+                push_limits(&mut inv, limits);
+                if days {
+                    days::push_day(&mut inv, limits, self.day_of(s, now));
+                }
             }
         }
         self.push_epoch(&mut inv);
@@ -470,6 +486,11 @@ impl RedisStore {
             None => {
                 inv.arg(0);
             }
+        }
+        let mut day_keys = Vec::new();
+        self.push_settle_days(&mut day_keys, &mut inv, scopes, r.bucket);
+        for key in day_keys {
+            inv.key(key);
         }
         self.push_report(&mut inv, scopes[0], observed);
         let reply = self.run(&inv).await?;
@@ -533,15 +554,26 @@ impl RedisStore {
     ) -> Result<Vec<DeploymentSnapshot>, LedgerError> {
         let mut inv = SNAPSHOT.prepare_invoke();
         inv.arg(self.now_arg()).arg(ds.len());
+        let now = self.local_now();
         let mut scopes = Vec::with_capacity(ds.len());
+        let mut day_list = Vec::new();
         for &d in ds {
             let sc = self.scopes(d)?;
             inv.arg(sc.len());
-            self.push_window_keys(&mut inv, sc);
+            for &s in sc {
+                let keys = &self.scope_keys[s];
+                inv.key(&keys.window).key(&keys.slots);
+                let day = self.day_of(s, now);
+                match day {
+                    Some(day) => inv.key(&keys.day).arg(day.id),
+                    None => inv.arg("-"),
+                };
+                day_list.push(day);
+            }
             scopes.push(sc);
         }
         let reply = self.run(&inv).await?;
-        reply::snapshot(&self.table, ds, &scopes, &reply)
+        reply::snapshot(&self.table, ds, &scopes, &day_list, &reply)
             .ok_or_else(|| self.protocol("snapshot.lua", &reply))
     }
 }
@@ -697,6 +729,7 @@ fn push_limits(inv: &mut ScriptInvocation<'_>, limits: Limits) {
         itpm,
         otpm,
         concurrency,
+        ..
     } = limits;
     for l in [rpm, tpm, itpm, otpm, concurrency] {
         inv.arg(l.map_or(0, |v| v.get()));

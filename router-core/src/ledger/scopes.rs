@@ -4,6 +4,7 @@ use super::counts::PerDim;
 use std::num::NonZeroU64;
 
 use crate::config::{DeploymentId, Limits, Registry};
+use crate::ledger::day::DayResets;
 use crate::ledger::types::Scope;
 
 /// One limited scope.
@@ -12,6 +13,8 @@ pub(crate) struct ScopeDef {
     /// Stable name used in store keys: `d:<provider>/<model>` or `p:<provider>`.
     pub(crate) name: String,
     pub(crate) limits: Limits,
+    /// Where the day of its `rpd` and `tpd` ends.
+    pub(crate) resets: DayResets,
 }
 
 /// The scopes of a registry: deployments first (same index as their `DeploymentId`), then
@@ -29,7 +32,8 @@ pub struct ScopeTable {
 
 /// One of `instances`' share of `limits`: each divided and rounded down. The second value says
 /// whether some limit's share is zero (it is then 1 in the first, which the caller must not
-/// admit against).
+/// admit against). A per-day limit counts as zero: what the day has used cannot be known
+/// without the shared store, so no instance admits alone against it.
 pub(crate) fn share_of(limits: Limits, instances: u64) -> (Limits, bool) {
     let n = instances.max(1);
     let mut zero = false;
@@ -47,8 +51,10 @@ pub(crate) fn share_of(limits: Limits, instances: u64) -> (Limits, bool) {
         itpm: part(limits.itpm),
         otpm: part(limits.otpm),
         concurrency: part(limits.concurrency),
+        rpd: part(limits.rpd),
+        tpd: part(limits.tpd),
     };
-    (shared, zero)
+    (shared, zero || limits.per_day())
 }
 
 /// Which scope each position of [`ScopeTable::of`] is, in check order.
@@ -63,11 +69,13 @@ impl ScopeTable {
             .map(|id| ScopeDef {
                 name: format!("d:{}", registry.deployment_name(id)),
                 limits: registry.deployment(id).limits,
+                resets: registry.deployment(id).day_resets.clone(),
             })
             .collect();
         scopes.extend(registry.providers.iter().map(|p| ScopeDef {
             name: format!("p:{}", p.name),
             limits: p.limits,
+            resets: p.day_resets.clone(),
         }));
         let by_deployment: Vec<Vec<usize>> = registry
             .deployments
@@ -110,6 +118,7 @@ impl ScopeTable {
                 ScopeDef {
                     name: def.name.clone(),
                     limits,
+                    resets: def.resets.clone(),
                 }
             })
             .collect();

@@ -134,6 +134,8 @@ impl Need {
             itpm: scale(limits.itpm),
             otpm: scale(limits.otpm),
             concurrency: scale(limits.concurrency),
+            rpd: scale(limits.rpd),
+            tpd: scale(limits.tpd),
         }
     }
 
@@ -246,6 +248,10 @@ pub enum LimitKind {
     DailyBudget,
     /// The tenant's monthly USD budget.
     MonthlyBudget,
+    /// Requests per day.
+    DailyRequests,
+    /// Tokens per day.
+    DailyTokens,
 }
 
 impl LimitKind {
@@ -260,6 +266,8 @@ impl LimitKind {
             LimitKind::Concurrency => "concurrency",
             LimitKind::DailyBudget => "daily budget",
             LimitKind::MonthlyBudget => "monthly budget",
+            LimitKind::DailyRequests => "rpd",
+            LimitKind::DailyTokens => "tpd",
         }
     }
 }
@@ -286,8 +294,9 @@ pub enum Verdict {
     /// nothing else takes the capacity first). For concurrency, whose slots are freed when
     /// requests settle, it is a polling interval (1 s), bounded by the oldest slot's expiry.
     NotNow(Duration),
-    /// A budget cannot cover the request before its period ends: not before the reset, after
-    /// this long. Waiting is pointless: the caller gets an error with the reset time.
+    /// A budget or a per-day limit cannot cover the request before its period ends: not
+    /// before the reset, after this long. Waiting is pointless unless the request's deadline
+    /// reaches the reset: the caller gets an error with the reset time.
     Exhausted(Duration),
 }
 
@@ -392,6 +401,16 @@ pub struct ScopeUsage {
     pub otpm_limit: Option<u64>,
     /// The scope's concurrency limit, if any.
     pub concurrency_limit: Option<u64>,
+    /// Requests counted in the scope's current day (0 unless it has a per-day limit).
+    pub requests_today: u64,
+    /// Tokens counted in the scope's current day (0 unless it has a per-day limit).
+    pub tokens_today: u64,
+    /// The scope's requests-per-day limit, if any.
+    pub rpd_limit: Option<u64>,
+    /// The scope's tokens-per-day limit, if any.
+    pub tpd_limit: Option<u64>,
+    /// Time until the scope's day ends, when it has a per-day limit.
+    pub day_resets_in: Option<Duration>,
 }
 
 /// What the ledger holds for one deployment right now.

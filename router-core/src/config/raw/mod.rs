@@ -201,6 +201,13 @@ pub(crate) struct RawLimits {
     pub(crate) otpm: Option<At<Number>>,
     #[serde(default)]
     pub(crate) concurrency: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) rpd: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) tpd: Option<At<Number>>,
+    /// Where the day of `rpd` and `tpd` ends: `utc` or an IANA time zone.
+    #[serde(default)]
+    pub(crate) day_resets: Option<At<String>>,
 }
 
 /// One entry of a provider's `models:`.
@@ -342,6 +349,10 @@ pub(crate) struct RawTier {
     #[serde(default)]
     pub(crate) concurrency: Option<At<Number>>,
     #[serde(default)]
+    pub(crate) rpd: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) tpd: Option<At<Number>>,
+    #[serde(default)]
     pub(crate) budget: Option<RawBudget>,
 }
 
@@ -354,6 +365,9 @@ impl RawTier {
             itpm: None,
             otpm: None,
             concurrency: self.concurrency.clone(),
+            rpd: self.rpd.clone(),
+            tpd: self.tpd.clone(),
+            day_resets: None,
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::config::state::{StateValue, check_redis_url, nodes_to_url};
 use crate::config::tenants::{NOT_IN_HASH_TAG, tenant_name_problem};
 use crate::config::values::{Api, Limits};
 use crate::flow::Priority;
+use crate::ledger::DayResets;
 
 /// Prefixes of real API keys (OpenAI, Anthropic, DeepSeek, Gemini, Groq, xAI, Hugging Face...).
 const KEY_PREFIXES: [&str; 8] = ["sk-", "sk_", "AIza", "gsk_", "xai-", "hf_", "pk-", "r8_"];
@@ -159,7 +160,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// `rpm`, `tpm`, `itpm`, `otpm` and `concurrency` whose field paths start with `prefix` (e.g.
+    /// `rpm`, `tpm`, `itpm`, `otpm`, `concurrency`, `rpd` and `tpd` whose field paths start with `prefix` (e.g.
     /// `providers[p].limits`, or `tenants.tiers.free` where the keys sit in the tier itself).
     pub(crate) fn limit_keys(&self, prefix: &str, raw: &RawLimits) -> Result<Limits, ConfigError> {
         let one = |key: &str, value: &Option<At<Number>>| {
@@ -176,6 +177,29 @@ impl Ctx<'_> {
             itpm: one("itpm", &raw.itpm)?,
             otpm: one("otpm", &raw.otpm)?,
             concurrency: one("concurrency", &raw.concurrency)?,
+            rpd: one("rpd", &raw.rpd)?,
+            tpd: one("tpd", &raw.tpd)?,
+        })
+    }
+
+    /// `limits.day_resets` of a provider or model (`base` is its field path): `utc` or an IANA
+    /// time zone; `inherited` when absent.
+    pub(crate) fn day_resets(
+        &self,
+        base: &str,
+        raw: Option<&RawLimits>,
+        inherited: &DayResets,
+    ) -> Result<DayResets, ConfigError> {
+        let Some(value) = raw.and_then(|r| r.day_resets.as_ref()) else {
+            return Ok(inherited.clone());
+        };
+        DayResets::parse(value.value.trim()).ok_or_else(|| {
+            let msg = format!(
+                "`{}` is not `utc` or a time zone llmroute knows; write `utc`, or an IANA name \
+                 such as `America/Los_Angeles` (Gemini's days end at midnight Pacific time)",
+                value.value
+            );
+            self.invalid(&format!("{base}.limits.day_resets"), line(value), msg)
         })
     }
 

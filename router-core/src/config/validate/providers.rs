@@ -9,6 +9,7 @@ use crate::config::deployments::{Deployment, Provider};
 use crate::config::error::ConfigError;
 use crate::config::raw::{At, RawConfig, RawLease, RawModel, RawProvider};
 use crate::config::values::{Api, Lease, Limits, ProviderId};
+use crate::ledger::DayResets;
 
 /// `providers:`: at least one, unique names. The providers and their deployments, in
 /// configuration order (provider by provider, model by model).
@@ -67,6 +68,7 @@ fn provider(
         base_url: ctx.base_url(&format!("{base}.base_url"), &raw.base_url)?,
         api_key_env: ctx.api_key_env(&format!("{base}.api_key_env"), &raw.api_key_env)?,
         limits: ctx.limits(&base, raw.limits.as_ref())?,
+        day_resets: ctx.day_resets(&base, raw.limits.as_ref(), &DayResets::Utc)?,
     };
     let models = raw.models.as_ref().filter(|m| !m.value.is_empty());
     let Some(models) = models else {
@@ -88,7 +90,7 @@ fn provider(
             return Err(ctx.invalid(&field, line(&entry.value.name), msg));
         }
         let path = format!("{base}.models[{model}]");
-        let owner = (api, id, provider.limits);
+        let owner = (api, id, &provider);
         deployments.push(deployment(ctx, &path, owner, model, &entry.value)?);
     }
     Ok((provider, deployments))
@@ -98,7 +100,7 @@ fn provider(
 fn deployment(
     ctx: &Ctx<'_>,
     path: &str,
-    (api, provider, provider_limits): (Api, ProviderId, Limits),
+    (api, provider, owner): (Api, ProviderId, &Provider),
     model: String,
     raw: &RawModel,
 ) -> Result<Deployment, ConfigError> {
@@ -123,16 +125,18 @@ fn deployment(
         None => None,
     };
     let limits = ctx.limits(path, raw.limits.as_ref())?;
+    let day_resets = ctx.day_resets(path, raw.limits.as_ref(), &owner.day_resets)?;
     let lease = raw
         .lease
         .as_ref()
-        .map(|l| lease(ctx, path, l, limits, provider_limits))
+        .map(|l| lease(ctx, path, l, limits, owner.limits))
         .transpose()?;
     Ok(Deployment {
         provider,
         aliases,
         price: super::price::price(ctx, path, &raw.price, kind, api)?,
         limits,
+        day_resets,
         max_output_tokens,
         capabilities,
         lease,
@@ -189,6 +193,12 @@ fn lease(
             (lease, line(&b.requests))
         }
     };
+    if limits.per_day() || provider_limits.per_day() {
+        let msg = "a lease counts no day's totals, and this deployment (or its provider) has \
+                   `rpd` or `tpd`; remove `lease`, or the per-day limit"
+            .to_owned();
+        return Err(ctx.invalid(&field, at, msg));
+    }
     if limits.concurrency.is_some() || provider_limits.concurrency.is_some() {
         let msg = "a lease holds no concurrency slots, and this deployment (or its provider) \
                    limits concurrency; remove `lease`, or the `concurrency` limit"

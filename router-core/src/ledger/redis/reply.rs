@@ -4,7 +4,8 @@ use crate::ledger::counts::Counts;
 use std::time::Duration;
 
 use crate::config::DeploymentId;
-use crate::ledger::engine::scope_usage;
+use crate::ledger::day::{Day, DayCount};
+use crate::ledger::engine::{scope_usage, with_day};
 use crate::ledger::scopes::SCOPE_ORDER;
 use crate::ledger::scopes::ScopeTable;
 use crate::ledger::types::*;
@@ -70,6 +71,8 @@ fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
         6 => LimitKind::MonthlyBudget,
         7 => LimitKind::InputTokens,
         8 => LimitKind::OutputTokens,
+        9 => LimitKind::DailyRequests,
+        10 => LimitKind::DailyTokens,
         _ => return None,
     };
     let scope = match c[2] {
@@ -117,11 +120,26 @@ pub(super) fn tenant_snapshot(reply: &[i64], spec: &TenantSpec) -> Option<Tenant
             day_end,
             month_end,
             month_start,
+            day_requests,
+            day_tokens,
         ] => Some(TenantSnapshot {
-            usage: scope_usage(
-                spec.limits,
-                Counts::from([requests, tokens, input, output].map(n)),
-                n(in_flight),
+            usage: with_day(
+                scope_usage(
+                    spec.limits,
+                    Counts::from([requests, tokens, input, output].map(n)),
+                    n(in_flight),
+                ),
+                spec.limits.per_day().then(|| Day {
+                    id: 0,
+                    start: 0,
+                    end: n(day_end),
+                }),
+                DayCount {
+                    day: Some(0),
+                    requests: n(day_requests),
+                    tokens: n(day_tokens),
+                },
+                n(now),
             ),
             spent_today_micros: n(day),
             spent_month_micros: n(month),
@@ -139,8 +157,10 @@ pub(super) fn snapshot(
     table: &ScopeTable,
     ds: &[DeploymentId],
     scopes: &[&[usize]],
+    days: &[Option<Day>],
     reply: &[i64],
 ) -> Option<Vec<DeploymentSnapshot>> {
+    let mut days = days.iter();
     let (&now, mut rest) = reply.split_first()?;
     let n = |v: i64| v.max(0) as u64;
     let reported = |v: i64| (v >= 0).then_some(n(v));
@@ -150,11 +170,18 @@ pub(super) fn snapshot(
         let &[cooldown_end, requests, tokens, input, output, at] = head else {
             return None;
         };
-        let (values, tail) = tail.split_at_checked(5 * sc.len())?;
+        let (values, tail) = tail.split_at_checked(7 * sc.len())?;
         rest = tail;
-        let mut usages = sc.iter().zip(values.chunks_exact(5)).map(|(&s, v)| {
+        let mut usages = sc.iter().zip(values.chunks_exact(7)).map(|(&s, v)| {
             let counts = Counts::from([v[0], v[1], v[2], v[3]].map(n));
-            scope_usage(table.def(s).limits, counts, n(v[4]))
+            let usage = scope_usage(table.def(s).limits, counts, n(v[4]));
+            let day = days.next().copied().flatten();
+            let counted = DayCount {
+                day: day.map(|d| d.id),
+                requests: n(v[5]),
+                tokens: n(v[6]),
+            };
+            with_day(usage, day, counted, n(now))
         });
         out.push(DeploymentSnapshot {
             deployment: d,

@@ -4,8 +4,9 @@
 //! for it (a few indexed reads), remembers what was stored, and after the operation writes back
 //! only the rows that changed. A deployment's or provider's scope and a tenant's window and slots
 //! are the same rows under different scope names (`scope.rs`); a tenant's spend is one more row
-//! (`spend.rs`).
+//! (`spend.rs`), and so is a scope's day when it has a per-day limit (`day.rs`).
 
+mod day;
 mod scope;
 mod spend;
 
@@ -15,6 +16,7 @@ use std::hash::Hash;
 
 use rusqlite::Connection;
 
+use crate::ledger::day::DayCount;
 use crate::ledger::engine::{Cells, ScopeState, Spend, TenantState};
 use crate::ledger::scopes::ScopeTable;
 use scope::Stored;
@@ -39,6 +41,10 @@ use scope::Stored;
 ///   (without `t:`): the UTC day (days since the epoch) and month (`year * 12 + month - 1`) of
 ///   its last spend and the micro-USD spent in each. A period that has ended counts as nothing
 ///   spent; the row is overwritten by the next spend, so there is never more than one per tenant.
+/// - `llmroute_v4_days`: one row per scope with a per-day limit (`rpd`, `tpd`) that counted
+///   anything, by scope name: the day (its civil date as days since the epoch, in the scope's
+///   `day_resets` zone; UTC for tenants and keys) and the requests and tokens it counted. Like
+///   the spend row, a day that has ended counts as nothing and is overwritten.
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS llmroute_v4_scopes (
     ns TEXT NOT NULL, scope TEXT NOT NULL, oldest INTEGER, cooldown INTEGER NOT NULL,
@@ -58,6 +64,10 @@ CREATE TABLE IF NOT EXISTS llmroute_v4_spend (
     day INTEGER NOT NULL, day_micros INTEGER NOT NULL,
     month INTEGER NOT NULL, month_micros INTEGER NOT NULL,
     PRIMARY KEY (ns, tenant)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS llmroute_v4_days (
+    ns TEXT NOT NULL, scope TEXT NOT NULL,
+    day INTEGER NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    PRIMARY KEY (ns, scope)) WITHOUT ROWID;
 ";
 
 // SQLite integers are i64. Times, buckets, periods and amounts fit; reservation ids are random
@@ -80,6 +90,8 @@ fn tenant_scope(name: &str) -> String {
 struct LoadedScope {
     state: ScopeState,
     stored: Stored,
+    /// The day row, if there was one (read only for scopes with a per-day limit).
+    day: Option<DayCount>,
 }
 
 /// One tenant as loaded: its state, and what was stored of its scope and its spend.
@@ -89,6 +101,8 @@ struct LoadedTenant {
     stored: Stored,
     /// The spend row, if there was one.
     spend: Option<Spend>,
+    /// The day row, if there was one.
+    day: Option<DayCount>,
 }
 
 /// The scopes and tenants one operation touched, loaded from and written back to one
@@ -106,10 +120,18 @@ pub(super) struct TxCells<'c> {
 
 impl Cells for TxCells<'_> {
     fn scope(&mut self, s: usize) -> &mut ScopeState {
-        let (conn, ns, name) = (self.conn, self.ns, &self.table.def(s).name);
+        let def = self.table.def(s);
+        let (conn, ns, name) = (self.conn, self.ns, &def.name);
+        let per_day = def.limits.per_day();
         let loaded = cached(&mut self.scopes, &s, &mut self.failed, || {
-            let (state, stored) = scope::load(conn, ns, name)?;
-            Ok(LoadedScope { state, stored })
+            let (mut state, stored) = scope::load(conn, ns, name)?;
+            let day = if per_day {
+                day::load(conn, ns, name)?
+            } else {
+                None
+            };
+            state.day = day.unwrap_or_default();
+            Ok(LoadedScope { state, stored, day })
         });
         &mut loaded.state
     }
@@ -117,8 +139,11 @@ impl Cells for TxCells<'_> {
     fn tenant(&mut self, name: &str) -> &mut TenantState {
         let (conn, ns) = (self.conn, self.ns);
         let loaded = cached(&mut self.tenants, name, &mut self.failed, || {
-            let (scope, stored) = scope::load(conn, ns, &tenant_scope(name))?;
+            let scope_name = tenant_scope(name);
+            let (mut scope, stored) = scope::load(conn, ns, &scope_name)?;
             let spend = spend::load(conn, ns, name)?;
+            let day = day::load(conn, ns, &scope_name)?;
+            scope.day = day.unwrap_or_default();
             let state = TenantState {
                 scope,
                 spend: spend.unwrap_or_default(),
@@ -127,6 +152,7 @@ impl Cells for TxCells<'_> {
                 state,
                 stored,
                 spend,
+                day,
             })
         });
         &mut loaded.state
@@ -174,22 +200,14 @@ impl<'c> TxCells<'c> {
             return Err(e);
         }
         for (&s, l) in &self.scopes {
-            scope::write(
-                self.conn,
-                self.ns,
-                &self.table.def(s).name,
-                &l.state,
-                &l.stored,
-            )?;
+            let name = &self.table.def(s).name;
+            scope::write(self.conn, self.ns, name, &l.state, &l.stored)?;
+            day::write(self.conn, self.ns, name, &l.state.day, l.day)?;
         }
         for (name, l) in &self.tenants {
-            scope::write(
-                self.conn,
-                self.ns,
-                &tenant_scope(name),
-                &l.state.scope,
-                &l.stored,
-            )?;
+            let scope_name = tenant_scope(name);
+            scope::write(self.conn, self.ns, &scope_name, &l.state.scope, &l.stored)?;
+            day::write(self.conn, self.ns, &scope_name, &l.state.scope.day, l.day)?;
             spend::write(self.conn, self.ns, name, &l.state.spend, l.spend)?;
         }
         Ok(())

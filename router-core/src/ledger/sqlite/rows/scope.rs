@@ -85,6 +85,7 @@ pub(super) fn load(
         slots: Slots::from_held(held.clone()),
         cooldown,
         report,
+        day: Default::default(),
     };
     let slots = held.iter().map(|s| (s.id, s.expiry)).collect();
     Ok((
