@@ -173,7 +173,7 @@ impl std::fmt::Display for Break {
     }
 }
 
-fn hms(d: Duration) -> String {
+pub(crate) fn hms(d: Duration) -> String {
     let s = d.as_secs();
     format!("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60)
 }

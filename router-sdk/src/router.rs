@@ -500,6 +500,11 @@ impl Router {
                 let limit = r.limit.as_str();
                 match r.verdict {
                     Verdict::Never => format!("{name}: {scope}{limit} never fits"),
+                    // A per-day limit frees when its day ends, often hours away.
+                    Verdict::NotNow(d) if r.limit.per_day() => format!(
+                        "{name}: {scope}{limit} full until it resets in {}",
+                        crate::error::hms(d)
+                    ),
                     Verdict::NotNow(d) => {
                         format!("{name}: {scope}{limit} full for {:.1}s", d.as_secs_f64())
                     }

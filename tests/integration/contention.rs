@@ -3,6 +3,7 @@
 //! script call whatever the candidates (I4).
 //! Separate OS processes sharing one SQLite file are in `sqlite.rs`.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -249,6 +250,32 @@ async fn tenant_limits_and_budgets_hold_under_contention_on_every_store() {
     for (need, want) in [(rpm, 97), (conc, 23), (budget, 10_000 / 37)] {
         assert_every_store_grants(&yaml, &need, want).await;
     }
+}
+
+/// Per-day limits hold under contention: a deployment's rpd and tpd, a tenant's and a key's
+/// rpd, 8 instances x 50 tasks, every store (a Redis Cluster included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn per_day_limits_hold_under_contention_on_every_store() {
+    use crate::key_accounts::{both, key};
+    use crate::tenants::{need, spec};
+    let ttl = Duration::from_secs(600);
+    let roomy = "rpm: 100000, tpm: 100000000";
+    assert_every_store_grants(
+        &one_model(&format!("{roomy}, rpd: 97")),
+        &Need::new(1, ttl),
+        97,
+    )
+    .await;
+    // Exactly floor(1000 / 7) requests of 7 tokens fit a tpd of 1000.
+    let yaml = one_model(&format!("{roomy}, tpd: 1000"));
+    assert_every_store_grants(&yaml, &Need::new(7, ttl), 1000 / 7).await;
+    let yaml = one_model(roomy);
+    let mut tenant = spec(100_000, 100_000_000, 100_000, None, None);
+    tenant.limits.rpd = NonZeroU64::new(61);
+    assert_every_store_grants(&yaml, &need(1, &tenant, &[1]), 61).await;
+    let mut own = key(100_000, 100_000, None);
+    own.limits.rpd = NonZeroU64::new(43);
+    assert_every_store_grants(&yaml, &both(&tenant, &own, 1), 43).await;
 }
 
 /// A key's own limits and budgets hold under contention beside its tenant's, whichever binds:

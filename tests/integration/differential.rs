@@ -1,7 +1,8 @@
 //! Differential test of the ledger's stores: random sequences of admit / settle / release /
-//! renew / cooldown / observe, with tenants' and keys' accounts (limits, daily and monthly
-//! budgets), batch share and a clock that crosses bucket, window, UTC-day and UTC-month
-//! boundaries, run on the memory, SQLite and Redis stores at once, Redis both as one server and
+//! renew / cooldown / observe, with tenants' and keys' accounts (limits, per-day limits, daily
+//! and monthly budgets), per-day limits on a deployment (UTC) and a provider (Paris time, whose
+//! midnight falls an hour before UTC's), batch share and a clock that crosses bucket, window,
+//! Paris-day, UTC-day and UTC-month boundaries, run on the memory, SQLite and Redis stores at once, Redis both as one server and
 //! as a Redis Cluster of three primaries. Every reply and, after every operation, every
 //! deployment's and account's snapshot must be the same on all four (DESIGN.md I6: the engine in
 //! Rust and the scripts in Lua are twins).
@@ -42,12 +43,12 @@ providers:
     limits: { rpm: 20, tpm: 6000, concurrency: 4 }
     models:
       - { name: a1, price: { input: 1, output: 1 }, limits: { rpm: 8, tpm: 2500, concurrency: 3 } }
-      - { name: a2, price: { input: 2, output: 1 }, limits: { tpm: 3000 } }
+      - { name: a2, price: { input: 2, output: 1 }, limits: { tpm: 3000, rpd: 30, tpd: 40000 } }
   - name: b
     api: anthropic
     base_url: http://127.0.0.1:1
     api_key_env: B_KEY
-    limits: { itpm: 5000, otpm: 1500 }
+    limits: { itpm: 5000, otpm: 1500, rpd: 40, tpd: 60000, day_resets: Europe/Paris }
     models:
       - { name: b1, price: { input: 3, output: 1 }, limits: { rpm: 10, itpm: 2500, otpm: 900, concurrency: 2 } }
 "#;
@@ -62,6 +63,8 @@ fn tenants() -> [TenantSpec; 2] {
                 rpm: limit(12),
                 tpm: limit(4000),
                 concurrency: limit(3),
+                rpd: limit(35),
+                tpd: limit(50_000),
                 ..Limits::default()
             },
             budget: BudgetMicros {
@@ -87,6 +90,7 @@ fn key_account() -> TenantSpec {
         rpm: limit(8),
         tpm: limit(3000),
         concurrency: limit(2),
+        rpd: limit(25),
         ..Limits::default()
     };
     let budget = BudgetMicros {

@@ -23,6 +23,7 @@ macro_rules! every_store {
 mod cluster;
 mod conformance;
 mod contention;
+mod day_limits;
 mod differential;
 mod input_output;
 mod key_accounts;

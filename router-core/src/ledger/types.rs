@@ -255,6 +255,11 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
+    /// Whether it is a per-day limit (`rpd`, `tpd`), which frees when its day ends.
+    pub fn per_day(self) -> bool {
+        matches!(self, LimitKind::DailyRequests | LimitKind::DailyTokens)
+    }
+
     /// Short name for messages: `cooldown`, `rpm`, `tpm`, `itpm`, `otpm`, `concurrency`, ...
     pub fn as_str(self) -> &'static str {
         match self {

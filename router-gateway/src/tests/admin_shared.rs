@@ -63,7 +63,7 @@ async fn a_key_made_rotated_or_revoked_on_one_instance_holds_on_the_other_within
 }
 
 /// A gateway whose ledger and runtime keys are both in `redis`, its tier `pro` with `tier`.
-async fn on_redis_ledger(
+pub(super) async fn on_redis_ledger(
     redis: &llmroute_tests::TestRedis,
     upstream_base: &str,
     tier: &str,
@@ -97,7 +97,7 @@ async fn on_redis_ledger(
 
 /// An upstream whose every answer costs $0.002602 (1117 tokens at $2 and 46 at $8 per
 /// million) and takes 50 ms.
-async fn priced_upstream() -> MockServer {
+pub(super) async fn priced_upstream() -> MockServer {
     let upstream = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))

@@ -251,6 +251,7 @@ mod admin;
 mod admin_shared;
 mod answers;
 mod dashboard;
+mod day_limits;
 mod embeddings;
 mod hardening;
 mod key_limits;
