@@ -1449,3 +1449,48 @@ fn usage_retain_days_is_read_and_a_bad_one_names_what_to_write() {
         );
     }
 }
+
+#[test]
+fn per_day_limits_take_a_known_time_zone_and_no_lease() {
+    let msg = error_of(&with(
+        "limits: { rpm: 500, tpm: 150000, concurrency: 20 }",
+        "limits: { rpm: 500, rpd: 1000, day_resets: Pacific/Nowhere }",
+    ));
+    let field = "providers[deepseek].models[deepseek-chat].limits.day_resets";
+    assert_mentions(
+        &msg,
+        &[
+            "test.yaml:14",
+            field,
+            "`Pacific/Nowhere`",
+            "America/Los_Angeles",
+        ],
+    );
+    let msg = error_of(&with(
+        "output: 5.0 }\n",
+        "output: 5.0 }\n        limits: { tpd: 1000000 }\n        lease: auto\n",
+    ));
+    let field = "providers[anthropic].models[claude-haiku-4-5].lease";
+    assert_mentions(&msg, &[field, "`rpd` or `tpd`", "remove `lease`"]);
+    // A provider's time zone is its models' unless one sets its own.
+    let yaml = with(
+        "limits: { rpm: 10000, tpm: 2000000, concurrency: 100 }",
+        "limits: { rpd: 100000, day_resets: America/Los_Angeles }",
+    );
+    let yaml = yaml.replacen(
+        "price: { input: 0.55, output: 2.19 }",
+        "price: { input: 0.55, output: 2.19 }\n        limits: { tpd: 5000000, day_resets: UTC }",
+        1,
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let zone = |model: &str| {
+        let d = registry.resolve(model)[0];
+        registry.deployment(d).day_resets.name().to_owned()
+    };
+    assert_eq!(zone("deepseek-chat"), "America/Los_Angeles");
+    assert_eq!(zone("deepseek-reasoner"), "utc");
+    assert_eq!(
+        registry.providers[0].limits.rpd.map(|v| v.get()),
+        Some(100_000)
+    );
+}

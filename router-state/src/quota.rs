@@ -49,6 +49,12 @@ pub struct TenantView {
     pub tpm: Option<Used>,
     /// Requests in flight against the tier's concurrency.
     pub concurrency: Option<InFlight>,
+    /// Requests this UTC day against the tier's RPD; only where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpd: Option<Used>,
+    /// Tokens this UTC day against the tier's TPD; only where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpd: Option<Used>,
     /// Spend against the tier's budgets.
     pub spend: Option<Spend>,
 }
@@ -151,6 +157,16 @@ pub struct ScopeView {
     pub otpm: Option<Used>,
     /// Requests in flight against concurrency.
     pub concurrency: InFlight,
+    /// Requests in the scope's current day against RPD; only where an rpd limit is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpd: Option<Used>,
+    /// Tokens in the scope's current day against TPD; only where a tpd limit is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpd: Option<Used>,
+    /// Seconds until the scope's day ends (its `day_resets` zone, UTC for tenants and keys);
+    /// only where a per-day limit is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub day_resets_in_secs: Option<f64>,
 }
 
 impl ScopeView {
@@ -177,6 +193,9 @@ impl ScopeView {
                 in_flight: u.in_flight,
                 limit: u.concurrency_limit,
             },
+            rpd: split(u.requests_today, u.rpd_limit),
+            tpd: split(u.tokens_today, u.tpd_limit),
+            day_resets_in_secs: u.day_resets_in.map(|d| d.as_secs_f64()),
         }
     }
 }
@@ -218,6 +237,8 @@ pub async fn tenant_view(
             rpm: None,
             tpm: None,
             concurrency: None,
+            rpd: None,
+            tpd: None,
             spend: None,
         };
         return Ok(none);
@@ -229,6 +250,8 @@ pub async fn tenant_view(
         rpm: Some(used.rpm),
         tpm: Some(used.tpm),
         concurrency: Some(used.concurrency),
+        rpd: used.rpd,
+        tpd: used.tpd,
         spend: Some(used.spend),
     })
 }
@@ -243,6 +266,12 @@ pub struct AccountUse {
     pub tpm: Used,
     /// Requests in flight against its concurrency.
     pub concurrency: InFlight,
+    /// Requests this UTC day against its RPD; only where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpd: Option<Used>,
+    /// Tokens this UTC day against its TPD; only where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpd: Option<Used>,
     /// Spend against its budgets.
     pub spend: Spend,
 }
@@ -257,6 +286,8 @@ pub async fn account_use(
         rpm,
         tpm,
         concurrency,
+        rpd,
+        tpd,
         ..
     } = ScopeView::of(&snap.usage);
     let usd = |micros: u64| micros as f64 / 1e6;
@@ -267,6 +298,8 @@ pub async fn account_use(
         rpm,
         tpm,
         concurrency,
+        rpd,
+        tpd,
         spend: Spend {
             today_usd: usd(snap.spent_today_micros),
             daily_budget_usd: spec.budget.daily.map(usd),

@@ -382,3 +382,59 @@ async fn quota_without_itpm_or_otpm_shows_no_such_columns() {
         "{table}"
     );
 }
+
+/// Seconds from now to the next midnight in Tokyo (UTC+9 all year: 15:00 UTC).
+fn to_tokyo_midnight() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    (86_400 - (now + 9 * 3600) % 86_400) % 86_400
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quota_shows_per_day_limits_and_a_full_day_refuses_with_the_reset() {
+    let limits = "rpm: 100, rpd: 1, tpd: 100000, day_resets: Asia/Tokyo";
+    let (s, server) = openai_scene(limits).await;
+    let ok = ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json");
+    Mock::given(method("POST"))
+        .respond_with(ok)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut chat = s.llmroute(&["oa"]);
+    chat.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
+    run_async(chat, 0).await;
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let d = &v["deployments"][0];
+    assert_eq!(
+        (d["rpd"]["used"].as_u64(), d["rpd"]["limit"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // The day counts the tokens the minute window keeps: for an OpenAI-compatible
+    // deployment, the reservation (max_tokens is counted at arrival) when it exceeds the use.
+    let kept = d["tpm"]["used"].as_u64();
+    assert!(kept >= Some(1163), "{d}");
+    assert_eq!(
+        (d["tpd"]["used"].as_u64(), d["tpd"]["limit"].as_u64()),
+        (kept, Some(100_000)),
+        "{d}"
+    );
+    let resets = d["day_resets_in_secs"].as_f64().unwrap() as u64;
+    assert!(resets.abs_diff(to_tokyo_midnight()) <= 2, "{d}");
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota"]);
+    let table = run_async(cmd, 0).await.0;
+    let tpd = format!("{}/100000", kept.unwrap());
+    for want in ["rpd", "tpd", "day resets", "1/1", &tpd] {
+        assert!(table.contains(want), "no {want:?} in:\n{table}");
+    }
+    // The day's one request is used: the next chat is refused at once, with the reset.
+    let mut chat = s.llmroute(&["oa"]);
+    chat.args(["chat", "--no-stream", "--timeout", "2", "-p"])
+        .arg(s.prompt("Hi"));
+    let (_, stderr) = run_async(chat, 3).await;
+    assert!(stderr.contains("rpd full until it resets in"), "{stderr}");
+}

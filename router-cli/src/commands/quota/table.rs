@@ -25,6 +25,10 @@ fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
             limit(c.limit)
         )?;
     }
+    if t.rpd.is_some() || t.tpd.is_some() {
+        let today = per_day(t.rpd.as_ref(), t.tpd.as_ref());
+        writeln!(out, "  today (UTC){}", today.replacen(',', ":", 1))?;
+    }
     if let Some(s) = &t.spend {
         let budget = |b: Option<f64>| b.map_or("unlimited".to_string(), |b| format!("${b:.2}"));
         writeln!(
@@ -73,6 +77,26 @@ fn split_limits(itpm: Option<&Used>, otpm: Option<&Used>) -> String {
     parts.collect()
 }
 
+/// `, rpd 3/100, tpd 900/100000` for the per-day limits that are configured.
+fn per_day(rpd: Option<&Used>, tpd: Option<&Used>) -> String {
+    let named = [("rpd", rpd), ("tpd", tpd)];
+    let parts = named
+        .iter()
+        .filter_map(|(name, u)| u.map(|_| format!(", {name} {}", used(*u))));
+    parts.collect()
+}
+
+/// `5h12m`.
+fn hm(secs: f64) -> String {
+    let s = secs as u64;
+    format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+}
+
+/// `, day resets in 5h12m` when a scope has a per-day limit.
+fn day_resets(secs: Option<f64>) -> String {
+    secs.map_or(String::new(), |s| format!(", day resets in {}", hm(s)))
+}
+
 /// The whole report as text.
 pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "state: {}", q.state)?;
@@ -98,9 +122,17 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
         .deployments
         .iter()
         .any(|r| r.usage.itpm.is_some() || r.usage.otpm.is_some());
+    // The rpd and tpd columns appear when some deployment has a per-day limit.
+    let daily = q
+        .deployments
+        .iter()
+        .any(|r| r.usage.rpd.is_some() || r.usage.tpd.is_some());
     let mut head = vec!["deployment".to_string(), "rpm".into(), "tpm".into()];
     if split {
         head.extend(["itpm".into(), "otpm".into()]);
+    }
+    if daily {
+        head.extend(["rpd".into(), "tpd".into(), "day resets".into()]);
     }
     head.extend(
         [
@@ -120,6 +152,14 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
         ];
         if split {
             row.extend([used(r.usage.itpm.as_ref()), used(r.usage.otpm.as_ref())]);
+        }
+        if daily {
+            let resets = r.usage.day_resets_in_secs.map_or("-".into(), hm);
+            row.extend([
+                used(r.usage.rpd.as_ref()),
+                used(r.usage.tpd.as_ref()),
+                resets,
+            ]);
         }
         row.extend([
             format!(
@@ -145,7 +185,7 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
             seen.push(r.provider.clone());
             writeln!(
                 out,
-                "provider {}: rpm {}/{}, tpm {}/{}{}, in flight {}/{}",
+                "provider {}: rpm {}/{}, tpm {}/{}{}, in flight {}/{}{}{}",
                 r.provider,
                 p.rpm.used,
                 limit(p.rpm.limit),
@@ -153,7 +193,9 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
                 limit(p.tpm.limit),
                 split_limits(p.itpm.as_ref(), p.otpm.as_ref()),
                 p.concurrency.in_flight,
-                limit(p.concurrency.limit)
+                limit(p.concurrency.limit),
+                per_day(p.rpd.as_ref(), p.tpd.as_ref()),
+                day_resets(p.day_resets_in_secs),
             )?;
         }
     }
