@@ -446,3 +446,18 @@ fn a_routed_alias_routes_each_simulated_request_by_its_size() {
         "{err}"
     );
 }
+
+#[test]
+fn a_per_day_limit_sends_the_rest_of_the_day_elsewhere_until_midnight() {
+    // The simulation starts at 2023-11-14T22:13:20Z, 6,400 s before UTC midnight.
+    let registry = registry("{ rpm: 100000, tpm: 100000000, rpd: 500 }");
+    let r = run(&registry, &profile(10.0, 600));
+    assert_adds_up(&r);
+    assert_eq!(served(&r, "cheap/small"), 500, "{r:#?}");
+    assert_eq!((r.totals.failed, r.totals.rate_limited), (0, 0));
+    assert_eq!(served(&r, "mid/medium"), r.totals.requests - 500);
+    // Across midnight a new day opens: 500 more, no sooner.
+    let r = run(&registry, &profile(1.0, 7_200));
+    assert_adds_up(&r);
+    assert_eq!(served(&r, "cheap/small"), 1_000, "{r:#?}");
+}
