@@ -415,3 +415,17 @@ fn a_shared_reservation_finished_while_local_frees_its_slot_here() {
     assert!(!m.in_flight.contains_key(&r.id));
     assert_eq!(fill(&mut m, T0 + 200).0, 1);
 }
+
+/// A per-day limit is no share: what the day has used is known only to the store, so local
+/// mode admits nothing against it for the whole outage, however roomy the minute limits.
+#[test]
+fn local_mode_admits_nothing_against_a_per_day_limit() {
+    let mut m = machine("local", "rpm: 1000, rpd: 100000");
+    answered(&mut m, 1, 0, T0);
+    let fell_back = m.fall_back(timeout(), &need(), &[D], T0);
+    let Ok(Admission::Denied(denial)) = fell_back else {
+        panic!("expected a refusal, got {fell_back:?}");
+    };
+    assert_eq!(denial.refusals[0].limit, LimitKind::Cooldown);
+    assert_eq!(fill(&mut m, T0 + 30_000).0, 0);
+}
