@@ -74,19 +74,34 @@ local function is_live_instance(instances, id, now)
   return until_ms ~= nil and until_ms > now
 end
 
--- Rejoin set (llmroute:{ns}:v3:rejoin): the instances that may hold admissions made while the
--- store did not answer them and not yet written back (heartbeat.lua adds them, restore.lua takes
--- them out). An instance back from such an outage admits through the store only once no other
--- live instance is in it: until then the windows miss what those admitted. Returns how many
--- live instances (registered in the instances zset past now) other than `me` are in the set,
--- and forgets those that are not live.
+-- Rejoin hash (llmroute:{ns}:v3:rejoins): per instance id, 'a:<id>' = when it last said it
+-- holds admissions made while the store did not answer it, not yet written back (a heartbeat:
+-- heartbeat.lua), 'c:<id>' = when it last said it holds none (a heartbeat, or a restore that
+-- wrote everything back: restore.lua), and 's:<id>' = when it last held none before its latest
+-- such spell (its outage began after that); 'g' = how long a registration lasts (ms). All times
+-- are the store's. An instance back from an outage admits through the store only once every
+-- other instance that was registered after its outage began has said it holds none since it
+-- last said it did: until then the windows may miss what those admitted on their own. Whether
+-- they are registered now does not matter (registrations lapse during a long outage), but one
+-- that has not registered again within a registration's length of the instance's last such
+-- word is taken to have exited. Returns how many instances `me` waits for.
 local function rejoin_waiting(rejoin, instances, me, now)
+  local v = redis.call('HMGET', rejoin, 'a:' .. me, 's:' .. me, 'g')
+  local away = tonumber(v[1])
+  if away == nil then
+    return 0
+  end
+  local since, grace = tonumber(v[2]) or 0, tonumber(v[3]) or 0
   local waiting = 0
-  for _, id in ipairs(redis.call('SMEMBERS', rejoin)) do
-    if not is_live_instance(instances, id, now) then
-      redis.call('SREM', rejoin, id)
-    elseif id ~= me then
-      waiting = waiting + 1
+  local known = redis.call('ZRANGE', instances, 0, -1, 'WITHSCORES')
+  for i = 1, #known, 2 do
+    local id, registered_until = known[i], tonumber(known[i + 1])
+    if id ~= me and registered_until > since
+        and (registered_until > now or now - away < grace) then
+      local clean = tonumber(redis.call('HGET', rejoin, 'c:' .. id)) or 0
+      if clean < away then
+        waiting = waiting + 1
+      end
     end
   end
   return waiting

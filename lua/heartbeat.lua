@@ -10,11 +10,10 @@
 -- reply was lost is sent again with the same corrections and number, and must not give back
 -- twice.
 --
--- It also keeps the rejoin set (see common.lua): an instance that admitted on its own while the
--- store did not answer it says so (ARGV[8]) with every beat until it has written that back. The
--- first to say so after an outage puts every live instance in the set, since any of them may
--- have done the same and not yet said; every beat of an instance that holds nothing unwritten
--- takes it out. The reply says how many others are still in it.
+-- It also keeps the rejoin hash (see common.lua): an instance that admitted on its own while
+-- the store did not answer it says so (ARGV[8]) with every beat until it has written that back;
+-- every beat of an instance that holds nothing unwritten says that. The reply says how many
+-- others an instance back from an outage still waits for.
 --
 -- Readings are numbered (the reads hash): an instance that will start local mode from this
 -- beat's window totals has the reading recorded under the next number, and learns the oldest
@@ -23,8 +22,9 @@
 -- counts in full what it admitted since then (router-core/src/ledger/resilient.rs, `Reads`).
 --
 -- KEYS: [1] the instances zset (llmroute:{ns}:v3:instances: member = instance id, score = when
---   its registration expires, ms), [2] the epoch key (llmroute:{ns}:v3:epoch), [3] the rejoin
---   set (llmroute:{ns}:v3:rejoin), [4] the reads hash (llmroute:{ns}:v3:reads: field '#' = the
+--   its registration expires, ms; a registration is kept a day after it lapses, for the rejoin
+--   hash), [2] the epoch key (llmroute:{ns}:v3:epoch), [3] the rejoin hash
+--   (llmroute:{ns}:v3:rejoins), [4] the reads hash (llmroute:{ns}:v3:reads: field '#' = the
 --   last reading's number, and per instance id the number of its last recorded reading), then
 --   the window
 --   hash of each of the n scopes, then per tenant its window hash and spend hash, then the
@@ -47,7 +47,7 @@
 --   windows it sees are not the whole story. Its TTL (EPOCH_TTL_MS) is refreshed here.
 -- Reply: {live instances (this one included), epoch (0: none), the current UTC day and month
 --   (budget periods, see common.lua), 1 when the corrections were applied else 0, how many other
---   live instances are in the rejoin set, this reading's number (0: not recorded), the oldest
+--   instances this one waits for (see the rejoin hash), this reading's number (0: not recorded), the oldest
 --   number among the live instances' last recorded readings, this one's included (0: none),
 --   then per
 --   scope R, T, I, X (its window totals, the corrections in), the ms left of its cooldown (0:
@@ -57,23 +57,30 @@
 
 local now = now_ms()
 local ttl, n, tenants = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-redis.call('ZADD', KEYS[1], fmt('%d', now + ttl), ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt('%d', now))
-redis.call('PEXPIRE', KEYS[1], ttl)
-local live = redis.call('ZCARD', KEYS[1])
-local rejoin = KEYS[3]
-if ARGV[8] == '1' then
-  if redis.call('EXISTS', rejoin) == 0 then
-    for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-      redis.call('SADD', rejoin, id)
-    end
-  end
-  redis.call('SADD', rejoin, ARGV[2])
-  redis.call('PEXPIRE', rejoin, EPOCH_TTL_MS)
-else
-  redis.call('SREM', rejoin, ARGV[2])
+local me, rejoin = ARGV[2], KEYS[3]
+redis.call('ZADD', KEYS[1], fmt('%d', now + ttl), me)
+-- Registrations lapsed a day ago are forgotten, with what the rejoin hash held of them.
+local forgotten = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt('%d', now - EPOCH_TTL_MS))
+for _, id in ipairs(forgotten) do
+  redis.call('HDEL', rejoin, 'a:' .. id, 'c:' .. id, 's:' .. id)
+  redis.call('ZREM', KEYS[1], id)
 end
-local waiting = rejoin_waiting(rejoin, KEYS[1], ARGV[2], now)
+redis.call('PEXPIRE', KEYS[1], EPOCH_TTL_MS + ttl)
+local live = redis.call('ZCOUNT', KEYS[1], fmt('(%d', now), '+inf')
+if ARGV[8] == '1' then
+  local v = redis.call('HMGET', rejoin, 'a:' .. me, 'c:' .. me)
+  local last_away, clean = tonumber(v[1]), tonumber(v[2]) or 0
+  if last_away == nil or clean >= last_away then
+    -- Its first such word since it last held nothing: its outage began after that.
+    redis.call('HSET', rejoin, 's:' .. me, fmt('%d', clean))
+  end
+  redis.call('HSET', rejoin, 'a:' .. me, fmt('%d', now))
+else
+  redis.call('HSET', rejoin, 'c:' .. me, fmt('%d', now))
+end
+redis.call('HSET', rejoin, 'g', fmt('%d', ttl))
+redis.call('PEXPIRE', rejoin, EPOCH_TTL_MS)
+local waiting = rejoin_waiting(rejoin, KEYS[1], me, now)
 local epoch = tonumber(redis.call('GET', KEYS[2])) or 0
 if epoch ~= 0 then
   redis.call('PEXPIRE', KEYS[2], EPOCH_TTL_MS)

@@ -4,15 +4,15 @@
 --
 -- KEYS: [1] the epoch key (see heartbeat.lua), [2] this instance's restore mark
 --   (llmroute:{ns}:v3:q:<instance>: the last restore applied), [3] the set of instances that
---   wrote their own back into this epoch (llmroute:{ns}:v3:restored), [4] the rejoin set and
+--   wrote their own back into this epoch (llmroute:{ns}:v3:restored), [4] the rejoin hash and
 --   [5] the instances zset (see common.lua and heartbeat.lua), then every window hash,
 --   slots zset and spend hash the ARGV below refer to, by their KEYS index.
 -- ARGV: [1] now ms or '', [2] the epoch this instance last saw (0: none), [3] the epoch to store
 --   if there is none, [4] this restore's sequence number (increasing per instance; a restore
 --   whose reply was lost is sent again with the same number and applied once), [5] this
 --   instance's id, [6] 1 when this restore, with those applied before it, writes back all this
---   instance admitted while the store was away and it admits nothing more on its own (it leaves
---   the rejoin set), else 0, then five
+--   instance admitted while the store was away and it admits nothing more on its own (the rejoin
+--   hash records that it holds none now), else 0, then five
 --   blocks, each a count followed by that many records:
 --   spend carry (applied only by the restore that stores a new epoch, i.e. the first after the
 --     keys were lost): spend key, day, spent that day, month, spent that month (the tenants'
@@ -34,7 +34,7 @@
 -- Reply: {epoch now stored, 1 if this restore stored it (the keys had been lost) else 0,
 --   1 if applied now, 0 if this sequence number had been applied already, how many instances
 --   have written their own back into this epoch, 1 if this one just did (its epoch was stale),
---   how many other live instances are in the rejoin set}.
+--   how many other instances this one waits for (see the rejoin hash)}.
 --   Until the instances that shared the store before have all written theirs back, the windows
 --   miss some of the last minute: the caller admits nothing meanwhile (bounded).
 
@@ -43,7 +43,7 @@ local mine, proposed, seq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[
 local stored = tonumber(redis.call('GET', KEYS[1]))
 local done = tonumber(redis.call('GET', KEYS[2]))
 if ARGV[6] == '1' then
-  redis.call('SREM', KEYS[4], ARGV[5])
+  redis.call('HSET', KEYS[4], 'c:' .. ARGV[5], fmt('%d', now))
 end
 local waiting = rejoin_waiting(KEYS[4], KEYS[5], ARGV[5], now)
 if done and done >= seq then

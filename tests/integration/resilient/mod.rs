@@ -585,9 +585,10 @@ async fn in_local_mode_an_instance_is_not_held_by_its_own_requests_that_ended() 
 }
 
 /// After Redis froze, each instance back writes what it admitted on its own into the shared
-/// windows, but admits nothing through them until every other live instance has done the same or
-/// said it holds nothing unwritten: until then the windows miss what the others admitted. An
-/// instance idle through the outage noticed it by its heartbeat, and waits too.
+/// windows, but admits nothing through them until every other instance has said, since this one
+/// said it held something, that it holds nothing unwritten (by writing back, or by a heartbeat):
+/// until then the windows may miss what the others admitted. An instance idle through the outage
+/// noticed it by its heartbeat, and waits too.
 #[tokio::test]
 async fn after_an_outage_none_admits_through_redis_before_all_have_written_back() {
     let redis = redis_server();
@@ -629,13 +630,15 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
         None,
         "the idle one waits for B"
     );
+    // B writes back. The others said they hold nothing before B said it held something: B
+    // waits for their next word.
     b.heartbeat_now().await;
-    assert_eq!(b.status().mode, Mode::Shared, "B was the last one");
     a.heartbeat_now().await;
     idle.heartbeat_now().await;
+    b.heartbeat_now().await;
     assert_eq!(
-        (a.status().mode, idle.status().mode),
-        (Mode::Shared, Mode::Shared)
+        (a.status().mode, idle.status().mode, b.status().mode),
+        (Mode::Shared, Mode::Shared, Mode::Shared)
     );
     assert_eq!(shared_requests(&redis).await, (5, 4));
     let more = fill(&a).await;
@@ -644,6 +647,63 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
         5,
         "the limit, with all 5 admitted so far in the windows"
     );
+}
+
+/// An instance with hand-made heartbeats (an hour apart: registrations last three hours)
+/// whose scripts and ledger both read `clock`.
+async fn on_clock(redis: &TestRedis, clock: &ManualClock) -> ResilientStore {
+    let mut registry = registry();
+    registry.ledger = LedgerSettings {
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Local,
+        heartbeat: Duration::from_secs(3600),
+    };
+    let options = RedisStoreOptions {
+        namespace: redis.namespace.clone(),
+        clock: Some(Arc::new(clock.clone())),
+        response_timeout: Duration::from_millis(500),
+        lazy: true,
+        ..RedisStoreOptions::default()
+    };
+    let shared = RedisStore::connect(&redis.url, &registry, options)
+        .await
+        .unwrap();
+    ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await
+}
+
+/// An outage longer than a registration lasts: when Redis is back, no instance is registered
+/// any more, and the first back still waits for the other to write back what it admitted on
+/// its own, until the other does.
+#[tokio::test]
+async fn an_outage_longer_than_a_registration_still_has_the_first_back_wait_for_the_others() {
+    let redis = redis_server();
+    let clock = ManualClock::new(crate::support::T0);
+    let (a, b) = (
+        on_clock(&redis, &clock).await,
+        on_clock(&redis, &clock).await,
+    );
+    for _ in 0..2 {
+        a.heartbeat_now().await;
+        b.heartbeat_now().await;
+    }
+    redis.pause();
+    // Each admits its share, 5 of 10, on its own; their beats find no answer.
+    let (ra, rb) = (fill(&a).await, fill(&b).await);
+    assert_eq!((ra.len(), rb.len()), (5, 5));
+    // Four hours: both registrations (three heartbeats) lapse. (No beat is sent meanwhile: a
+    // paused Redis would run it once resumed, and register its sender again.)
+    clock.advance_ms(4 * 3_600_000);
+    redis.resume();
+    // Within the minute of A's return, B's admissions (were they recent) would be missing
+    // from the windows: A waits for B.
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Local);
+    assert_eq!(admit(&a).await.unwrap(), None, "A waits for B");
+    b.heartbeat_now().await;
+    assert_eq!(b.status().mode, Mode::Shared, "B was the last one");
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
+    assert!(admit(&a).await.unwrap().is_some());
 }
 
 mod accounts;

@@ -34,8 +34,8 @@ pub(crate) struct Beat {
     pub(crate) instances: u64,
     /// The store's epoch (0: none stored).
     pub(crate) epoch: u64,
-    /// Other live instances that may hold admissions made while the store did not answer them,
-    /// not yet written back (the rejoin set, see lua/common.lua).
+    /// Other instances that may hold admissions made while the store did not answer them, not
+    /// yet written back, which this one waits for (the rejoin hash, see lua/common.lua).
     pub(crate) waiting: u64,
     /// This reading's number (0: not recorded, see [`BeatAs::reading`]), and the oldest number
     /// of the live instances' last recorded readings (see lua/heartbeat.lua).
@@ -63,8 +63,8 @@ pub(crate) struct Beat {
 /// What an instance says of itself with a heartbeat.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct BeatAs {
-    /// It holds admissions made while the store did not answer it, not yet written back: it
-    /// joins the rejoin set (else it leaves it).
+    /// It holds admissions made while the store did not answer it, not yet written back (the
+    /// rejoin hash records when it said so, or when it said it holds none).
     pub(crate) away: bool,
     /// It takes this beat's totals as what its local mode would start from: the reading is
     /// numbered and recorded as its last.
@@ -106,7 +106,8 @@ pub(crate) struct Restore<'a> {
     /// What it admitted while the store was away.
     pub(crate) entries: Vec<Replayed>,
     /// With the restores applied before it, `entries` is all the instance admitted while the
-    /// store was away, and it admits nothing more on its own: it leaves the rejoin set.
+    /// store was away, and it admits nothing more on its own: the rejoin hash records that it
+    /// holds none now.
     pub(crate) complete: bool,
 }
 
@@ -156,7 +157,7 @@ impl RedisStore {
     }
 
     fn rejoin_key(&self) -> String {
-        format!("{}:rejoin", self.prefix)
+        format!("{}:rejoins", self.prefix)
     }
 
     fn reads_key(&self) -> String {

@@ -42,7 +42,7 @@
 //!   same (or said with a heartbeat that it admitted nothing on its own), an instance back from
 //!   local mode admits nothing: the shared windows would miss what the others admitted
 //!   meanwhile. A heartbeat that fails puts an instance in local mode too, so that one idle
-//!   through an outage waits for the others as well (see lua/common.lua, the rejoin set).
+//!   through an outage waits for the others as well (see lua/common.lua, the rejoin hash).
 //! - **closed**: the request fails with the store's error.
 //! - **open**: admit without counting anything until Redis answers again.
 //!

@@ -65,7 +65,9 @@ struct Gaps {
     /// instance that beat in that short spell left the rejoin set, which another instance
     /// still away kept non-empty; in the next outage the first one had admitted on its own
     /// again, unheard. The first instance back found the set non-empty, so it added no one:
-    /// it rejoined at once, while the other's admissions were not written back yet.
+    /// it rejoined at once, while the other's admissions were not written back yet. Closed by
+    /// the rejoin hash: an instance waits for every other that has not said it holds nothing
+    /// since it last said it held something.
     short_ups: bool,
 }
 
@@ -75,7 +77,7 @@ impl Gaps {
         timeouts_wait: true,
         down_between_readings: false,
         lost_restore_replies: true,
-        short_ups: false,
+        short_ups: true,
     };
 }
 

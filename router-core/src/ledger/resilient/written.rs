@@ -157,7 +157,7 @@ impl Machine {
     /// nothing on its own: the store may count it as back already, and the others may go back
     /// to the store without waiting for it. One the store surely did not apply leaves it
     /// admitting on its own share again, as a heartbeat that fails does (its next heartbeat
-    /// puts it back in the rejoin set).
+    /// says again that it holds admissions not written back: the rejoin hash).
     pub(super) fn restore_failed(&mut self, e: &LedgerError, seq: u64, snapshot: Vec<Entry>) {
         if e.maybe_applied() {
             let sent = snapshot;

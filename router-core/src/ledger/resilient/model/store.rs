@@ -3,12 +3,12 @@
 //!
 //! - **Windows and slots**: one ledger over the whole limits, the crate's [`Engine`] over plain
 //!   cells (as the local ledger is), so that admission means what it means in Redis.
-//! - **Heartbeat**: registers the instance (none ever leaves), keeps the rejoin set, numbers the
+//! - **Heartbeat**: registers the instance (none ever leaves), keeps the rejoin hash, numbers the
 //!   readings in the epoch the instance knows, and reads every scope's window totals and live
 //!   slots.
 //! - **Restore**: stores an epoch when there is none, applies each sequence number once, writes
 //!   an instance's own windows and slots when its epoch is stale and its local entries always,
-//!   and takes it out of the rejoin set once it has written all.
+//!   and records in the rejoin hash that it holds nothing once it has written all.
 //!
 //! Faults: the store stops answering every call (`up`), or the next call of a kind is lost on
 //! its way, or carried out and its answer lost (`fault`). The caller sees a timeout each time.
@@ -41,8 +41,11 @@ pub(super) struct Store {
     next_epoch: u64,
     /// Instances registered by a heartbeat.
     live: BTreeSet<usize>,
-    /// Instances that may hold admissions made on their own (see lua/common.lua).
-    rejoin: BTreeSet<usize>,
+    /// Per instance, when it last said it holds admissions made on its own, not yet written
+    /// back (see the rejoin hash in lua/common.lua).
+    away: BTreeMap<usize, u64>,
+    /// Per instance, when it last said it holds none.
+    clean: BTreeMap<usize, u64>,
     /// Instances that wrote their own back into this epoch.
     restored: BTreeSet<usize>,
     /// The last reading's number, and each instance's last recorded one.
@@ -71,7 +74,8 @@ impl Store {
             epoch: 0,
             next_epoch: 41,
             live: BTreeSet::new(),
-            rejoin: BTreeSet::new(),
+            away: BTreeMap::new(),
+            clean: BTreeMap::new(),
             restored: BTreeSet::new(),
             read: 0,
             reads: BTreeMap::new(),
@@ -140,12 +144,9 @@ impl Store {
         self.call(Call::Beat, now, |s, _| {
             s.live.insert(me);
             if says.away {
-                if s.rejoin.is_empty() {
-                    s.rejoin.extend(s.live.iter().copied());
-                }
-                s.rejoin.insert(me);
+                s.away.insert(me, now);
             } else {
-                s.rejoin.remove(&me);
+                s.clean.insert(me, now);
             }
             let current = known != 0 && known == s.epoch;
             let mut read = 0;
@@ -178,8 +179,18 @@ impl Store {
         })
     }
 
+    /// The instances `me` waits for: every other that has not said it holds nothing since
+    /// `me` last said it held something (registrations never lapse here).
     fn waiting(&self, me: usize) -> u64 {
-        self.rejoin.iter().filter(|&&i| i != me).count() as u64
+        let Some(&away) = self.away.get(&me) else {
+            return 0;
+        };
+        let unclean = |i: &&usize| self.clean.get(i).copied().unwrap_or(0) < away;
+        self.live
+            .iter()
+            .filter(|&&i| i != me)
+            .filter(unclean)
+            .count() as u64
     }
 
     /// Instance `me`'s restore `round`.
@@ -191,7 +202,7 @@ impl Store {
     ) -> Result<Restored, LedgerError> {
         self.call(Call::Restore, now, |s, _| {
             if round.complete {
-                s.rejoin.remove(&me);
+                s.clean.insert(me, now);
             }
             let waiting = s.waiting(me);
             if s.applied.get(&me).is_some_and(|&done| done >= round.seq) {
