@@ -12,11 +12,13 @@
 --   whose reply was lost is sent again with the same number and applied once), [5] this
 --   instance's id, [6] 1 when this restore, with those applied before it, writes back all this
 --   instance admitted while the store was away and it admits nothing more on its own (the rejoin
---   hash records that it holds none now), else 0, then five
+--   hash records that it holds none now), else 0, then six
 --   blocks, each a count followed by that many records:
 --   spend carry (applied only by the restore that stores a new epoch, i.e. the first after the
 --     keys were lost): spend key, day, spent that day, month, spent that month (the tenants'
 --     spends as this instance last saw them);
+--   day carry (same condition): day hash key, day, requests, tokens (the days of the per-day
+--     limits as this instance last saw them; a day hash ends up holding at least that);
 --   own windows (applied when the stored epoch is not the one this instance saw, i.e. the keys
 --     were lost since it last looked): window key, bucket, R, T, I, X: what this instance
 --     admitted through the store in each bucket of the last minute (every instance writes its
@@ -113,6 +115,19 @@ end
 
 local a = spends(7, lost)
 local count = tonumber(ARGV[a])
+for _ = 1, count do
+  local key, day = KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2])
+  -- A later day already there (the clock moved on) is left as it is.
+  if lost and (tonumber(redis.call('HGET', key, 'd')) or day) <= day then
+    local r, t = day_counted(key, day)
+    redis.call('HSET', key, 'd', fmt('%d', day), 'r', fmt('%d', math.max(r, tonumber(ARGV[a + 3]))),
+      't', fmt('%d', math.max(t, tonumber(ARGV[a + 4]))))
+    redis.call('PEXPIRE', key, 2 * DAY_MS)
+  end
+  a = a + 4
+end
+a = a + 1
+count = tonumber(ARGV[a])
 for _ = 1, count do
   if stale then
     add(KEYS[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),

@@ -297,10 +297,11 @@ providers:
 /// The ledger scripts (files of `lua/`) that the Redis server at `node` does not hold
 /// (SCRIPT EXISTS).
 pub fn scripts_missing_on(node: &str) -> Vec<&'static str> {
-    const NAMES: [&str; 11] = [
+    const NAMES: [&str; 12] = [
         "admit",
         "settle",
         "renew",
+        "days",
         "cooldown",
         "observe",
         "snapshot",

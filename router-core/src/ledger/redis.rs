@@ -27,10 +27,11 @@ const UPDATE: &str = include_str!("../../../lua/update.lua");
 /// Every ledger script: its name (its file in `lua/`), its body, and whether it takes
 /// `lua/update.lua`'s helpers. Every function a script defines is created anew on each call, so
 /// the admission, on every request's path, carries only the ones it uses.
-pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 11] = [
+pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 12] = [
     ("admit", include_str!("../../../lua/admit.lua"), false),
     ("settle", include_str!("../../../lua/settle.lua"), true),
     ("renew", include_str!("../../../lua/renew.lua"), false),
+    ("days", include_str!("../../../lua/days.lua"), false),
     ("cooldown", include_str!("../../../lua/cooldown.lua"), true),
     ("observe", include_str!("../../../lua/observe.lua"), true),
     ("snapshot", include_str!("../../../lua/snapshot.lua"), false),
@@ -100,6 +101,7 @@ pub(crate) fn lua_constants() -> String {
 static ADMIT: LazyLock<Script> = LazyLock::new(|| script("admit"));
 static SETTLE: LazyLock<Script> = LazyLock::new(|| script("settle"));
 static RENEW: LazyLock<Script> = LazyLock::new(|| script("renew"));
+static DAYS: LazyLock<Script> = LazyLock::new(|| script("days"));
 static COOLDOWN: LazyLock<Script> = LazyLock::new(|| script("cooldown"));
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| script("observe"));
 static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| script("snapshot"));
@@ -114,6 +116,7 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
     &ADMIT,
     &SETTLE,
     &RENEW,
+    &DAYS,
     &COOLDOWN,
     &OBSERVE,
     &SNAPSHOT,

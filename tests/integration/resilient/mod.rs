@@ -706,6 +706,28 @@ async fn an_outage_longer_than_a_registration_still_has_the_first_back_wait_for_
     assert!(admit(&a).await.unwrap().is_some());
 }
 
+/// A Redis restarted empty forgets the day's counts with its keys: the first instance back
+/// writes them back as its last heartbeat read them, so a per-day limit still holds.
+#[tokio::test]
+async fn a_days_count_is_written_back_after_redis_restarted_empty() {
+    let mut redis = redis_server();
+    let registry = Registry::from_yaml_str(&one_model("rpm: 100, rpd: 5"), "test.yaml").unwrap();
+    let a = by_hand(&redis, registry, OnError::Local).await;
+    for _ in 0..3 {
+        let r = admit(&a).await.unwrap().expect("room today");
+        assert!(a.settle(&r, ActualUsage::tokens(5)).await.unwrap());
+    }
+    a.heartbeat_now().await;
+    redis.restart();
+    a.heartbeat_now().await;
+    assert_eq!(a.status().mode, Mode::Shared);
+    assert_eq!(
+        fill(&a).await.len(),
+        2,
+        "5 a day, 3 used before the restart"
+    );
+}
+
 mod accounts;
 mod leases;
 mod sweep;

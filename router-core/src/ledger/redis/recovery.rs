@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use redis::{Script, ScriptInvocation};
 
-use super::{HEARTBEAT, RESTORE, RedisStore};
+use super::{DAYS, HEARTBEAT, RESTORE, RedisStore};
 use crate::config::DeploymentId;
 use crate::ledger::LedgerError;
 use crate::ledger::counts::Counts;
@@ -54,6 +54,10 @@ pub(crate) struct Beat {
     pub(crate) tenants: Vec<(String, Counts, u64, u64)>,
     /// Per tenant asked about, in the order of `tenants`: its live slots.
     pub(crate) tenant_in_flight: Vec<u64>,
+    /// What the day hashes of the scopes with a per-day limit and of the tenants asked about
+    /// held of their current day: key, day, requests, tokens (read after the beat, by
+    /// lua/days.lua; only days that counted something).
+    pub(crate) days: Vec<(String, u64, u64, u64)>,
     /// Of `in_flight` and `tenant_in_flight`, this instance's own when it sent the beat (filled
     /// in by the instance, not the store).
     pub(crate) own_in_flight: Vec<u64>,
@@ -92,8 +96,8 @@ pub(crate) struct Restore<'a> {
     pub(crate) known_epoch: u64,
     /// The epoch to store if the store has none.
     pub(crate) proposed_epoch: u64,
-    /// The tenants' spends as last seen (only `tenants` and the periods are used), written only
-    /// by the restore that finds the keys lost.
+    /// The tenants' spends and the days' counts as last seen (only `tenants`, `days` and the
+    /// periods are used), written only by the restore that finds the keys lost.
     pub(crate) carry: Option<&'a Beat>,
     /// What this instance admitted through the store in the last minute, by scope (index) or
     /// tenant (name), and bucket; written if the keys were lost since it last looked.
@@ -279,7 +283,50 @@ impl RedisStore {
             tenant_in_flight: tenant_rows.chunks_exact(7).map(|c| count(c[6])).collect(),
             ..Beat::default()
         };
-        Ok((beat, *applied == 1))
+        // Best effort: without them, a store that loses its keys forgets the days' counts.
+        let days = self
+            .read_days(tenants, count(*day))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "ledger: the days' counts were not read");
+                Vec::new()
+            });
+        Ok((Beat { days, ..beat }, *applied == 1))
+    }
+
+    /// What the day hashes of the scopes with a per-day limit and of `tenants` hold of their
+    /// current day (`utc_day` for tenants): the days that counted something. No call when
+    /// there is no such hash.
+    async fn read_days(
+        &self,
+        tenants: &[String],
+        utc_day: u64,
+    ) -> Result<Vec<(String, u64, u64, u64)>, LedgerError> {
+        let now = self.local_now();
+        let scopes = (0..self.scope_keys.len()).filter_map(|s| {
+            let day = self.day_of(s, now)?;
+            Some((self.scope_keys[s].day.clone(), day.id))
+        });
+        let accounts = tenants.iter().map(|t| (self.tenant_key("y", t), utc_day));
+        let asked: Vec<(String, u64)> = scopes.chain(accounts).collect();
+        if asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = DAYS.prepare_invoke();
+        inv.arg(self.now_arg());
+        for (key, day) in &asked {
+            inv.key(key).arg(*day);
+        }
+        let reply = self.run(&inv).await?;
+        if reply.len() != 2 * asked.len() {
+            return Err(self.protocol("days.lua", &reply));
+        }
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        let read = asked.into_iter().zip(reply.chunks_exact(2));
+        Ok(read
+            .filter(|(_, c)| c[0] > 0 || c[1] > 0)
+            .map(|((key, day), c)| (key, day, count(c[0]), count(c[1])))
+            .collect())
     }
 
     /// Writes `r` into the shared windows (see lua/restore.lua); applied once per sequence
@@ -308,6 +355,12 @@ impl RedisStore {
             args.extend(block);
         };
         spends(&mut args, &mut keys, r.carry);
+        let days = r.carry.map_or(&[][..], |b| &b.days);
+        args.push(days.len() as u64);
+        for (key, day, requests, tokens) in days {
+            args.push(keys.of(key.clone()) as u64);
+            args.extend([*day, *requests, *tokens]);
+        }
         args.push(r.own_windows.len() as u64);
         for (of, bucket, counts) in &r.own_windows {
             let key = match of {
