@@ -10,7 +10,11 @@ use std::fmt;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+use std::time::Duration;
+
 use super::period::DAY_MS;
+use super::types::{ActualUsage, LimitKind, Reservation, ScopeUsage};
+use crate::config::Limits;
 
 /// Where a scope's day ends: at UTC midnight, or at midnight in an IANA time zone.
 #[derive(Clone, Default, PartialEq)]
@@ -131,6 +135,53 @@ impl DayCount {
             self.requests = self.requests.saturating_add_signed(requests);
             self.tokens = self.tokens.saturating_add_signed(tokens);
         }
+    }
+}
+
+/// The per-day limits of one scope that one more request of `tokens` would break in `day`.
+pub(crate) fn day_blocked(
+    counted: &DayCount,
+    limits: Limits,
+    day: u64,
+    tokens: u64,
+) -> impl Iterator<Item = LimitKind> {
+    let (requests, used) = counted.current(day);
+    let full = [
+        (LimitKind::DailyRequests, limits.rpd, requests, 1),
+        (LimitKind::DailyTokens, limits.tpd, used, tokens),
+    ];
+    full.into_iter()
+        .filter(|&(_, limit, count, more)| limit.is_some_and(|l| count + more > l.get()))
+        .map(|(kind, ..)| kind)
+}
+
+/// The corrections settling (or, `refund_request`, releasing) `r` with `actual` makes to the
+/// day's requests and tokens.
+pub(crate) fn day_deltas(r: &Reservation, actual: ActualUsage, refund_request: bool) -> (i64, i64) {
+    let requests = if refund_request { -1 } else { 0 };
+    (
+        requests,
+        super::engine::signed_diff(actual.tokens, r.tokens),
+    )
+}
+
+/// `usage` with what `counted` holds of `day` (the scope's current day, `None` without a
+/// per-day limit) at `now`.
+pub(crate) fn with_day(
+    usage: ScopeUsage,
+    day: Option<Day>,
+    counted: DayCount,
+    now: u64,
+) -> ScopeUsage {
+    let Some(day) = day else {
+        return usage;
+    };
+    let (requests, tokens) = counted.current(day.id);
+    ScopeUsage {
+        requests_today: requests,
+        tokens_today: tokens,
+        day_resets_in: Some(Duration::from_millis(day.end.saturating_sub(now))),
+        ..usage
     }
 }
 

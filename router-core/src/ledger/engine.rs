@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::LedgerError;
 use super::counts::Deltas;
-use super::day::{Day, DayCount, DayResets};
+use super::day::{Day, DayCount, DayResets, day_blocked, day_deltas, with_day};
 use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
@@ -687,30 +687,6 @@ fn windowed(limits: Limits) -> [(LimitKind, Option<std::num::NonZeroU64>, Dim); 
     ]
 }
 
-/// The per-day limits of one scope that one more request of `tokens` would break in `day`.
-fn day_blocked(
-    counted: &DayCount,
-    limits: Limits,
-    day: u64,
-    tokens: u64,
-) -> impl Iterator<Item = LimitKind> {
-    let (requests, used) = counted.current(day);
-    let full = [
-        (LimitKind::DailyRequests, limits.rpd, requests, 1),
-        (LimitKind::DailyTokens, limits.tpd, used, tokens),
-    ];
-    full.into_iter()
-        .filter(|&(_, limit, count, more)| limit.is_some_and(|l| count + more > l.get()))
-        .map(|(kind, ..)| kind)
-}
-
-/// The corrections settling (or, `refund_request`, releasing) `r` with `actual` makes to the
-/// day's requests and tokens.
-pub(crate) fn day_deltas(r: &Reservation, actual: ActualUsage, refund_request: bool) -> (i64, i64) {
-    let requests = if refund_request { -1 } else { 0 };
-    (requests, signed_diff(actual.tokens, r.tokens))
-}
-
 /// Counts one admission (`counts`) in a scope and takes its slot.
 fn take(st: &mut ScopeState, nb: u64, slot: Slot, counts: Counts) {
     let b = st.window.expire(nb);
@@ -777,26 +753,6 @@ fn free_at(
             .earliest_expiry(now)
             .unwrap_or(now)
             .min(now + CONCURRENCY_POLL_MS),
-    }
-}
-
-/// `usage` with what `counted` holds of `day` (the scope's current day, `None` without a
-/// per-day limit) at `now`.
-pub(crate) fn with_day(
-    usage: ScopeUsage,
-    day: Option<Day>,
-    counted: DayCount,
-    now: u64,
-) -> ScopeUsage {
-    let Some(day) = day else {
-        return usage;
-    };
-    let (requests, tokens) = counted.current(day.id);
-    ScopeUsage {
-        requests_today: requests,
-        tokens_today: tokens,
-        day_resets_in: Some(Duration::from_millis(day.end.saturating_sub(now))),
-        ..usage
     }
 }
 

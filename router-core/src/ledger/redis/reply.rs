@@ -4,8 +4,9 @@ use crate::ledger::counts::Counts;
 use std::time::Duration;
 
 use crate::config::DeploymentId;
+use crate::ledger::day::with_day;
 use crate::ledger::day::{Day, DayCount};
-use crate::ledger::engine::{scope_usage, with_day};
+use crate::ledger::engine::scope_usage;
 use crate::ledger::scopes::SCOPE_ORDER;
 use crate::ledger::scopes::ScopeTable;
 use crate::ledger::types::*;
