@@ -14,8 +14,8 @@
 --   most one hour), [4] number of candidates n, [5] number of accounts m (0, 1 or 2: the
 --   tenant's and the key's own limits and budgets); per account eight values: its scope code
 --   (3 tenant, 4 key), rpm, tpm, concurrency, daily and monthly budget in micro-USD, rpd and
---   tpd (its days are UTC days) (0 = unlimited); with accounts, then the request's estimated cost on each candidate (n
---   values), reserved against every account's budgets; then per
+--   tpd (its days are UTC days) (0 = unlimited); with accounts, then the request's estimated
+--   cost on each candidate (n values), reserved against every account's budgets; then per
 --   candidate: the tokens to reserve there, the input part of them (the rest is output) or '-'
 --   when the deployment does not count input and output apart (neither it nor its provider
 --   limits either: its windows then keep no input or output counters), its number of scopes s

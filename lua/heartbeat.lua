@@ -47,10 +47,9 @@
 --   windows it sees are not the whole story. Its TTL (EPOCH_TTL_MS) is refreshed here.
 -- Reply: {live instances (this one included), epoch (0: none), the current UTC day and month
 --   (budget periods, see common.lua), 1 when the corrections were applied else 0, how many other
---   instances this one waits for (see the rejoin hash), this reading's number (0: not recorded), the oldest
---   number among the live instances' last recorded readings, this one's included (0: none),
---   then per
---   scope R, T, I, X (its window totals, the corrections in), the ms left of its cooldown (0:
+--   instances this one waits for (see the rejoin hash), this reading's number (0: not
+--   recorded), the oldest number among the live instances' last recorded readings, this one's
+--   included (0: none), then per scope R, T, I, X (its window totals, the corrections in), the ms left of its cooldown (0:
 --   none; a cooldown put by another instance ends this one's block there) and its live slots
 --   (requests in flight, every instance's), then per tenant R, T, I, X, spent today, spent
 --   this month (micro-USD) and its live slots}.

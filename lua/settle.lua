@@ -22,7 +22,8 @@
 -- A slot that expired less than SETTLE_GRACE_MS ago is still settled (a late settle): the
 -- correction goes to the reserved bucket only if it is still in the window; a bucket that left
 -- the window has nothing to correct, nor has a budget period or a day that has ended (the
--- request and token corrections apply to the day's counts too). Counters never go below zero. A live bucket's hash already has a TTL that outlives it.
+-- request and token corrections apply to the day's counts too). Counters never go below zero.
+-- A live bucket's hash already has a TTL that outlives it.
 -- Reply: {1} if settled now, {0} if it had been settled or released already, or its slot is
 --   forgotten (expired SETTLE_GRACE_MS or more ago; then nothing changes but the slot's removal).
 -- Twin: `Engine::finish` in router-core/src/ledger/engine.rs.

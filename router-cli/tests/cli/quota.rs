@@ -6,6 +6,20 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::support::*;
 
+/// `llmroute quota --json` in scene `s`, parsed.
+async fn quota_json(s: &Scene) -> Value {
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota", "--json"]);
+    serde_json::from_str(&run_async(cmd, 0).await.0).unwrap()
+}
+
+/// `llmroute quota` in scene `s`: its table.
+async fn quota_table(s: &Scene) -> String {
+    let mut cmd = s.llmroute(&[]);
+    cmd.args(["quota"]);
+    run_async(cmd, 0).await.0
+}
+
 async fn three_chats_then_quota(state: Option<&str>) {
     let (s, server) = openai_scene("rpm: 100, tpm: 100000, concurrency: 4").await;
     let ok = ResponseTemplate::new(200).set_body_raw(fixture("openai/ok.json"), "application/json");
@@ -277,9 +291,7 @@ async fn quota_shows_what_the_provider_last_reported() {
     let mut chat = s.llmroute(&["oa"]);
     chat.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
     run_async(chat, 0).await;
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota", "--json"]);
-    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let v = quota_json(&s).await;
     let r = &v["deployments"][0]["provider_reported"];
     assert_eq!(
         (
@@ -288,9 +300,7 @@ async fn quota_shows_what_the_provider_last_reported() {
         ),
         (Some(4321), Some(765_432))
     );
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota"]);
-    let table = run_async(cmd, 0).await.0;
+    let table = quota_table(&s).await;
     assert!(table.contains("4321 req, 765432 tok left"), "{table}");
 }
 
@@ -329,9 +339,7 @@ async fn quota_shows_input_and_output_tokens_against_itpm_and_otpm() {
     run_async(chat, 0).await;
     // The provider reports more left than the ledger believes (its 209 uncached input
     // tokens; the 1,800 cache reads count against no limit): nothing is filled in.
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota", "--json"]);
-    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let v = quota_json(&s).await;
     let d = &v["deployments"][0];
     let (input, output) = (d["itpm"]["used"].as_u64(), d["otpm"]["used"].as_u64());
     assert_eq!(
@@ -351,9 +359,7 @@ async fn quota_shows_input_and_output_tokens_against_itpm_and_otpm() {
         ),
         (Some(29_900), Some(7_900))
     );
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota"]);
-    let table = run_async(cmd, 0).await.0;
+    let table = quota_table(&s).await;
     let want = [
         "itpm".to_string(),
         "otpm".into(),
@@ -369,14 +375,10 @@ async fn quota_shows_input_and_output_tokens_against_itpm_and_otpm() {
 #[tokio::test(flavor = "multi_thread")]
 async fn quota_without_itpm_or_otpm_shows_no_such_columns() {
     let (s, _server) = openai_scene("rpm: 100, tpm: 1000").await;
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota", "--json"]);
-    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let v = quota_json(&s).await;
     let d = &v["deployments"][0];
     assert_eq!((d.get("itpm"), d.get("otpm")), (None, None), "{d}");
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota"]);
-    let table = run_async(cmd, 0).await.0;
+    let table = quota_table(&s).await;
     assert!(
         !table.contains("itpm") && !table.contains("otpm"),
         "{table}"
@@ -405,9 +407,7 @@ async fn quota_shows_per_day_limits_and_a_full_day_refuses_with_the_reset() {
     let mut chat = s.llmroute(&["oa"]);
     chat.args(["chat", "--no-stream", "-p"]).arg(s.prompt("Hi"));
     run_async(chat, 0).await;
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota", "--json"]);
-    let v: Value = serde_json::from_str(&run_async(cmd, 0).await.0).unwrap();
+    let v = quota_json(&s).await;
     let d = &v["deployments"][0];
     assert_eq!(
         (d["rpd"]["used"].as_u64(), d["rpd"]["limit"].as_u64()),
@@ -424,9 +424,7 @@ async fn quota_shows_per_day_limits_and_a_full_day_refuses_with_the_reset() {
     );
     let resets = d["day_resets_in_secs"].as_f64().unwrap() as u64;
     assert!(resets.abs_diff(to_tokyo_midnight()) <= 2, "{d}");
-    let mut cmd = s.llmroute(&[]);
-    cmd.args(["quota"]);
-    let table = run_async(cmd, 0).await.0;
+    let table = quota_table(&s).await;
     let tpd = format!("{}/100000", kept.unwrap());
     for want in ["rpd", "tpd", "day resets", "1/1", &tpd] {
         assert!(table.contains(want), "no {want:?} in:\n{table}");

@@ -39,11 +39,7 @@ async fn a_tiers_rpd_holds_over_two_instances_and_the_rest_wait_for_the_reset() 
             continue;
         }
         assert_eq!(response.status(), 429);
-        let retry: u64 = response.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry = retry_after_secs(&response);
         // Rounded up to whole seconds, read a moment after the ledger's clock.
         let midnight = to_utc_midnight();
         assert!(retry.abs_diff(midnight) <= 2, "{retry} vs {midnight}");

@@ -110,6 +110,12 @@ fn yaml_over(provider_base: &str, tier_extra: &str, extra: &str) -> String {
     )
 }
 
+/// The whole seconds of `response`'s `Retry-After`.
+fn retry_after_secs(response: &reqwest::Response) -> u64 {
+    let header = response.headers()["retry-after"].to_str().unwrap();
+    header.parse().unwrap()
+}
+
 /// A gateway on a free port configured by `yaml`, whose providers' keys are in `OA_KEY`
 /// (`sk-upstream-S3CRET`) and `AN_KEY` ([`AN_SECRET`]).
 async fn start_yaml(upstream: MockServer, yaml: &str) -> Running {

@@ -234,23 +234,15 @@ async fn leasing_on(
         "        limits:",
         &format!("        lease: {lease}\n        limits:"),
     );
-    let mut registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
-    registry.ledger = LedgerSettings {
-        timeout: Duration::from_millis(500),
-        on_error: OnError::Local,
-        heartbeat: Duration::from_secs(3600),
-    };
-    let options = RedisStoreOptions {
-        namespace: redis.namespace.clone(),
-        clock: Some(store),
-        response_timeout: Duration::from_secs(5),
-        lazy: true,
-        ..RedisStoreOptions::default()
-    };
-    let shared = RedisStore::connect(&redis.url, &registry, options)
-        .await
-        .unwrap();
-    let a = ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await;
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let a = super::on_clocks(
+        redis,
+        registry.clone(),
+        clock,
+        store,
+        Duration::from_secs(5),
+    )
+    .await;
     let reader = crate::support::connect(redis, &registry, Some(clock.clone())).await;
     (a, reader)
 }

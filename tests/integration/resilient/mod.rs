@@ -649,10 +649,15 @@ async fn after_an_outage_none_admits_through_redis_before_all_have_written_back(
     );
 }
 
-/// An instance with hand-made heartbeats (an hour apart: registrations last three hours)
-/// whose scripts and ledger both read `clock`.
-async fn on_clock(redis: &TestRedis, clock: &ManualClock) -> ResilientStore {
-    let mut registry = registry();
+/// An instance over `registry` with hand-made heartbeats (an hour apart: registrations last
+/// three hours), on_error `local`, its ledger reading `clock` and its scripts `store`.
+async fn on_clocks(
+    redis: &TestRedis,
+    mut registry: Registry,
+    clock: &ManualClock,
+    store: Arc<dyn Clock>,
+    response_timeout: Duration,
+) -> ResilientStore {
     registry.ledger = LedgerSettings {
         timeout: Duration::from_millis(500),
         on_error: OnError::Local,
@@ -660,8 +665,8 @@ async fn on_clock(redis: &TestRedis, clock: &ManualClock) -> ResilientStore {
     };
     let options = RedisStoreOptions {
         namespace: redis.namespace.clone(),
-        clock: Some(Arc::new(clock.clone())),
-        response_timeout: Duration::from_millis(500),
+        clock: Some(store),
+        response_timeout,
         lazy: true,
         ..RedisStoreOptions::default()
     };
@@ -669,6 +674,12 @@ async fn on_clock(redis: &TestRedis, clock: &ManualClock) -> ResilientStore {
         .await
         .unwrap();
     ResilientStore::new(shared, &registry, Arc::new(clock.clone())).await
+}
+
+/// [`on_clocks`] with one clock for both and the one model of [`registry`].
+async fn on_clock(redis: &TestRedis, clock: &ManualClock) -> ResilientStore {
+    let store = Arc::new(clock.clone());
+    on_clocks(redis, registry(), clock, store, Duration::from_millis(500)).await
 }
 
 /// An outage longer than a registration lasts: when Redis is back, no instance is registered

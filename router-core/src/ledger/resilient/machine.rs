@@ -285,7 +285,8 @@ impl Machine {
     }
 
     /// The store failed again while this instance wrote back or waited for the others: back to
-    /// admitting on its own share (its next heartbeat says again that it holds admissions not written back: the rejoin hash).
+    /// admitting on its own share (its next heartbeat says again that it holds admissions not
+    /// written back: the rejoin hash).
     pub(super) fn away_again(&mut self) {
         if let Admitting::Local(l) = &mut self.admitting {
             l.closing = None;
