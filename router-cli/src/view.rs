@@ -4,6 +4,7 @@
 //! redacted, and an API key is represented only by whether its variable is set.
 
 use router_core::config::{Lease, Limits, Price, Rates, Registry, redact_url};
+use router_core::ledger::DayResets;
 use router_state::store::LedgerChoice;
 use serde::Serialize;
 
@@ -169,6 +170,13 @@ pub(crate) struct LimitsView {
     pub(crate) itpm: Option<u64>,
     pub(crate) otpm: Option<u64>,
     pub(crate) concurrency: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rpd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tpd: Option<u64>,
+    /// Where the day of `rpd` and `tpd` ends: shown with a per-day limit, or when not `utc`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) day_resets: Option<String>,
 }
 
 impl ConfigView {
@@ -224,7 +232,7 @@ fn provider(
         base_url: redact_url(&p.base_url),
         api_key_env: p.api_key_env.clone(),
         api_key: key_state(&p.api_key_env).as_str(),
-        limits: LimitsView::from(p.limits),
+        limits: LimitsView::of(p.limits, &p.day_resets),
         models: registry
             .deployments_of(id)
             .map(|d| {
@@ -235,7 +243,7 @@ fn provider(
                     dimensions: d.dimensions,
                     aliases: d.aliases.clone(),
                     price: PriceView::from(&d.price),
-                    limits: LimitsView::from(d.limits),
+                    limits: LimitsView::of(d.limits, &d.day_resets),
                     capabilities: d.capabilities.list().iter().map(|c| c.as_str()).collect(),
                     lease: d.lease.map(LeaseView::from),
                 }
@@ -244,14 +252,19 @@ fn provider(
     }
 }
 
-impl From<Limits> for LimitsView {
-    fn from(l: Limits) -> Self {
+impl LimitsView {
+    /// The view of `l`, whose day ends where `resets` says.
+    fn of(l: Limits, resets: &DayResets) -> Self {
+        let shown = l.per_day() || *resets != DayResets::Utc;
         LimitsView {
             rpm: l.rpm.map(|n| n.get()),
             tpm: l.tpm.map(|n| n.get()),
             itpm: l.itpm.map(|n| n.get()),
             otpm: l.otpm.map(|n| n.get()),
             concurrency: l.concurrency.map(|n| n.get()),
+            rpd: l.rpd.map(|n| n.get()),
+            tpd: l.tpd.map(|n| n.get()),
+            day_resets: shown.then(|| resets.name().to_owned()),
         }
     }
 }

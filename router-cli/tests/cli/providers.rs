@@ -131,6 +131,38 @@ fn providers_shows_each_models_lease() {
 }
 
 #[test]
+fn providers_shows_per_day_limits_and_where_each_day_ends() {
+    let yaml = "providers:
+  - name: g
+    api: gemini
+    base_url: https://generativelanguage.googleapis.com/v1beta
+    api_key_env: G_KEY
+    limits: { day_resets: America/Los_Angeles }
+    models:
+      - { name: a, price: { input: 1, output: 2 }, limits: { rpm: 10, rpd: 500, tpd: 90000 } }
+      - { name: b, price: { input: 1, output: 2 }, limits: { rpd: 7, day_resets: utc } }
+";
+    let (_dir, config) = config_file("providers.yaml", yaml);
+    let (out, _) = run(llmroute().arg("--config").arg(&config).arg("providers"), 0);
+    for part in [
+        "rpd",
+        "tpd",
+        "500",
+        "90000",
+        "days end at midnight America/Los_Angeles",
+    ] {
+        assert!(out.contains(part), "{part:?} missing from:\n{out}");
+    }
+    let args = ["providers", "--json"];
+    let (out, _) = run(llmroute().arg("--config").arg(&config).args(args), 0);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let models = &json["providers"][0]["models"];
+    assert_eq!(models[0]["limits"]["rpd"], 500);
+    assert_eq!(models[0]["limits"]["day_resets"], "America/Los_Angeles");
+    assert_eq!(models[1]["limits"]["day_resets"], "utc");
+}
+
+#[test]
 fn a_planted_api_key_is_never_printed_but_reported_as_set() {
     let secret = "sk-planted-secret-123";
     let logging: [(&[&str], Option<&str>); 4] = [

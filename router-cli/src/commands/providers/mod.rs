@@ -73,11 +73,15 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
     writeln!(out, "  base_url:  {}", p.base_url)?;
     writeln!(out, "  key:       {} ({})", p.api_key_env, p.api_key)?;
     writeln!(out, "  limits:    {}", limits_line(&p.limits))?;
-    // itpm and otpm columns only for a provider with a model that sets them.
+    // itpm and otpm columns only for a provider with a model that sets them; rpd and tpd alike.
     let split = p
         .models
         .iter()
         .any(|m| m.limits.itpm.is_some() || m.limits.otpm.is_some());
+    let daily = p
+        .models
+        .iter()
+        .any(|m| m.limits.rpd.is_some() || m.limits.tpd.is_some());
     // Cache columns only for a provider with a model that has those prices.
     let cached = p
         .models
@@ -94,6 +98,9 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
     head.extend(row(["output $/Mtok", "rpm", "tpm"]));
     if split {
         head.extend(row(["itpm", "otpm"]));
+    }
+    if daily {
+        head.extend(row(["rpd", "tpd"]));
     }
     head.extend(row(["concurrency", "capabilities"]));
     // A lease column only for a provider with a model that leases.
@@ -120,6 +127,9 @@ fn write_provider(out: &mut dyn Write, p: &ProviderView) -> io::Result<()> {
         cells.extend([usd(r.output), limit(m.limits.rpm), limit(m.limits.tpm)]);
         if split {
             cells.extend([limit(m.limits.itpm), limit(m.limits.otpm)]);
+        }
+        if daily {
+            cells.extend([limit(m.limits.rpd), limit(m.limits.tpd)]);
         }
         cells.push(limit(m.limits.concurrency));
         cells.push(match (m.kind, m.dimensions) {
@@ -189,9 +199,16 @@ fn limits_line(l: &LimitsView) -> String {
         ("itpm", l.itpm),
         ("otpm", l.otpm),
         ("concurrency", l.concurrency),
+        ("rpd", l.rpd),
+        ("tpd", l.tpd),
     ]
     .into_iter()
     .filter_map(|(name, v)| v.map(|v| format!("{name} {v}")))
+    .chain(
+        l.day_resets
+            .iter()
+            .map(|z| format!("days end at midnight {z}")),
+    )
     .collect();
     if parts.is_empty() {
         "unlimited".to_owned()
