@@ -1494,3 +1494,13 @@ fn per_day_limits_take_a_known_time_zone_and_no_lease() {
         Some(100_000)
     );
 }
+
+#[test]
+fn a_long_comment_block_is_only_a_comment() {
+    // Sixty comment lines between a key and its list: a parser that buffered them while
+    // looking ahead would refuse the file.
+    let block: String = (0..60).map(|i| format!("  # note {i}\n")).collect();
+    let yaml = with("providers:\n", &format!("providers:\n{block}"));
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    assert_eq!(registry.providers.len(), 2);
+}
