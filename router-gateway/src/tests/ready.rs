@@ -62,8 +62,11 @@ async fn each_deployment_is_unknown_healthy_failing_or_cooling_as_its_calls_went
         (Some("invalid"), Some(400))
     );
 
-    // Every answer a 500 from now on: a retry finds the same.
+    // Every answer a 500 from now on, saying to wait 30 s: the deployment cools down that long
+    // (without a stated wait, its backoff's random draw may make the cooldown end before the
+    // report is read).
     let broken = ResponseTemplate::new(500)
+        .insert_header("retry-after", "30")
         .set_body_raw(fixture("openai/server_error_500.json"), "application/json");
     Mock::given(method("POST"))
         .respond_with(broken)
