@@ -27,6 +27,14 @@ async function rows(page, id) {
   return page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) => tr.innerText.replace(/\s+/g, " ").trim()));
 }
 
+/** Whether the secret dialog's text is emptied; its `close` event, which empties it, comes
+ * just after the dialog closes. */
+async function secretCleared(page) {
+  return page
+    .waitForFunction(() => document.getElementById("secret-value").textContent === "", WAIT)
+    .then(() => true, () => false);
+}
+
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
@@ -104,10 +112,7 @@ try {
   await page.click("#secret-close");
   await page.waitForSelector("#secret:not([open])", WAIT);
   // The dialog's `close` event, which clears the secret, comes just after it closes.
-  const cleared = await page
-    .waitForFunction(() => document.getElementById("secret-value").textContent === "", WAIT)
-    .then(() => true, () => false);
-  check(cleared, "the secret is gone once the dialog is closed");
+  check(await secretCleared(page), "the secret is gone once the dialog is closed");
   await page.waitForFunction(() => [...document.querySelectorAll("#keys tbody tr")].some((r) => r.innerText.includes("dashboard-test")), WAIT);
   const made = (await rows(page, "keys")).find((r) => r.includes("dashboard-test"));
   check(!made.includes(secret), "the keys list never shows a secret");
@@ -119,6 +124,7 @@ try {
   check(/^llmr-/.test(rotated) && rotated !== secret, "a rotated key shows its new secret");
   await page.keyboard.press("Escape");
   await page.waitForSelector("#secret:not([open])", WAIT);
+  check(await secretCleared(page), "the rotated secret is gone once Escape closes the dialog");
   const html = await page.content();
   check(![admin, tenantKey, secret, rotated].some((k) => html.includes(k)), "no key is left in the page");
   check(!page.url().includes(admin), "the admin key is not in the URL");
