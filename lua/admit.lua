@@ -25,8 +25,16 @@
 --   scope's day as the caller's clock sees it: its id, start and end ms (see common.lua's day
 --   hash). Every limit is a decimal integer, and exactly '0' means unlimited. Tokens
 --   count against tpm, input against itpm, output against otpm.
---   Last of all, after the candidates: KEYS ends with the epoch key and ARGV with the epoch
---   the instance knows ('' to skip the check; see heartbeat.lua and restore.lua).
+--   After the candidates: per candidate its line's two keys (llmroute:{ns}:v3:q:<scope> and
+--   ...:qx:<scope>, see common.lua), and in ARGV the request's ticket (16 hex digits: its
+--   line ticket, else its reservation id), its class's handicap ms, the ticket's ttl ms, 'j'
+--   when a refused request joins the lines it waits for, 'n' when it holds a ticket but does
+--   not join, '' without a ticket, and the wake-up channel.
+--   Last of all: KEYS ends with the epoch key and ARGV with the epoch the instance knows ('' to
+--   skip the check; see heartbeat.lua and restore.lua).
+-- Lines (twin: router-core/src/ledger/line.rs): a candidate admits only a request before which
+--   no live ticket stands in its line; an admitted ticket leaves every line and wakes whoever
+--   is first in the line of the deployment it was admitted on.
 -- Slots: see common.lua. Every admission that adds a slot refreshes the zset's TTL. The
 --   reservation key is written first (SET NX GET): a first admission finds it absent at no
 --   extra call; only a repeated one looks further. A refused admission deletes the key it wrote.
@@ -37,9 +45,11 @@
 --          two more: the requests and tokens its window counts with this admission
 --          (for a repeated admission: the first one's rank and bucket, the day and month of
 --          that bucket, and no account counts, as it counted nothing)
---        denied  {0, now, then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
+--        denied  {0, now, place (how many stand before its ticket in the shortest line it is in
+--                 after this admission; -1 when in none), then per candidate: verdict (1 never, 2 not now, 3 budget exhausted
 --                 until its period ends), limit (1 cooldown, 2 rpm, 3 tpm, 4 concurrency,
---                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm, 9 rpd, 10 tpd; a full
+--                 5 daily budget, 6 monthly budget, 7 itpm, 8 otpm, 9 rpd, 10 tpd, 11 others
+--                 wait before it in the line (not now, for LINE_POLL_MS); a full
 --                 per-day limit is "not now", until its day ends), scope (1 deployment, 2 provider,
 --                 3 tenant, 4 key), at ms (when it would fit; 0 for never)}
 -- The reply is decoded by `reply::admit` in router-core/src/ledger/redis/reply.rs.
@@ -89,6 +99,42 @@ if m > 0 then
 end
 -- Budget periods, worked out only for requests with accounts.
 local p = accounts and periods(now)
+
+-- The request's place in the lines: its ticket, its rank (its ticket's where it is in a line,
+-- else now plus its handicap), and per candidate whether anyone waits in its line.
+local la, lk = #ARGV - 5, #KEYS - 2 * n
+local ticket, joins = ARGV[la], ARGV[la + 3]
+local rank, inside, queued = nil, false, {}
+for c = 1, n do
+  local q, qx = KEYS[lk + 2 * c - 2], KEYS[lk + 2 * c - 1]
+  if redis.call('ZCARD', q) > 0 then
+    line_purge(q, qx, now)
+    queued[c] = true
+    local r = rank == nil and redis.call('ZSCORE', q, ticket)
+    if r then
+      rank, inside = r + 0, true
+    end
+  end
+end
+rank = rank or now + ARGV[la + 1]
+
+-- Whether others stand before the request in candidate c's line.
+local function behind(c)
+  return queued[c] and line_ahead(KEYS[lk + 2 * c - 2], ticket, rank) > 0
+end
+
+-- The request was admitted on candidate c: its ticket leaves every line, and whoever is first
+-- in c's line now is woken.
+local function leave_lines(c)
+  if not inside then
+    return
+  end
+  for j = 1, n do
+    redis.call('ZREM', KEYS[lk + 2 * j - 2], ticket)
+    redis.call('ZREM', KEYS[lk + 2 * j - 1], ticket)
+  end
+  line_wake(KEYS[lk + 2 * c - 2], KEYS[lk + 2 * c - 1], now, ARGV[la + 4])
+end
 
 -- The reservation key holds the name of the request counter of the bucket the reservation was
 -- counted in ('r' and the bucket). Written first, only if absent, and read in the same call.
@@ -177,6 +223,7 @@ if prior then
   for c = 1, n do
     local score = redis.call('ZSCORE', KEYS[k + 1], id)
     if b and score and tonumber(score) > now then
+      leave_lines(c)
       local hp = accounts and periods(b * BUCKET_MS)
       return {1, now, c - 1, b, hp and hp.day or 0, hp and hp.month or 0}
     end
@@ -348,7 +395,7 @@ do
   for c = 1, n do
     local own, next_k, next_a = load(k, a)
     local held, held2, held_accounts, held_days = nil, nil, nil, nil
-    if not (accounts and over_budget(c)) then
+    if not behind(c) and not (accounts and over_budget(c)) then
       held = fits(KEYS[k], KEYS[k + 1], 1, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
         ARGV[a + 7])
       if held and own == 2 then
@@ -418,6 +465,7 @@ do
           day_take(d)
         end
       end
+      leave_lines(c)
       local bk = held.bk
       if prior or bk ~= nb then
         -- A repeated id admitted anew, or the clock went back: the key's bucket is not yet
@@ -494,12 +542,15 @@ local function verdict(reasons)
   return worst
 end
 
-local out = {0, now}
+local out = {0, now, -1}
 local k, a = k1, a1
 for c = 1, n do
   local own, next_k, next_a = load(k, a)
   local row = nil
-  for s = 1, own do
+  if behind(c) then
+    row = {2, 11, 1, now + LINE_POLL_MS}
+  end
+  for s = 1, row == nil and own or 0 do
     local as = a + 3 + (s - 1) * ast
     local over = {{ARGV[as + 1] + 0, need, 3}, {ARGV[as + 2] + 0, need_in, 7},
       {ARGV[as + 3] + 0, need_out, 8}}
@@ -545,5 +596,27 @@ for c = 1, n do
     out[#out + 1] = x
   end
   k, a = next_k, next_a
+end
+
+-- The ticket joins (or keeps its place in) the line of each candidate that refused for its own
+-- capacity, and leaves the others' (refused for the request's accounts, size or budget).
+if joins ~= '' then
+  local expiry = now + ARGV[la + 2]
+  for c = 1, n do
+    local q, qx = KEYS[lk + 2 * c - 2], KEYS[lk + 2 * c - 1]
+    local v, s = out[4 * c], out[4 * c + 2]
+    if joins == 'j' and v == 2 and (s == 1 or s == 2) then
+      line_join(q, qx, ticket, rank, expiry)
+      redis.call('PEXPIRE', q, ARGV[la + 2])
+      redis.call('PEXPIRE', qx, ARGV[la + 2])
+      local ahead = redis.call('ZRANK', q, ticket)
+      if out[3] < 0 or ahead < out[3] then
+        out[3] = ahead
+      end
+    elseif queued[c] then
+      redis.call('ZREM', q, ticket)
+      redis.call('ZREM', qx, ticket)
+    end
+  end
 end
 return out

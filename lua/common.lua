@@ -1,8 +1,8 @@
 -- llmroute ledger: prelude shared by every script (contract v3).
 --
 -- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS (and
--- SLOTS_TTL_MS_ARG, the same as a string for redis.call), SETTLE_GRACE_MS, TIME_CAP_MS and DAY_MS
--- are not defined here: router-core/src/ledger/redis.rs (`lua_constants`) writes them above this
+-- SLOTS_TTL_MS_ARG, the same as a string for redis.call), SETTLE_GRACE_MS, TIME_CAP_MS, DAY_MS and
+-- LINE_POLL_MS are not defined here: router-core/src/ledger/redis.rs (`lua_constants`) writes them above this
 -- file from their Rust twins, so the two sides cannot drift. Scripts that correct windows get
 -- lua/update.lua's helpers after this file.
 --
@@ -269,4 +269,45 @@ local function remembered(key, reply)
   end
   redis.call('SET', key, table.concat(parts, ','), 'PX', fmt('%d', WINDOW_TTL_MS))
   return reply
+end
+
+-- Lines (twin: router-core/src/ledger/line.rs). A deployment's line is two sorted sets:
+-- llmroute:{ns}:v3:q:<scope> (ticket -> rank) and ...:qx:<scope> (ticket -> expiry ms). A
+-- ticket is 16 hex digits, so that tickets of equal rank sort as their ids do as numbers.
+
+-- Drops line q's tickets that expired by `now`.
+local function line_purge(q, qx, now)
+  local dead = redis.call('ZRANGEBYSCORE', qx, '-inf', now)
+  if #dead > 0 then
+    redis.call('ZREM', q, unpack(dead))
+    redis.call('ZREM', qx, unpack(dead))
+  end
+end
+
+-- How many tickets stand before `ticket` at `rank` in line q: its own place when it is in line,
+-- else every ticket of the same rank or less (it arrived after them).
+local function line_ahead(q, ticket, rank)
+  if redis.call('ZSCORE', q, ticket) then
+    return redis.call('ZRANK', q, ticket)
+  end
+  return redis.call('ZCOUNT', q, '-inf', fmt('%d', rank))
+end
+
+-- Puts `ticket` in line q at `rank` (among tickets of the same rank, by id), or keeps its place;
+-- its expiry becomes `expiry`.
+local function line_join(q, qx, ticket, rank, expiry)
+  redis.call('ZADD', q, 'NX', fmt('%d', rank), ticket)
+  redis.call('ZADD', qx, fmt('%d', expiry), ticket)
+end
+
+-- Publishes the first live ticket of line q on `channel`, if any: its turn may have come.
+local function line_wake(q, qx, now, channel)
+  if redis.call('ZCARD', q) == 0 then
+    return
+  end
+  line_purge(q, qx, now)
+  local head = redis.call('ZRANGE', q, 0, 0)
+  if head[1] then
+    redis.call('PUBLISH', channel, head[1])
+  end
 end

@@ -18,7 +18,9 @@
 --   [o + 1 ..] is what observe.lua takes from its ARGV[2] on (limits, then remaining and reset
 --   of each dimension), followed on the deployment's window hash after the settlement, whether
 --   or not the slot was still there: settlement and observation are one call, sent after the
---   caller has its answer.
+--   caller has its answer. Last of all: KEYS ends with the deployment's line keys (...:q:<scope>
+--   and ...:qx:<scope>) and ARGV with the wake-up channel: a settlement wakes whoever is first
+--   in the line.
 -- A slot that expired less than SETTLE_GRACE_MS ago is still settled (a late settle): the
 -- correction goes to the reserved bucket only if it is still in the window; a bucket that left
 -- the window has nothing to correct, nor has a budget period or a day that has ended (the
@@ -99,5 +101,8 @@ local settled = settle_slot()
 local o = o0 + tonumber(ARGV[8])
 if ARGV[o] == '1' then
   observe_at(KEYS[2], now, o + 1)
+end
+if settled == 1 then
+  line_wake(KEYS[#KEYS - 1], KEYS[#KEYS], now, ARGV[#ARGV])
 end
 return {settled}

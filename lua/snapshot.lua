@@ -1,13 +1,15 @@
 -- snapshot (contract v3): usage of several deployments and their providers, in one call.
 --
 -- KEYS, per deployment, per scope (deployment, then provider when it has provider-wide limits):
---   window hash and slots zset, and its day hash when it has a per-day limit.
+--   window hash and slots zset, and its day hash when it has a per-day limit; then, after every
+--   deployment's, per deployment its line's two keys (...:q:<scope>, ...:qx:<scope>).
 -- ARGV: [1] now ms or '', [2] number of deployments n, then per deployment its number of
 --   scopes (1 or 2) followed by, per scope, its current day's id ('-' without a per-day limit).
 -- Reply: {now, then per deployment: cooldown end ms (0 if none), the provider's last report
 --   (requests, tokens, input and output tokens remaining, -1 if not reported; when, ms, 0 if
 --   never), then per scope R, T, I, X, in flight (live slots), requests and tokens counted in
---   its day (0 without a per-day limit)}.
+--   its day (0 without a per-day limit); then per deployment the tickets in its line and the
+--   first one's rank (-1 when none waits)}.
 -- Twin: `Engine::snapshot` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
@@ -44,5 +46,13 @@ for d = 1, tonumber(ARGV[2]) do
       ki = ki + 1
     end
   end
+end
+for d = 1, tonumber(ARGV[2]) do
+  local q, qx = KEYS[ki], KEYS[ki + 1]
+  ki = ki + 2
+  line_purge(q, qx, now)
+  local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+  out[#out + 1] = redis.call('ZCARD', q)
+  out[#out + 1] = tonumber(first[2]) or -1
 end
 return out

@@ -877,7 +877,7 @@ fn absent_or_empty_tenants_and_priorities_sections_take_their_defaults() {
         let yaml = format!("{BASE}{extra}");
         let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
         assert_eq!(registry.tenants, Tenants::default(), "for {extra:?}");
-        assert_eq!(registry.priorities, Priorities { batch_share: 0.8 });
+        assert_eq!(registry.priorities, Priorities::default());
         assert_eq!(registry.tier_of("acme"), None);
     }
 }
@@ -1191,7 +1191,7 @@ fn the_example_providers_yaml_has_tiers_members_and_batch_share() {
     let registry = Registry::from_path(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(registry.tier_of("acme").unwrap().name, "pro");
     assert_eq!(registry.tier_of("someone-else").unwrap().name, "free");
-    assert_eq!(registry.priorities, Priorities { batch_share: 0.8 });
+    assert_eq!(registry.priorities, Priorities::default());
 }
 
 #[test]

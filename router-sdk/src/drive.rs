@@ -16,6 +16,7 @@ use crate::account::{Account, Opening};
 use crate::asked::Asked;
 use crate::error::Error;
 use crate::guard::Guard;
+use crate::line::InLine;
 use crate::router::{Planned, Router};
 use crate::transport::CallFailure;
 use crate::types::{Attempt, AttemptOutcome, FinishReason, Receipt, Usage};
@@ -38,6 +39,8 @@ pub(crate) struct Request {
     pub(crate) span: Span,
     /// Its usage record, written when it ends.
     pub(crate) account: Account,
+    /// Its ticket in the deployments' lines.
+    line: InLine,
 }
 
 impl Router {
@@ -83,9 +86,13 @@ impl Router {
             stream,
             start_ms: self.now_ms(),
         });
+        let plan = &planned.plan;
+        let ticket = plan.need.line.map_or(plan.need.id, |t| t.id);
+        let line = InLine::new(self.inner.ledger.clone(), ticket, plan.ranked.clone());
         Ok(Request {
             account,
             id,
+            line,
             flow: Flow::new(self.inner.policy, &planned.plan),
             planned,
             attempts: Vec::new(),
@@ -114,8 +121,19 @@ impl Router {
             next = match next {
                 Next::Admit(candidates) => self.admit(request, &candidates, &mut guard).await?,
                 Next::Wait(wait) => {
-                    tracing::info!(wait_ms = wait.as_millis() as u64, "waiting for capacity");
-                    self.inner.sleeper.sleep(wait).await;
+                    tracing::info!(
+                        wait_ms = wait.as_millis() as u64,
+                        in_line = request.line.joined(),
+                        "waiting for capacity"
+                    );
+                    let sleep = self.inner.sleeper.sleep(wait);
+                    if request.line.joined() {
+                        // The store's wake-up, or the wait's end, whichever comes first.
+                        let woken = std::pin::pin!(request.line.woken());
+                        futures_util::future::select(sleep, woken).await;
+                    } else {
+                        sleep.await;
+                    }
                     let next = request.flow.woke(self.now_ms());
                     request.account.waited(request.flow.waited());
                     next
@@ -169,6 +187,7 @@ impl Router {
         };
         match admission {
             Admission::Granted(r) => {
+                request.line.admitted();
                 request.planned.plan.next_reservation();
                 let registry = &self.inner.registry;
                 let price = registry.deployment(r.deployment).price.clone();
@@ -180,7 +199,8 @@ impl Router {
                 Ok(request.flow.admitted(d))
             }
             Admission::Denied(denial) => {
-                tracing::debug!(refusals = %self.describe(&denial), "admission denied");
+                tracing::debug!(refusals = %self.describe(&denial), place = denial.place, "admission denied");
+                request.line.denied(denial.place);
                 let next = request.flow.denied(&denial, self.now_ms(), self.unit());
                 request.last_denial = Some(denial);
                 Ok(next)
@@ -331,6 +351,10 @@ impl Router {
             cost_usd: usage.cost(&registry.deployment(d).price),
             attempts: std::mem::take(&mut request.attempts),
             waited: request.flow.waited(),
+            queue_position: request
+                .line
+                .entered_at()
+                .map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
             upstream: request.upstream,
             tenant_window,
         }

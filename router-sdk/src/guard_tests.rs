@@ -86,6 +86,13 @@ impl Ledger for Faulty {
     ) -> router_core::ledger::LedgerFuture<'a, bool> {
         self.0.renew(r, ttl)
     }
+    fn leave<'a>(
+        &'a self,
+        ticket: u64,
+        ds: &'a [DeploymentId],
+    ) -> router_core::ledger::LedgerFuture<'a, ()> {
+        self.0.leave(ticket, ds)
+    }
     fn cooldown(
         &self,
         d: DeploymentId,

@@ -208,6 +208,7 @@ mod embed;
 pub mod embedding;
 mod error;
 mod guard;
+mod line;
 mod renewals;
 mod request;
 mod router;

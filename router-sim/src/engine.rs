@@ -1,6 +1,7 @@
 //! The event loop: arrivals, calls, answers, waits, on a manual clock, each request run by the
 //! SDK's own request flow.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
@@ -13,6 +14,7 @@ use router_core::ledger::{
 };
 use router_core::retry::FailureKind;
 use router_core::select;
+use tokio::sync::broadcast;
 
 use super::agenda::Agenda;
 use super::profile::Traffic;
@@ -73,8 +75,9 @@ fn reachable(registry: &Registry, model: &str) -> Vec<DeploymentId> {
 #[derive(Debug)]
 enum Event {
     Arrival,
-    /// A wait for capacity ended.
-    Retry(Box<Request>),
+    /// A wait for capacity ended: the waiting request of this ticket asks again, if the wait is
+    /// still its latest (this generation); a wake-up may have ended it earlier.
+    Retry(u64, u64),
     /// A provider call ended.
     Answer(Box<Request>, Outcome),
 }
@@ -97,8 +100,24 @@ struct Sim<'r> {
     /// The router's jitter, apart from the traffic's draws.
     jitter: fastrand::Rng,
     agenda: Agenda<Event>,
+    /// Requests waiting for capacity, by ticket: the request, its wait's generation, when it
+    /// began and the deployment it waits for.
+    parked: HashMap<u64, Parked>,
+    /// The ledger's wake-ups for waiting tickets, delivered as the router delivers them.
+    wakes: broadcast::Receiver<u64>,
+    generation: u64,
     arrivals_end: u64,
     tally: Tally,
+}
+
+/// A request waiting for capacity.
+#[derive(Debug)]
+struct Parked {
+    req: Box<Request>,
+    generation: u64,
+    since: u64,
+    /// The deployment its wait is tallied against.
+    on: Option<DeploymentId>,
 }
 
 /// The answer of an in-memory ledger call, which is ready at once.
@@ -118,12 +137,17 @@ impl<'r> Sim<'r> {
         let clock = ManualClock::new(START_MS);
         let factor = profile.provider_headroom * (1.0 - profile.foreign_load);
         let deployments = registry.deployments.len();
+        let ledger = MemoryStore::with_clock(registry, Arc::new(clock.clone()));
+        let wakes = ledger.wakes().expect("the memory store sends wake-ups");
         Self {
             registry,
             profile,
             model,
             candidates,
-            ledger: MemoryStore::with_clock(registry, Arc::new(clock.clone())),
+            ledger,
+            parked: HashMap::new(),
+            wakes,
+            generation: 0,
             clock,
             estimator: Estimator::new(registry),
             reports: Reports::new(deployments, registry.retry.max_cooldown),
@@ -142,9 +166,18 @@ impl<'r> Sim<'r> {
             self.clock.set_ms(at);
             match event {
                 Event::Arrival => self.arrive()?,
-                Event::Retry(mut req) => {
-                    let next = req.flow.woke(self.clock.now_ms());
-                    self.step(req, next)?;
+                Event::Retry(ticket, generation) => {
+                    let current = self.parked.get(&ticket);
+                    if current.is_some_and(|p| p.generation == generation)
+                        && let Some(mut p) = self.parked.remove(&ticket)
+                    {
+                        let now = self.clock.now_ms();
+                        if let Some(d) = p.on {
+                            self.tally.waited(d, now.saturating_sub(p.since).max(1));
+                        }
+                        let next = p.req.flow.woke(now);
+                        self.step(p.req, next)?;
+                    }
                 }
                 Event::Answer(req, outcome) => self.answer(req, outcome)?,
             }
@@ -166,13 +199,17 @@ impl<'r> Sim<'r> {
         self.tally.requests += 1;
         let arrival = (self.clock.now_ms(), o200k, output);
         let candidates = self.route(o200k)?;
-        let req = Request::plan(
+        let mut req = Request::plan(
             self.registry,
             candidates,
             &self.estimator,
             self.profile.max_tokens,
             arrival,
         );
+        // Tickets from the run's seed: the order of equal ranks never depends on the process.
+        if let Some(t) = req.plan.need.line.as_mut() {
+            t.id = self.jitter.u64(1..);
+        }
         let next = req.flow.start();
         self.step(Box::new(req), next)
     }
@@ -204,8 +241,20 @@ impl<'r> Sim<'r> {
             next = match next {
                 Next::Admit(candidates) => self.admit(&mut req, &candidates)?,
                 Next::Wait(wait) => {
-                    let at = self.clock.now_ms() + (wait.as_millis() as u64).max(1);
-                    self.agenda.push(at, Event::Retry(req));
+                    let now = self.clock.now_ms();
+                    let at = now + (wait.as_millis() as u64).max(1);
+                    let ticket = req.ticket();
+                    self.generation += 1;
+                    self.agenda.push(at, Event::Retry(ticket, self.generation));
+                    let on = req.waits_on.take();
+                    let parked = Parked {
+                        req,
+                        generation: self.generation,
+                        since: now,
+                        on,
+                    };
+                    self.parked.insert(ticket, parked);
+                    self.deliver_wakes();
                     return Ok(());
                 }
                 Next::Call(d) => return self.call(req, d),
@@ -223,6 +272,8 @@ impl<'r> Sim<'r> {
         let need = req.plan.need_for(candidates);
         let denial = match ready(self.ledger.admit(&need, candidates))? {
             Admission::Granted(r) => {
+                // Taken from a line, it woke the next in it.
+                self.deliver_wakes();
                 req.plan.next_reservation();
                 let d = r.deployment;
                 req.held = Some(r);
@@ -233,11 +284,9 @@ impl<'r> Sim<'r> {
         let next = req
             .flow
             .denied(&denial, self.clock.now_ms(), self.jitter.f64());
-        if let Next::Wait(wait) = next {
+        if let Next::Wait(_) = next {
             let first = candidates.first().copied();
-            if let Some(d) = soonest(&denial).or(first) {
-                self.tally.waited(d, (wait.as_millis() as u64).max(1));
-            }
+            req.waits_on = soonest(&denial).or(first);
             if !req.waited {
                 req.waited = true;
                 self.tally.requests_that_waited += 1;
@@ -293,6 +342,7 @@ impl<'r> Sim<'r> {
                 let api = self.registry.provider_of(d).api;
                 let actual = Accounting::of(api).settlement(&r, prompt, req.output, 0);
                 ready(self.ledger.settle(&r, actual))?;
+                self.deliver_wakes();
                 self.estimator
                     .record(d, req.plan.prompt, prompt, req.output);
                 self.observe(d)?;
@@ -333,6 +383,25 @@ impl<'r> Sim<'r> {
     }
 
     fn settle(&mut self, r: &Reservation, how: Settle) -> Result<(), SimError> {
+        let settled = self.settle_only(r, how);
+        self.deliver_wakes();
+        settled
+    }
+
+    /// Ends the wait of each waiting request the ledger woke: it asks again now, as the
+    /// router's requests do when their store wakes them.
+    fn deliver_wakes(&mut self) {
+        let now = self.clock.now_ms();
+        while let Ok(ticket) = self.wakes.try_recv() {
+            if let Some(p) = self.parked.get_mut(&ticket) {
+                self.generation += 1;
+                p.generation = self.generation;
+                self.agenda.push(now, Event::Retry(ticket, self.generation));
+            }
+        }
+    }
+
+    fn settle_only(&mut self, r: &Reservation, how: Settle) -> Result<(), SimError> {
         let actual = match how {
             Settle::Release => return ready(self.ledger.release(r)).map(drop),
             Settle::Refused => ActualUsage::tokens(0),

@@ -26,6 +26,8 @@ pub(crate) struct Request {
     pub(crate) waited: bool,
     /// The kind of the last failed call, if any.
     pub(crate) last_kind: Option<FailureKind>,
+    /// The deployment the wait it is about to begin is tallied against.
+    pub(crate) waits_on: Option<DeploymentId>,
 }
 
 impl Request {
@@ -68,7 +70,14 @@ impl Request {
             held: None,
             waited: false,
             last_kind: None,
+            waits_on: None,
         }
+    }
+
+    /// Its ticket in the deployments' lines (its reservation id when it has none).
+    pub(crate) fn ticket(&self) -> u64 {
+        let need = &self.plan.need;
+        need.line.map_or(need.id, |t| t.id)
     }
 }
 

@@ -29,6 +29,7 @@ mod input_output;
 mod key_accounts;
 mod keys;
 mod lifecycle;
+mod lines;
 mod redis_keys;
 mod redis_retry;
 mod resilient;

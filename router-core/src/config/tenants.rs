@@ -101,17 +101,26 @@ pub struct Priorities {
     /// Share of each deployment's (and provider's) capacity that batch requests may use, in
     /// (0, 1]. The rest is kept for interactive requests.
     pub batch_share: f64,
+    /// How far behind its arrival a waiting batch request stands in a deployment's line: only
+    /// interactive requests that arrive within this of it pass it (the bound on how long
+    /// interactive traffic can hold it back).
+    pub batch_aging: std::time::Duration,
 }
 
 impl Priorities {
     /// `batch_share` when `providers.yaml` does not set it.
     pub const BATCH_SHARE: f64 = 0.8;
+    /// `batch_aging_secs` when `providers.yaml` does not set it.
+    pub const BATCH_AGING_SECS: u64 = 30;
+    /// The largest `batch_aging_secs`.
+    pub const MAX_BATCH_AGING_SECS: u64 = 3600;
 }
 
 impl Default for Priorities {
     fn default() -> Self {
         Priorities {
             batch_share: Self::BATCH_SHARE,
+            batch_aging: std::time::Duration::from_secs(Self::BATCH_AGING_SECS),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::DeploymentId;
-use crate::ledger::Denial;
+use crate::ledger::{Denial, LINE_POLL_MS};
 use crate::retry::{FailureKind, OnDenied, OnFailure, RetryPolicy};
 
 use super::plan::{Plan, Priority};
@@ -123,6 +123,11 @@ pub struct Flow {
     deadline_ms: u64,
     priority: Priority,
     waited: Duration,
+    /// When the wait under way began (ms), and how long it was to last.
+    wait_from: Option<(u64, Duration)>,
+    /// Whether the last admission left the request in a line: its waits then end within
+    /// [`LINE_POLL_MS`], so that asking again renews its ticket.
+    in_line: bool,
     calling: Option<DeploymentId>,
     /// Whether a call failed and the request went on: giving up then returns that failure.
     failure_pending: bool,
@@ -146,6 +151,8 @@ impl Flow {
             deadline_ms: plan.deadline_ms,
             priority: plan.priority,
             waited: Duration::ZERO,
+            wait_from: None,
+            in_line: false,
             calling: None,
             failure_pending: false,
             partial: false,
@@ -163,7 +170,8 @@ impl Flow {
         self.calls
     }
 
-    /// Time spent waiting for capacity so far.
+    /// Time spent waiting for capacity so far (a wait that ended early, woken, counts as long
+    /// as it lasted).
     pub fn waited(&self) -> Duration {
         self.waited
     }
@@ -180,6 +188,7 @@ impl Flow {
 
     /// The ledger admitted the request on `deployment`: call it.
     pub fn admitted(&mut self, deployment: DeploymentId) -> Next {
+        self.in_line = false;
         self.partial = false;
         self.calls += 1;
         self.calling = Some(deployment);
@@ -193,6 +202,7 @@ impl Flow {
     /// they are ready (then asks them again), or the backoff's end (then asks every candidate,
     /// as when every one has failed).
     pub fn denied(&mut self, denial: &Denial, now_ms: u64, unit: f64) -> Next {
+        self.in_line = denial.place.is_some();
         if std::mem::take(&mut self.partial) {
             let backoff = self.policy.backoff(self.calls, unit);
             let remaining = self.remaining(now_ms);
@@ -202,7 +212,7 @@ impl Flow {
                 && wait < backoff
             {
                 self.fresh_next = true;
-                return self.wait(wait);
+                return self.wait(wait, now_ms);
             }
             return self.back_off(backoff, now_ms);
         }
@@ -216,11 +226,12 @@ impl Flow {
                 // The batch handicap never takes a wait to the deadline: a request that wakes
                 // with no time left has none to call with.
                 let handicapped = wait + self.handicap(age);
-                self.wait(if handicapped < remaining {
+                let wait = if handicapped < remaining {
                     handicapped
                 } else {
                     wait
-                })
+                };
+                self.wait(wait, now_ms)
             }
             OnDenied::GiveUp if self.failure_pending => Next::GiveUp(GiveUp::LastFailure),
             OnDenied::GiveUp => Next::GiveUp(GiveUp::NoCapacity {
@@ -234,6 +245,15 @@ impl Flow {
     /// cooldowns of those that failed now say whether they are ready). A wait ends before the
     /// deadline; one that overran it (a late timer) gives up rather than call with no time left.
     pub fn woke(&mut self, now_ms: u64) -> Next {
+        if let Some((from, planned)) = self.wait_from.take() {
+            let lasted = Duration::from_millis(now_ms.saturating_sub(from));
+            // A wait that ran its course counts as planned (the clock counts whole ms).
+            self.waited += if lasted.as_millis() >= planned.as_millis() {
+                planned
+            } else {
+                lasted
+            };
+        }
         let fresh_next = std::mem::take(&mut self.fresh_next);
         if !self.remaining(now_ms).is_zero() {
             if fresh_next {
@@ -329,12 +349,15 @@ impl Flow {
         if backoff >= self.remaining(now_ms) {
             return Next::GiveUp(GiveUp::LastFailure);
         }
-        self.wait(backoff)
+        self.wait(backoff, now_ms)
     }
 
-    fn wait(&mut self, wait: Duration) -> Next {
-        let wait = wait.max(Duration::from_millis(1));
-        self.waited += wait;
+    fn wait(&mut self, wait: Duration, now_ms: u64) -> Next {
+        let mut wait = wait.max(Duration::from_millis(1));
+        if self.in_line {
+            wait = wait.min(Duration::from_millis(LINE_POLL_MS));
+        }
+        self.wait_from = Some((now_ms, wait));
         Next::Wait(wait)
     }
 

@@ -21,7 +21,8 @@
 //!   candidate has failed, the request waits a backoff before trying them again.
 //! - When no candidate can take the request, it waits until the soonest can (batch requests a
 //!   little longer), never past the deadline; a tenant whose budget cannot cover it gives up at
-//!   once.
+//!   once. A request the ledger put in a line waits at most `LINE_POLL_MS` before asking again
+//!   (which keeps its ticket alive); its driver ends the wait early when the store wakes it.
 //! - An answer already partly handed to the caller is never retried.
 //!
 //! [`Reports`] decides which provider rate-limit reports are worth a ledger call, and clamps

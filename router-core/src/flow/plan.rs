@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Billed, DeploymentId, ModelKind, Registry};
 use crate::estimate::{Accounting, Estimator, PromptSize};
-use crate::ledger::{MAX_SLOT_TTL, Need, Scope, TenantNeed, TenantSpec, usd_to_micros};
+use crate::ledger::{
+    MAX_SLOT_TTL, Need, Scope, TICKET_TTL_MS, TenantNeed, TenantSpec, Ticket, usd_to_micros,
+};
 use crate::select;
 
 /// How urgent a request is. Batch requests may use only `priorities.batch_share` of each
@@ -221,6 +223,16 @@ impl Plan {
             };
             need.share_percent = share.clamp(1.0, 100.0) as u8;
         }
+        // One ticket for the request's whole life: it keeps its place in line across waits.
+        need.line = Some(Ticket {
+            id: fastrand::u64(1..),
+            handicap_ms: match ask.priority {
+                Priority::Batch => registry.priorities.batch_aging.as_millis() as u64,
+                Priority::Interactive => 0,
+            },
+            ttl_ms: TICKET_TTL_MS,
+            join: true,
+        });
         let deadline = u64::try_from(ask.deadline.as_millis()).unwrap_or(u64::MAX);
         let deadline_ms = now_ms.saturating_add(deadline);
         Plan {

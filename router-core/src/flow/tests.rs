@@ -63,7 +63,10 @@ fn not_now(d: DeploymentId, after: Duration) -> Refusal {
 }
 
 fn denial(refusals: Vec<Refusal>) -> Denial {
-    Denial { refusals }
+    Denial {
+        refusals,
+        place: None,
+    }
 }
 
 #[test]
@@ -113,7 +116,20 @@ fn when_every_candidate_failed_the_request_backs_off_before_trying_them_again() 
     assert_eq!(f.woke(110), Next::Admit(vec![A]));
     let _ = f.admitted(A);
     assert_eq!(f.failed(zero, 200, 0.5).next, Next::Wait(MS(200)));
+    // A wait counts once it ends.
+    assert_eq!(f.waited(), MS(100));
+    assert_eq!(f.woke(400), Next::Admit(vec![A]));
     assert_eq!(f.waited(), MS(300));
+}
+
+#[test]
+fn a_wait_woken_early_counts_as_long_as_it_lasted() {
+    let mut f = flow(&[A, B], Priority::Interactive);
+    let soon = denial(vec![not_now(A, MS(3_000)), not_now(B, MS(2_000))]);
+    assert_eq!(f.denied(&soon, 1_000, 0.0), Next::Wait(MS(2_000)));
+    // The store's wake-up came after 350 ms.
+    assert_eq!(f.woke(1_350), Next::Admit(vec![A, B]));
+    assert_eq!(f.waited(), MS(350));
 }
 
 #[test]
@@ -401,4 +417,21 @@ fn a_partial_admission_that_was_granted_leaves_no_mark_on_the_next_refusal() {
     assert_eq!(f.woke(200), Next::Admit(vec![A, B]));
     let cooling = denial(vec![not_now(A, MS(1_800)), not_now(B, MS(1_800))]);
     assert_eq!(f.denied(&cooling, 200, 0.0), Next::Wait(MS(1_800)));
+}
+
+#[test]
+fn a_request_in_line_asks_again_within_the_line_poll_to_keep_its_ticket() {
+    let mut f = flow(&[A], Priority::Interactive);
+    let mut far = denial(vec![not_now(A, MS(50_000))]);
+    far.place = Some(4);
+    assert_eq!(
+        f.denied(&far, 0, 0.0),
+        Next::Wait(MS(crate::ledger::LINE_POLL_MS))
+    );
+    assert_eq!(f.woke(crate::ledger::LINE_POLL_MS), Next::Admit(vec![A]));
+    // Out of line (it joined none this time): the wait is the limit's.
+    assert_eq!(
+        f.denied(&denial(vec![not_now(A, MS(50_000))]), 3_000, 0.0),
+        Next::Wait(MS(50_000))
+    );
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::LedgerError;
 use super::counts::Deltas;
 use super::day::{Day, DayCount, DayResets, day_blocked, day_deltas, with_day};
+use super::line::Line;
 use super::period::{Periods, periods};
 use super::scopes::{SCOPE_ORDER, ScopeTable};
 use super::types::*;
@@ -31,6 +32,8 @@ pub(crate) struct ScopeState {
     pub(crate) report: Option<Report>,
     /// What its current day counted (scopes with a per-day limit only).
     pub(crate) day: DayCount,
+    /// The requests waiting for it (deployment scopes only).
+    pub(crate) line: Line,
 }
 
 /// A provider's report as stored: remaining requests, tokens, input and output tokens, and
@@ -108,6 +111,8 @@ pub(crate) trait Cells {
     fn scope(&mut self, s: usize) -> &mut ScopeState;
     /// The state of tenant `name`, which the engine may change.
     fn tenant(&mut self, name: &str) -> &mut TenantState;
+    /// Says to `ticket`'s waiter, once the operation is done, that its turn may have come.
+    fn wake(&mut self, ticket: u64);
 }
 
 /// One operation's view: the scopes and the time it runs at.
@@ -147,13 +152,17 @@ impl<'a> Engine<'a> {
         need: &Need,
         candidates: &[DeploymentId],
     ) -> Result<Admission, LedgerError> {
+        let place = self.place(cells, need, candidates);
         if let Some(r) = self.admitted_before(cells, need, candidates)? {
+            self.admitted_from_line(cells, place, candidates, r.deployment);
             return Ok(Admission::Granted(r));
         }
         let nb = bucket_of(self.now);
         for (rank, &d) in candidates.iter().enumerate() {
             let scopes = self.scopes(d)?;
-            if self.check(cells, need, rank, d, scopes, false).is_some() {
+            if self.line_refusal(cells, place, d).is_some()
+                || self.check(cells, need, rank, d, scopes, false).is_some()
+            {
                 continue;
             }
             let counts = need_counts(self.table, need, rank, d);
@@ -186,6 +195,7 @@ impl<'a> Engine<'a> {
                     });
                 }
             }
+            self.admitted_from_line(cells, place, candidates, d);
             return Ok(Admission::Granted(granted));
         }
         // Every candidate refused: now work out when each could take it (the costly part).
@@ -194,11 +204,14 @@ impl<'a> Engine<'a> {
             .enumerate()
             .map(|(rank, &d)| {
                 let scopes = self.scopes(d)?;
-                let refusal = self.check(cells, need, rank, d, scopes, true);
+                let refusal = self
+                    .line_refusal(cells, place, d)
+                    .or_else(|| self.check(cells, need, rank, d, scopes, true));
                 Ok(refusal.expect("a candidate that refused a moment ago in the same operation"))
             })
-            .collect::<Result<_, LedgerError>>()?;
-        Ok(Admission::Denied(Denial { refusals }))
+            .collect::<Result<Vec<_>, LedgerError>>()?;
+        let place = self.after_denial(cells, need, place, &refusals);
+        Ok(Admission::Denied(Denial { refusals, place }))
     }
 
     /// Hands back what an admission of `need` counted, if it holds a slot on one of
@@ -423,6 +436,7 @@ impl<'a> Engine<'a> {
                 st.scope.day.adjust(h.day, requests, tokens);
             }
         }
+        self.wake_first(cells, r.deployment);
         Ok(true)
     }
 
@@ -579,6 +593,8 @@ impl<'a> Engine<'a> {
                 let own = usage(scopes[0]);
                 let provider = scopes.get(1).map(|&s| usage(s));
                 let st = cells.scope(d.0);
+                st.line.purge(now);
+                let line = LineUse::at(st.line.entries().len() as u64, st.line.first_rank(), now);
                 let until = st.cooldown;
                 let reported = st
                     .report
@@ -595,6 +611,7 @@ impl<'a> Engine<'a> {
                         output_tokens_remaining: r.output,
                         age: Duration::from_millis(now.saturating_sub(r.at)),
                     }),
+                    line,
                 })
             })
             .collect()

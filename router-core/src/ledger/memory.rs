@@ -16,9 +16,10 @@ use super::{Ledger, LedgerFuture};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{DeploymentId, Registry};
 
-/// Every scope's state, by scope index, and every tenant's, by name.
+/// Every scope's state, by scope index, and every tenant's, by name; and the tickets the
+/// operation under way wakes.
 #[derive(Debug)]
-struct State(Vec<ScopeState>, HashMap<String, TenantState>);
+struct State(Vec<ScopeState>, HashMap<String, TenantState>, Vec<u64>);
 
 impl Cells for State {
     fn scope(&mut self, s: usize) -> &mut ScopeState {
@@ -28,7 +29,15 @@ impl Cells for State {
     fn tenant(&mut self, name: &str) -> &mut TenantState {
         self.1.entry(name.to_owned()).or_default()
     }
+
+    fn wake(&mut self, ticket: u64) {
+        self.2.push(ticket);
+    }
 }
+
+/// How many wake-ups a slow waiter may fall behind by before it misses some (it then asks
+/// again, as when its wait ends).
+pub(crate) const WAKES_BUFFER: usize = 1024;
 
 /// The in-memory ledger. Cheap to share behind an `Arc`; every operation takes one short lock.
 #[derive(Debug)]
@@ -36,6 +45,8 @@ pub struct MemoryStore {
     table: ScopeTable,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    /// Wake-ups for waiting tickets, sent after each operation that makes them.
+    wakes: tokio::sync::broadcast::Sender<u64>,
 }
 
 impl MemoryStore {
@@ -48,11 +59,12 @@ impl MemoryStore {
     pub fn with_clock(registry: &Registry, clock: Arc<dyn Clock>) -> Self {
         let table = ScopeTable::new(registry);
         let scopes = (0..table.len()).map(|_| ScopeState::default()).collect();
-        let state = State(scopes, HashMap::new());
+        let state = State(scopes, HashMap::new(), Vec::new());
         Self {
             table,
             clock,
             state: Mutex::new(state),
+            wakes: tokio::sync::broadcast::channel(WAKES_BUFFER).0,
         }
     }
 
@@ -65,7 +77,12 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave the counters half-written in a way that
         // matters more than losing the whole ledger would, so keep going with the data.
         let mut state: MutexGuard<'_, State> = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        op(&engine, &mut state)
+        let out = op(&engine, &mut state);
+        for ticket in state.2.drain(..) {
+            // No receiver: nobody waits in this process.
+            let _ = self.wakes.send(ticket);
+        }
+        out
     }
 }
 
@@ -105,5 +122,13 @@ impl Ledger for MemoryStore {
 
     fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
         std::future::ready(Ok(self.run(|e, s| e.tenant_snapshot(s, tenant)))).boxed()
+    }
+
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        std::future::ready(self.run(|e, s| e.leave(s, ticket, ds))).boxed()
+    }
+
+    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        Some(self.wakes.subscribe())
     }
 }

@@ -47,6 +47,7 @@ mod counts;
 mod day;
 mod engine;
 mod leases;
+mod line;
 mod memory;
 mod period;
 pub(crate) mod redis;
@@ -60,18 +61,19 @@ mod window;
 use futures_util::future::BoxFuture;
 
 pub use day::{Day, DayResets};
+pub use line::{LINE_POLL_MS, TICKET_TTL_MS};
 pub use memory::MemoryStore;
 pub use period::calendar;
-pub use redis::{RedisStore, RedisStoreOptions, script_text};
+pub use redis::{EVERYONE, RedisStore, RedisStoreOptions, script_text};
 pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use tenant::{KEY_ACCOUNT_PREFIX, MAX_ACCOUNTS, scope_of};
 pub use types::{
-    ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, MAX_SLOT_TTL,
-    Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope, ScopeUsage,
-    Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Verdict, WindowUse,
-    usd_to_micros,
+    ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, LineUse,
+    MAX_SLOT_TTL, Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope,
+    ScopeUsage, Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Ticket, Verdict,
+    WindowUse, usd_to_micros,
 };
 pub use window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS};
 
@@ -270,6 +272,18 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
             }
             out
         })
+    }
+
+    /// Takes `ticket` out of the lines of `deployments`: its request gave up or was dropped
+    /// while it waited. An admission takes its own ticket out; a ticket nobody asks with leaves
+    /// by itself when its TTL ends.
+    fn leave<'a>(&'a self, ticket: u64, deployments: &'a [DeploymentId]) -> LedgerFuture<'a, ()>;
+
+    /// Wake-ups for waiting requests, when the store sends them: the id of a ticket whose turn
+    /// may have come (it became first in a line, or the capacity it waits for was freed while
+    /// it was), or [`EVERYONE`] when some may have been missed. `None`: the store sends none and waiters ask again when their wait ends.
+    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        None
     }
 
     /// The shared store's mode (shared, local, open) when it has one: `None` for the stores

@@ -27,10 +27,11 @@ const UPDATE: &str = include_str!("../../../lua/update.lua");
 /// Every ledger script: its name (its file in `lua/`), its body, and whether it takes
 /// `lua/update.lua`'s helpers. Every function a script defines is created anew on each call, so
 /// the admission, on every request's path, carries only the ones it uses.
-pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 12] = [
+pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 13] = [
     ("admit", include_str!("../../../lua/admit.lua"), false),
     ("settle", include_str!("../../../lua/settle.lua"), true),
     ("renew", include_str!("../../../lua/renew.lua"), false),
+    ("leave", include_str!("../../../lua/leave.lua"), false),
     ("days", include_str!("../../../lua/days.lua"), false),
     ("cooldown", include_str!("../../../lua/cooldown.lua"), true),
     ("observe", include_str!("../../../lua/observe.lua"), true),
@@ -89,6 +90,7 @@ pub(crate) fn lua_constants() -> String {
         ("TIME_CAP_MS", TIME_CAP_MS),
         ("DAY_MS", DAY_MS),
         ("EPOCH_TTL_MS", DAY_MS),
+        ("LINE_POLL_MS", super::line::LINE_POLL_MS),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -100,6 +102,7 @@ pub(crate) fn lua_constants() -> String {
 
 static ADMIT: LazyLock<Script> = LazyLock::new(|| script("admit"));
 static SETTLE: LazyLock<Script> = LazyLock::new(|| script("settle"));
+static LEAVE: LazyLock<Script> = LazyLock::new(|| script("leave"));
 static RENEW: LazyLock<Script> = LazyLock::new(|| script("renew"));
 static DAYS: LazyLock<Script> = LazyLock::new(|| script("days"));
 static COOLDOWN: LazyLock<Script> = LazyLock::new(|| script("cooldown"));
@@ -115,6 +118,7 @@ static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
 static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
     &ADMIT,
     &SETTLE,
+    &LEAVE,
     &RENEW,
     &DAYS,
     &COOLDOWN,
@@ -128,6 +132,8 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
 ];
 
 pub(crate) mod conn;
+mod wakes;
+pub use wakes::EVERYONE;
 mod days;
 pub(super) mod lease;
 pub(super) mod recovery;
@@ -171,6 +177,9 @@ struct ScopeKeys {
     slots: String,
     /// Its day hash (used only when the scope has a per-day limit).
     day: String,
+    /// Its line: tickets by rank, and by expiry (deployment scopes only).
+    line: String,
+    line_expiry: String,
 }
 
 /// The Redis-backed ledger.
@@ -188,6 +197,8 @@ pub struct RedisStore {
     epoch: Arc<AtomicU64>,
     /// Voids of abandoned admissions still running.
     voids: Arc<super::Voids>,
+    /// Wake-ups for this process's waiting tickets.
+    wakes: Arc<wakes::Wakes>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -213,11 +224,14 @@ impl RedisStore {
         let conn = conn::Conn::open(url, &options).await.map_err(err)?;
         let table = ScopeTable::new(registry);
         let prefix = format!("llmroute:{{{}}}:v3", options.namespace);
+        let wake_channel = format!("{prefix}:wake");
         let scope_keys = (0..table.len())
             .map(|s| ScopeKeys {
                 window: format!("{prefix}:w:{}", table.def(s).name),
                 slots: format!("{prefix}:s:{}", table.def(s).name),
                 day: format!("{prefix}:y:{}", table.def(s).name),
+                line: format!("{prefix}:q:{}", table.def(s).name),
+                line_expiry: format!("{prefix}:qx:{}", table.def(s).name),
             })
             .collect();
         let store = Self {
@@ -229,6 +243,7 @@ impl RedisStore {
             clock: options.clock,
             epoch: Arc::new(AtomicU64::new(0)),
             voids: Arc::default(),
+            wakes: Arc::new(wakes::Wakes::new(url, wake_channel)),
         };
         if !options.lazy {
             store.load_scripts().await;
@@ -446,6 +461,7 @@ impl RedisStore {
                 }
             }
         }
+        self.push_lines(&mut inv, need, candidates);
         self.push_epoch(&mut inv);
         let reply = self.run(&inv).await?;
         if let [2, _] = reply.as_slice() {
@@ -496,11 +512,54 @@ impl RedisStore {
             inv.key(key);
         }
         self.push_report(&mut inv, scopes[0], observed);
+        let keys = &self.scope_keys[r.deployment.0];
+        inv.key(&keys.line).key(&keys.line_expiry);
+        inv.arg(self.wake_channel());
         let reply = self.run(&inv).await?;
         match reply.as_slice() {
             [n] => Ok(*n == 1),
             _ => Err(self.protocol("settle.lua", &reply)),
         }
+    }
+
+    /// The line part of admit.lua's KEYS and ARGV: each candidate's line keys, the ticket, its
+    /// handicap and TTL, whether it joins, and the wake-up channel.
+    fn push_lines(&self, inv: &mut ScriptInvocation<'_>, need: &Need, candidates: &[DeploymentId]) {
+        for &d in candidates {
+            let keys = &self.scope_keys[d.0];
+            inv.key(&keys.line).key(&keys.line_expiry);
+        }
+        let ticket = need.line.map_or(need.id, |t| t.id);
+        inv.arg(ticket_member(ticket));
+        match need.line {
+            Some(t) => {
+                inv.arg(t.handicap_ms)
+                    .arg(t.ttl_ms)
+                    .arg(if t.join { "j" } else { "n" });
+            }
+            None => {
+                inv.arg(0).arg(0).arg("");
+            }
+        }
+        inv.arg(self.wake_channel());
+    }
+
+    /// The channel settle.lua, admit.lua and leave.lua publish wake-ups on (see `wakes.rs`).
+    pub(crate) fn wake_channel(&self) -> String {
+        format!("{}:wake", self.prefix)
+    }
+
+    async fn leave_inner(&self, ticket: u64, ds: &[DeploymentId]) -> Result<(), LedgerError> {
+        let mut inv = LEAVE.prepare_invoke();
+        for &d in ds {
+            self.scopes(d)?;
+            let keys = &self.scope_keys[d.0];
+            inv.key(&keys.line).key(&keys.line_expiry);
+        }
+        inv.arg(self.now_arg())
+            .arg(ticket_member(ticket))
+            .arg(self.wake_channel());
+        self.run(&inv).await.map(|_| ())
     }
 
     async fn renew_inner(&self, r: &Reservation, ttl: Duration) -> Result<bool, LedgerError> {
@@ -575,6 +634,10 @@ impl RedisStore {
             }
             scopes.push(sc);
         }
+        for &d in ds {
+            let keys = &self.scope_keys[d.0];
+            inv.key(&keys.line).key(&keys.line_expiry);
+        }
         let reply = self.run(&inv).await?;
         reply::snapshot(&self.table, ds, &scopes, &day_list, &reply)
             .ok_or_else(|| self.protocol("snapshot.lua", &reply))
@@ -635,6 +698,14 @@ impl Ledger for RedisStore {
 
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
         self.finish(r, actual, 0, None).boxed()
+    }
+
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        self.leave_inner(ticket, ds).boxed()
+    }
+
+    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        Some(self.wakes.subscribe())
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
@@ -698,6 +769,12 @@ impl Ledger for RedisStore {
         }
         .boxed()
     }
+}
+
+/// A ticket as a line's member: 16 hex digits, so that members of equal rank sort as the ids
+/// do as numbers.
+pub(crate) fn ticket_member(ticket: u64) -> String {
+    format!("{ticket:016x}")
 }
 
 /// A provider's report as script arguments (see `observe_at` in lua/common.lua): the

@@ -75,6 +75,9 @@ struct Inner {
     conn: Arc<tokio::sync::Mutex<Connection>>,
     /// Voids of abandoned admissions still running.
     voids: Arc<super::Voids>,
+    /// Wake-ups for this process's waiting tickets, shared by its stores on the same file
+    /// (other processes' waiters ask again when their wait ends).
+    wakes: tokio::sync::broadcast::Sender<u64>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -115,6 +118,7 @@ impl SqliteStore {
                 clock,
                 conn: Arc::new(tokio::sync::Mutex::new(conn)),
                 voids: Arc::default(),
+                wakes: wakes_of(path),
             }),
         })
     }
@@ -147,6 +151,23 @@ impl SqliteStore {
         }
         .boxed()
     }
+}
+
+/// The wake-up channel of the ledger file at `path`, shared by every store of this process
+/// that opened it (other processes' waiters ask again when their wait ends).
+fn wakes_of(path: &Path) -> tokio::sync::broadcast::Sender<u64> {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    type Channels = HashMap<PathBuf, tokio::sync::broadcast::Sender<u64>>;
+    static CHANNELS: LazyLock<Mutex<Channels>> = LazyLock::new(Mutex::default);
+    let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let mut channels = CHANNELS.lock().unwrap_or_else(|e| e.into_inner());
+    // A channel nobody holds any more belongs to a file no store has open.
+    channels.retain(|_, sender| sender.receiver_count() > 0 || sender.strong_count() > 1);
+    channels
+        .entry(key)
+        .or_insert_with(|| tokio::sync::broadcast::channel(super::memory::WAKES_BUFFER).0)
+        .clone()
 }
 
 /// [`prepare`], retried while other processes prepare the same new file: switching a file to WAL
@@ -209,7 +230,13 @@ impl Inner {
         // A failed read is reported before the engine's answer; dropping `tx` rolls back.
         cells.write_back().map_err(|e| self.error(e))?;
         let out = out?;
+        let wakes = std::mem::take(&mut cells.wakes);
+        drop(cells);
         tx.commit().map_err(|e| self.error(e))?;
+        for ticket in wakes {
+            // No receiver: nobody waits in this process.
+            let _ = self.wakes.send(ticket);
+        }
         Ok(out)
     }
 }
@@ -320,5 +347,14 @@ impl Ledger for SqliteStore {
     fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
         let tenant = tenant.clone();
         self.run(move |e, c| Ok(e.tenant_snapshot(c, &tenant)))
+    }
+
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        let ds = ds.to_vec();
+        self.run(move |e, c| e.leave(c, ticket, &ds))
+    }
+
+    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        Some(self.inner.wakes.subscribe())
     }
 }

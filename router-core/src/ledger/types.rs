@@ -42,6 +42,26 @@ pub struct Need {
     /// interactive requests, `batch_share` for batch ones), so that higher priorities always
     /// find headroom. Scaled limits are rounded down, but never below 1.
     pub share_percent: u8,
+    /// The request's ticket for the lines of the deployments it waits for (see `line.rs`).
+    /// Without one it is a newcomer that joins no line: it still never passes a request
+    /// waiting in one.
+    pub line: Option<Ticket>,
+}
+
+/// A request's ticket in the lines of the deployments it waits for: the same on every
+/// admission it asks for, so that it keeps its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// Its id (nonzero), drawn once per request.
+    pub id: u64,
+    /// How far behind its arrival its class is placed, ms: 0 for interactive requests,
+    /// `priorities.batch_aging_secs` for batch ones.
+    pub handicap_ms: u64,
+    /// How long it stays in line after the last admission that carried it (its waiter asks
+    /// again before then, or is gone).
+    pub ttl_ms: u64,
+    /// Whether a refused admission puts it in line (false: the request will not wait).
+    pub join: bool,
 }
 
 impl Need {
@@ -57,6 +77,7 @@ impl Need {
             slot_ttl,
             tenant: None,
             share_percent: 100,
+            line: None,
         }
     }
 
@@ -252,6 +273,8 @@ pub enum LimitKind {
     DailyRequests,
     /// Tokens per day.
     DailyTokens,
+    /// Requests that asked earlier wait for the deployment (see `line.rs`).
+    Line,
 }
 
 impl LimitKind {
@@ -273,6 +296,7 @@ impl LimitKind {
             LimitKind::MonthlyBudget => "monthly budget",
             LimitKind::DailyRequests => "rpd",
             LimitKind::DailyTokens => "tpd",
+            LimitKind::Line => "line",
         }
     }
 }
@@ -323,6 +347,9 @@ pub struct Refusal {
 pub struct Denial {
     /// Per candidate, why it refused.
     pub refusals: Vec<Refusal>,
+    /// When the request holds a ticket in a line after this admission: how many requests
+    /// stand before it in the shortest of them (0: it is first).
+    pub place: Option<u64>,
 }
 
 impl Denial {
@@ -433,6 +460,29 @@ pub struct DeploymentSnapshot {
     /// What the provider last reported of its own limits for this deployment, if it did within
     /// the last [`REPORT_TTL`].
     pub reported: Option<ProviderReport>,
+    /// The requests waiting in the deployment's line.
+    pub line: LineUse,
+}
+
+/// A deployment's line as a snapshot sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineUse {
+    /// Tickets waiting (live ones).
+    pub waiting: u64,
+    /// How long ago the first in line's place began, when anyone waits: its wait, for an
+    /// interactive request; a batch request's place begins `priorities.batch_aging_secs` after
+    /// it arrived, so it shows less (zero until then).
+    pub oldest_wait: Option<Duration>,
+}
+
+impl LineUse {
+    /// A line of `waiting` tickets whose first ranks at `first_rank` ms, seen at `now` ms.
+    pub(crate) fn at(waiting: u64, first_rank: Option<u64>, now: u64) -> Self {
+        Self {
+            waiting,
+            oldest_wait: first_rank.map(|r| Duration::from_millis(now.saturating_sub(r))),
+        }
+    }
 }
 
 /// How long what a provider reported stays worth showing.

@@ -241,6 +241,10 @@ pub struct Receipt {
     /// Time spent waiting for capacity.
     #[serde(with = "ms")]
     pub waited: Duration,
+    /// When the request waited in a deployment's line: how many requests stood before it when
+    /// it joined (0: it was first). `None` when it never stood in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
     /// Time spent in provider calls, failed ones included: until each answered in full, or for
     /// a stream until it opened. The rest of a request's time is the router's (waits included).
     #[serde(with = "ms")]

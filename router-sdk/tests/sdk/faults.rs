@@ -71,6 +71,9 @@ impl Ledger for Failing {
     fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
         self.inner.renew(r, ttl)
     }
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        self.inner.leave(ticket, ds)
+    }
 
     fn cooldown(&self, d: DeploymentId, how_long: Duration) -> LedgerFuture<'_, Duration> {
         if self.cooldowns_fail {

@@ -11,6 +11,7 @@ mod features;
 mod features_anthropic;
 mod features_gemini;
 mod features_openai;
+mod lines;
 mod prices;
 mod prompt_cache;
 mod replay;

@@ -48,6 +48,9 @@ impl Ledger for Counted {
     fn renew<'a>(&'a self, r: &'a Reservation, t: std::time::Duration) -> LedgerFuture<'a, bool> {
         self.inner.renew(r, t)
     }
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        self.inner.leave(ticket, ds)
+    }
     fn cooldown(
         &self,
         d: DeploymentId,

@@ -128,6 +128,9 @@ struct JsonAnswer<'a> {
     cost_usd: f64,
     attempts: &'a [router_sdk::Attempt],
     waited_ms: u64,
+    /// How many stood before the request when it joined a line (absent: it never did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queue_position: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -159,6 +162,7 @@ impl<'a> From<&'a ChatResponse> for JsonAnswer<'a> {
             cost_usd: a.receipt.cost_usd,
             attempts: &a.receipt.attempts,
             waited_ms: a.receipt.waited.as_millis() as u64,
+            queue_position: a.receipt.queue_position,
         }
     }
 }

@@ -388,6 +388,8 @@ pub(crate) struct RawBudget {
 pub(crate) struct RawPriorities {
     #[serde(default)]
     pub(crate) batch_share: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) batch_aging_secs: Option<At<Number>>,
 }
 /// Parse the text; the error is serde-saphyr's. `.nan` and `.inf` pass through as floats so that
 /// validation reports them with the field they belong to.

@@ -144,5 +144,20 @@ pub(crate) fn priorities(
             ctx.invalid("priorities.batch_share", line(value), msg)
         })?;
     }
+    if let Some(value) = raw.and_then(|r| r.batch_aging_secs.as_ref()) {
+        let max = Priorities::MAX_BATCH_AGING_SECS as f64;
+        let secs = value.value.as_f64().filter(|x| (0.0..=max).contains(x));
+        let secs = secs.ok_or_else(|| {
+            let msg = format!(
+                "must be a number of seconds from 0 to {max} (how far behind its arrival a \
+                 waiting batch request stands in line), got {}; e.g. 30, or remove it to use the \
+                 default {}",
+                value.value,
+                Priorities::BATCH_AGING_SECS
+            );
+            ctx.invalid("priorities.batch_aging_secs", line(value), msg)
+        })?;
+        out.batch_aging = std::time::Duration::from_secs_f64(secs);
+    }
     Ok(out)
 }

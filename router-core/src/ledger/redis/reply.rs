@@ -50,13 +50,14 @@ pub(super) fn admit(reply: &[i64], need: &Need, candidates: &[DeploymentId]) -> 
                 tenant,
             }))
         }
-        [0, now, rest @ ..] if rest.len() == candidates.len() * 4 => {
+        [0, now, place, rest @ ..] if rest.len() == candidates.len() * 4 => {
             let refusals = candidates
                 .iter()
                 .zip(rest.chunks_exact(4))
                 .map(|(&deployment, c)| refusal(deployment, c, *now))
                 .collect::<Option<Vec<_>>>()?;
-            Some(Admission::Denied(Denial { refusals }))
+            let place = u64::try_from(*place).ok();
+            Some(Admission::Denied(Denial { refusals, place }))
         }
         _ => None,
     }
@@ -74,6 +75,7 @@ fn refusal(deployment: DeploymentId, c: &[i64], now: i64) -> Option<Refusal> {
         8 => LimitKind::OutputTokens,
         9 => LimitKind::DailyRequests,
         10 => LimitKind::DailyTokens,
+        11 => LimitKind::Line,
         _ => return None,
     };
     let scope = match c[2] {
@@ -162,7 +164,9 @@ pub(super) fn snapshot(
     reply: &[i64],
 ) -> Option<Vec<DeploymentSnapshot>> {
     let mut days = days.iter();
-    let (&now, mut rest) = reply.split_first()?;
+    let (&now, rest) = reply.split_first()?;
+    let (mut rest, lines) = rest.split_at_checked(rest.len().checked_sub(2 * ds.len())?)?;
+    let mut lines = lines.chunks_exact(2);
     let n = |v: i64| v.max(0) as u64;
     let reported = |v: i64| (v >= 0).then_some(n(v));
     let mut out = Vec::with_capacity(ds.len());
@@ -198,6 +202,9 @@ pub(super) fn snapshot(
                     age: Duration::from_millis(n(now - at)),
                 }
             }),
+            line: lines
+                .next()
+                .map(|l| LineUse::at(n(l[0]), (l[1] >= 0).then(|| n(l[1])), n(now)))?,
         });
     }
     rest.is_empty().then_some(out)

@@ -56,6 +56,24 @@ impl Ledger for ResilientStore {
         .boxed()
     }
 
+    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
+        async move {
+            {
+                let mut st = self.inner.lock();
+                let now = self.inner.now();
+                if let Admitting::Local(l) = &mut st.admitting {
+                    return l.with_engine(now, |e, cells| e.leave(cells, ticket, ds));
+                }
+            }
+            self.inner.timed(self.inner.shared.leave(ticket, ds)).await
+        }
+        .boxed()
+    }
+
+    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        self.inner.shared.wakes()
+    }
+
     fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
         async move {
             {

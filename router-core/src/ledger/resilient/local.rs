@@ -34,6 +34,9 @@ impl Cells for LocalCells {
     fn tenant(&mut self, name: &str) -> &mut TenantState {
         self.1.entry(name.to_owned()).or_default()
     }
+
+    /// A local line's waiters get no wake-ups: they ask again when their wait ends.
+    fn wake(&mut self, _ticket: u64) {}
 }
 
 /// A local admission.
@@ -219,6 +222,7 @@ pub(super) fn free_slot(table: &ScopeTable, cells: &mut LocalCells, r: &Reservat
 /// the other instances (`Scope::Deployment`). Try again `after` (the next look at the store).
 pub(super) fn not_now(candidates: &[DeploymentId], scope: Scope, after: Duration) -> Admission {
     Admission::Denied(Denial {
+        place: None,
         refusals: candidates
             .iter()
             .map(|&deployment| Refusal {

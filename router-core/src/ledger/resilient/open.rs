@@ -12,6 +12,7 @@ pub(super) fn admit_open(
     let Some(&deployment) = candidates.first() else {
         return Admission::Denied(Denial {
             refusals: Vec::new(),
+            place: None,
         });
     };
     ids.insert(need.id);

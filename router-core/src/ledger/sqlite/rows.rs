@@ -7,6 +7,7 @@
 //! (`spend.rs`), and so is a scope's day when it has a per-day limit (`day.rs`).
 
 mod day;
+mod line;
 mod scope;
 mod spend;
 
@@ -18,6 +19,7 @@ use rusqlite::Connection;
 
 use crate::ledger::day::DayCount;
 use crate::ledger::engine::{Cells, ScopeState, Spend, TenantState};
+use crate::ledger::line::Line;
 use crate::ledger::scopes::ScopeTable;
 use scope::Stored;
 
@@ -45,6 +47,9 @@ use scope::Stored;
 ///   anything, by scope name: the day (its civil date as days since the epoch, in the scope's
 ///   `day_resets` zone; UTC for tenants and keys) and the requests and tokens it counted. Like
 ///   the spend row, a day that has ended counts as nothing and is overwritten.
+/// - `llmroute_v4_lines`: one row per ticket waiting in a deployment's line (see `line.rs`),
+///   by scope name and ticket id: its rank and expiry in ms. A line's rows are replaced when it
+///   changes; expired ones go with the next change.
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS llmroute_v4_scopes (
     ns TEXT NOT NULL, scope TEXT NOT NULL, oldest INTEGER, cooldown INTEGER NOT NULL,
@@ -68,6 +73,10 @@ CREATE TABLE IF NOT EXISTS llmroute_v4_days (
     ns TEXT NOT NULL, scope TEXT NOT NULL,
     day INTEGER NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL,
     PRIMARY KEY (ns, scope)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS llmroute_v4_lines (
+    ns TEXT NOT NULL, scope TEXT NOT NULL, ticket INTEGER NOT NULL,
+    rank INTEGER NOT NULL, expiry INTEGER NOT NULL,
+    PRIMARY KEY (ns, scope, ticket)) WITHOUT ROWID;
 ";
 
 // SQLite integers are i64. Times, buckets, periods and amounts fit; reservation ids are random
@@ -92,6 +101,8 @@ struct LoadedScope {
     stored: Stored,
     /// The day row, if there was one (read only for scopes with a per-day limit).
     day: Option<DayCount>,
+    /// The line as stored (deployment scopes only).
+    line: Line,
 }
 
 /// One tenant as loaded: its state, and what was stored of its scope and its spend.
@@ -116,6 +127,8 @@ pub(super) struct TxCells<'c> {
     /// The first read that failed: the operation's answer is then discarded and the
     /// transaction rolled back, so a failed read never turns into a decision.
     failed: Option<rusqlite::Error>,
+    /// The tickets the operation wakes, sent once it commits.
+    pub(super) wakes: Vec<u64>,
 }
 
 impl Cells for TxCells<'_> {
@@ -123,6 +136,7 @@ impl Cells for TxCells<'_> {
         let def = self.table.def(s);
         let (conn, ns, name) = (self.conn, self.ns, &def.name);
         let per_day = def.limits.per_day();
+        let deployment = s < self.table.deployments();
         let loaded = cached(&mut self.scopes, &s, &mut self.failed, || {
             let (mut state, stored) = scope::load(conn, ns, name)?;
             let day = if per_day {
@@ -131,7 +145,18 @@ impl Cells for TxCells<'_> {
                 None
             };
             state.day = day.unwrap_or_default();
-            Ok(LoadedScope { state, stored, day })
+            let line = if deployment {
+                line::load(conn, ns, name)?
+            } else {
+                Line::default()
+            };
+            state.line = line.clone();
+            Ok(LoadedScope {
+                state,
+                stored,
+                day,
+                line,
+            })
         });
         &mut loaded.state
     }
@@ -156,6 +181,10 @@ impl Cells for TxCells<'_> {
             })
         });
         &mut loaded.state
+    }
+
+    fn wake(&mut self, ticket: u64) {
+        self.wakes.push(ticket);
     }
 }
 
@@ -191,18 +220,20 @@ impl<'c> TxCells<'c> {
             scopes: HashMap::new(),
             tenants: HashMap::new(),
             failed: None,
+            wakes: Vec::new(),
         }
     }
 
     /// Writes back the rows that changed; first reports a read that failed, if any.
-    pub(super) fn write_back(self) -> rusqlite::Result<()> {
-        if let Some(e) = self.failed {
+    pub(super) fn write_back(&mut self) -> rusqlite::Result<()> {
+        if let Some(e) = self.failed.take() {
             return Err(e);
         }
         for (&s, l) in &self.scopes {
             let name = &self.table.def(s).name;
             scope::write(self.conn, self.ns, name, &l.state, &l.stored)?;
             day::write(self.conn, self.ns, name, &l.state.day, l.day)?;
+            line::write(self.conn, self.ns, name, &l.state.line, &l.line)?;
         }
         for (name, l) in &self.tenants {
             let scope_name = tenant_scope(name);

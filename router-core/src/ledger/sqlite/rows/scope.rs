@@ -86,6 +86,7 @@ pub(super) fn load(
         cooldown,
         report,
         day: Default::default(),
+        line: Default::default(),
     };
     let slots = held.iter().map(|s| (s.id, s.expiry)).collect();
     Ok((

@@ -51,6 +51,7 @@ fn receipt(finish: FinishReason) -> Receipt {
         cost_usd: 0.0,
         attempts: Vec::new(),
         waited: std::time::Duration::ZERO,
+        queue_position: None,
         upstream: std::time::Duration::ZERO,
         tenant_window: None,
     }
