@@ -1163,6 +1163,39 @@ fn batch_share_must_be_above_zero_and_at_most_one() {
 }
 
 #[test]
+fn batch_aging_secs_is_read_and_must_be_seconds_up_to_an_hour() {
+    let with_aging = |v: &str| {
+        with_tenants(
+            "batch_share: 0.8",
+            &format!("batch_share: 0.8\n  batch_aging_secs: {v}"),
+        )
+    };
+    for bad in ["-1", "3601", ".nan", "soon"] {
+        let msg = error_of(&with_aging(bad));
+        assert_mentions(
+            &msg,
+            &[
+                "test.yaml:35:",
+                "priorities.batch_aging_secs",
+                "from 0 to 3600",
+                "default 30",
+            ],
+        );
+    }
+    for (good, ms) in [("0", 0), ("2.5", 2_500), ("3600", 3_600_000)] {
+        let registry = Registry::from_yaml_str(&with_aging(good), "test.yaml").unwrap();
+        assert_eq!(
+            registry.priorities.batch_aging.as_millis(),
+            ms,
+            "for {good}"
+        );
+    }
+    let unchanged = with_tenants("batch_share: 0.8", "batch_share: 0.8");
+    let registry = Registry::from_yaml_str(&unchanged, "test.yaml").unwrap();
+    assert_eq!(registry.priorities.batch_aging.as_secs(), 30, "the default");
+}
+
+#[test]
 fn tenant_names_must_be_non_empty_and_fit_in_the_namespace_hash_tag() {
     let cases = [
         ("\"\"", "tenant name must not be empty"),

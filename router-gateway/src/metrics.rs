@@ -88,6 +88,8 @@ pub(crate) struct Metrics {
     remaining_requests: Family<DeploymentLabels, Gauge>,
     remaining_tokens: Family<DeploymentLabels, Gauge>,
     in_flight: Family<DeploymentLabels, Gauge>,
+    line_waiting: Family<DeploymentLabels, Gauge>,
+    line_wait: Histogram,
     ledger_errors: Counter,
     ledger_mode: Family<ModeLabels, Gauge>,
     ledger_instances: Gauge,
@@ -143,6 +145,8 @@ impl Metrics {
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             // 50 µs to about 3 s.
             router_added: Histogram::new(exponential_buckets(0.000_05, 2.0, 17)),
+            line_waiting: Family::default(),
+            line_wait: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             remaining_requests: Family::default(),
             remaining_tokens: Family::default(),
             in_flight: Family::default(),
@@ -222,6 +226,16 @@ impl Metrics {
             "llmroute_deployment_in_flight",
             "Requests in flight, read at scrape time",
             m.in_flight.clone(),
+        );
+        r.register(
+            "llmroute_line_waiting",
+            "Requests waiting in the deployment's line, over every instance",
+            m.line_waiting.clone(),
+        );
+        r.register(
+            "llmroute_line_wait_seconds",
+            "Time waited by answered requests that stood in a deployment's line",
+            m.line_wait.clone(),
         );
         r.register(
             "llmroute_ledger_errors",
@@ -308,6 +322,9 @@ impl Metrics {
         };
         self.cost.get_or_create(&labels).inc_by(receipt.cost_usd);
         self.wait.observe(receipt.waited.as_secs_f64());
+        if receipt.queue_position.is_some() {
+            self.line_wait.observe(receipt.waited.as_secs_f64());
+        }
         self.attempts(&receipt.attempts);
     }
 
@@ -363,6 +380,8 @@ impl Metrics {
                     }
                     let flying = i64::try_from(u.in_flight).unwrap_or(i64::MAX);
                     self.in_flight.get_or_create(&labels).set(flying);
+                    let waiting = i64::try_from(s.line.waiting).unwrap_or(i64::MAX);
+                    self.line_waiting.get_or_create(&labels).set(waiting);
                 }
             }
             Err(e) => {

@@ -176,7 +176,10 @@ impl Router {
         candidates: &[DeploymentId],
         guard: &mut Option<Guard>,
     ) -> Result<Next, Error> {
-        let need = request.planned.plan.need_for(candidates);
+        let mut need = request.planned.plan.need_for(candidates);
+        if let Some(ticket) = need.line.as_mut() {
+            ticket.queued = request.line.joined();
+        }
         let admission = match self.inner.ledger.admit(&need, candidates).await {
             Ok(admission) => admission,
             Err(e) => {

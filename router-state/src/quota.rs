@@ -96,6 +96,18 @@ pub struct Row {
     pub provider_wide: Option<ScopeView>,
     /// What the provider last reported in its rate-limit headers, within the last minute.
     pub provider_reported: Option<Reported>,
+    /// The requests waiting in the deployment's line.
+    pub line: LineView,
+}
+
+/// A deployment's line.
+#[derive(Debug, Serialize)]
+pub struct LineView {
+    /// Requests waiting.
+    pub waiting: u64,
+    /// How long ago the first in line's place began (a batch request's begins
+    /// `priorities.batch_aging_secs` after it arrived); `None` when nobody waits.
+    pub oldest_wait_secs: Option<f64>,
 }
 
 /// What a provider last reported remaining.
@@ -219,6 +231,10 @@ pub fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
             output_tokens_remaining: r.output_tokens_remaining,
             age_secs: r.age.as_secs_f64(),
         }),
+        line: LineView {
+            waiting: s.line.waiting,
+            oldest_wait_secs: s.line.oldest_wait.map(|w| w.as_secs_f64()),
+        },
         provider_wide: s.provider.as_ref().map(ScopeView::of),
     }
 }

@@ -23,7 +23,7 @@ use router_core::clock::ManualClock;
 use router_core::config::{DeploymentId, Limits, Registry};
 use router_core::ledger::{
     ActualUsage, Admission, BudgetMicros, Ledger, LedgerError, MemoryStore, Need, Observation,
-    Reservation, Settlement, TenantNeed, TenantSpec,
+    Reservation, Settlement, TICKET_TTL_MS, TenantNeed, TenantSpec, Ticket,
 };
 
 use crate::support::{connect_to, open_sqlite, temp_dir, without_window};
@@ -124,7 +124,12 @@ enum Op {
         costs: Vec<u64>,
         batch: bool,
         ttl_s: u64,
+        /// A ticket from a small pool (so that waiters ask again with theirs), whether it is a
+        /// batch one (a handicap), and whether a refusal puts it in line.
+        ticket: Option<(u64, bool, bool)>,
     },
+    /// Takes a ticket of the pool out of the lines of these deployments.
+    Leave(u64, Vec<usize>),
     /// Admits a held reservation's need again (same id).
     Again(usize),
     /// Held reservation, tokens, input tokens (may exceed tokens), cost.
@@ -152,9 +157,10 @@ fn admit_op() -> impl Strategy<Value = Op> {
         proptest::collection::vec(0..900u64, 3),
         proptest::bool::weighted(0.2),
         1..120u64,
+        ticket(),
     )
         .prop_map(
-            |(tokens, own, input_pct, order, tenant, costs, batch, ttl_s)| Op::Admit {
+            |(tokens, own, input_pct, order, tenant, costs, batch, ttl_s, ticket)| Op::Admit {
                 tokens,
                 own,
                 input_pct,
@@ -163,8 +169,21 @@ fn admit_op() -> impl Strategy<Value = Op> {
                 costs,
                 batch,
                 ttl_s,
+                ticket,
             },
         )
+}
+
+/// A ticket of a pool of six, batch or not, joining on refusal or not.
+fn ticket() -> impl Strategy<Value = Option<(u64, bool, bool)>> {
+    proptest::option::weighted(
+        0.6,
+        (
+            1..=6u64,
+            proptest::bool::weighted(0.3),
+            proptest::bool::weighted(0.9),
+        ),
+    )
 }
 
 fn advance() -> impl Strategy<Value = u64> {
@@ -210,6 +229,11 @@ fn op() -> impl Strategy<Value = Op> {
         )
         .prop_map(Op::Batch),
         5 => advance().prop_map(Op::Advance),
+        1 => (
+            1..=6u64,
+            proptest::sample::subsequence(vec![0usize, 1, 2], 1..=3),
+        )
+            .prop_map(|(t, ds)| Op::Leave(t, ds)),
     ]
 }
 
@@ -353,6 +377,10 @@ impl Stores {
                 });
             }
             Op::Advance(ms) => self.clock.advance_ms(*ms),
+            Op::Leave(t, ds) => {
+                let ds: Vec<DeploymentId> = ds.iter().map(|&i| self.ids[i]).collect();
+                all!(self, "leave", |l| l.leave(*t, &ds));
+            }
         }
         // Forget what the stores no longer remember, so picks mostly hit live reservations.
         if self.held.len() > 40 {
@@ -370,6 +398,7 @@ impl Stores {
             costs,
             batch,
             ttl_s,
+            ticket,
         } = op
         else {
             unreachable!("only called for admissions")
@@ -391,6 +420,13 @@ impl Stores {
         if *batch {
             need.share_percent = 50;
         }
+        need.line = ticket.map(|(id, batch, join)| Ticket {
+            id,
+            handicap_ms: if batch { 2_000 } else { 0 },
+            ttl_ms: TICKET_TTL_MS,
+            join,
+            queued: false,
+        });
         (need, cands)
     }
 

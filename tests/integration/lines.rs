@@ -100,6 +100,7 @@ fn waiter(id: u64, handicap_ms: u64) -> Need {
         handicap_ms,
         ttl_ms: TICKET_TTL_MS,
         join: true,
+        queued: false,
     });
     need
 }

@@ -101,3 +101,60 @@ providers:
         assert_eq!(encoding, "hashtable", "{key}");
     }
 }
+
+/// A line is two keys, hash-tagged, that expire with the last ticket put in them.
+#[tokio::test]
+async fn a_lines_keys_are_hash_tagged_and_expire_with_their_last_ticket() {
+    use router_core::ledger::{TICKET_TTL_MS, Ticket};
+    let registry =
+        Registry::from_yaml_str(&crate::support::one_model("concurrency: 1"), "test.yaml")
+            .expect("valid");
+    let server = redis_server();
+    let store = connect(&server, &registry, None).await;
+    let d = registry.resolve("m")[0];
+    let ttl = Duration::from_secs(30);
+    let Admission::Granted(_held) = store.admit(&Need::new(1, ttl), &[d]).await.expect("admit")
+    else {
+        panic!("a fresh deployment refused");
+    };
+    let mut waiter = Need::new(1, ttl);
+    waiter.line = Some(Ticket {
+        id: 7,
+        handicap_ms: 0,
+        ttl_ms: TICKET_TTL_MS,
+        join: true,
+        queued: false,
+    });
+    let Admission::Denied(denial) = store.admit(&waiter, &[d]).await.expect("admit") else {
+        panic!("the slot is held");
+    };
+    assert_eq!(denial.place, Some(0));
+    let client = redis::Client::open(server.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let pattern = format!("llmroute:{{{}}}:v3:q*", server.namespace);
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    keys.sort();
+    let ns = &server.namespace;
+    assert_eq!(
+        keys,
+        [
+            format!("llmroute:{{{ns}}}:v3:q:d:p/m"),
+            format!("llmroute:{{{ns}}}:v3:qx:d:p/m")
+        ]
+    );
+    for key in &keys {
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("pttl");
+        assert!(pttl > 0 && pttl <= TICKET_TTL_MS as i64, "{key}: {pttl} ms");
+    }
+}

@@ -49,6 +49,9 @@ async fn three_chats_then_quota(state: Option<&str>) {
         (d["provider"].as_str(), d["model"].as_str()),
         (Some("oa"), Some("gpt-test"))
     );
+    // Nobody waits in its line.
+    assert_eq!(d["line"]["waiting"].as_u64(), Some(0));
+    assert!(d["line"]["oldest_wait_secs"].is_null());
     assert_eq!(
         (d["rpm"]["used"].as_u64(), d["rpm"]["limit"].as_u64()),
         (Some(3), Some(100))

@@ -232,6 +232,7 @@ impl Plan {
             },
             ttl_ms: TICKET_TTL_MS,
             join: true,
+            queued: false,
         });
         let deadline = u64::try_from(ask.deadline.as_millis()).unwrap_or(u64::MAX);
         let deadline_ms = now_ms.saturating_add(deadline);

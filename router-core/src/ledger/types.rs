@@ -62,6 +62,10 @@ pub struct Ticket {
     pub ttl_ms: u64,
     /// Whether a refused admission puts it in line (false: the request will not wait).
     pub join: bool,
+    /// Whether the request holds it in a line now, as its driver knows: an admission that
+    /// does not go through the shared store (a leased block's) then takes it out of the lines
+    /// on its own.
+    pub queued: bool,
 }
 
 impl Need {

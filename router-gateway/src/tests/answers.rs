@@ -160,3 +160,56 @@ async fn nulls_are_fields_left_out() {
     let sent: Value = serde_json::from_slice(&seen.body).unwrap();
     assert!(sent.get("logprobs").is_none(), "{sent}");
 }
+
+#[tokio::test]
+async fn an_answer_that_waited_in_line_says_its_place_and_its_wait() {
+    use router_core::ledger::{ActualUsage, Admission, Need};
+    let upstream = MockServer::start().await;
+    let yaml = yaml_over(&upstream.uri(), "", "").replace(
+        "price: { input: 2, output: 8 } }",
+        "price: { input: 2, output: 8 }, limits: { concurrency: 1 } }",
+    );
+    let r = start_yaml(upstream, &yaml).await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    // Nobody waits: no wait, no place.
+    let response = r.post(Some(ACME), &hello()).await;
+    assert_eq!(response.headers()["x-llmroute-waited-ms"], "0");
+    assert!(!response.headers().contains_key("x-llmroute-queue-position"));
+    // The one slot taken, a request waits in line, first.
+    let d = r.router.registry().resolve("small")[0];
+    let ledger = r.router.ledger();
+    let ttl = std::time::Duration::from_secs(600);
+    let Ok(Admission::Granted(held)) = ledger.admit(&Need::new(1, ttl), &[d]).await else {
+        panic!("the slot is free");
+    };
+    let post = r
+        .http
+        .post(format!("{}/v1/chat/completions", r.base))
+        .bearer_auth(ACME)
+        .json(&hello())
+        .send();
+    let waiting = tokio::spawn(post);
+    while ledger.snapshot(&[d]).await.unwrap()[0].line.waiting == 0 {
+        tokio::task::yield_now().await;
+    }
+    // The caller's quota shows the line.
+    let quota = r.get_json(ACME, "/v1/quota").await;
+    assert_eq!(quota["deployments"][0]["line"]["waiting"], 1);
+    assert!(quota["deployments"][0]["line"]["oldest_wait_secs"].is_f64());
+    // The settlement wakes it.
+    assert!(ledger.settle(&held, ActualUsage::default()).await.unwrap());
+    let response = waiting.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-llmroute-queue-position"], "0");
+    let waited = response.headers()["x-llmroute-waited-ms"].to_str().unwrap();
+    assert!(waited.parse::<u64>().is_ok(), "{waited}");
+    let metrics = r.metrics_text().await;
+    assert!(
+        metrics.contains("llmroute_line_wait_seconds_count 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("llmroute_line_waiting{deployment=\"oa/small\"} 0"),
+        "{metrics}"
+    );
+}

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use router_state::quota::{Quota, Reported, TenantView, Used};
+use router_state::quota::{LineView, Quota, Reported, TenantView, Used};
 
 fn tenant_table(t: &TenantView, out: &mut dyn Write) -> std::io::Result<()> {
     let Some(tier) = &t.tier else {
@@ -57,6 +57,14 @@ fn reported(r: &Reported) -> String {
     parts.extend(r.input_tokens_remaining.map(|n| format!("{n} in tok")));
     parts.extend(r.output_tokens_remaining.map(|n| format!("{n} out tok")));
     format!("{} left {:.0}s ago", parts.join(", "), r.age_secs)
+}
+
+/// `3 (first 2.1s)`: requests in line, and how long ago the first one's place began.
+fn waiting(l: &LineView) -> String {
+    match l.oldest_wait_secs {
+        Some(secs) if l.waiting > 0 => format!("{} (first {secs:.1}s)", l.waiting),
+        _ => l.waiting.to_string(),
+    }
 }
 
 fn limit(l: Option<u64>) -> String {
@@ -134,6 +142,11 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
     if daily {
         head.extend(["rpd".into(), "tpd".into(), "day resets".into()]);
     }
+    // The waiting column appears when some deployment has requests in line.
+    let lines = q.deployments.iter().any(|r| r.line.waiting > 0);
+    if lines {
+        head.push("waiting".into());
+    }
     head.extend(
         [
             "in flight",
@@ -160,6 +173,9 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
                 used(r.usage.tpd.as_ref()),
                 resets,
             ]);
+        }
+        if lines {
+            row.push(waiting(&r.line));
         }
         row.extend([
             format!(
@@ -200,4 +216,19 @@ pub(super) fn table(q: &Quota, out: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_shows_its_length_and_how_long_ago_the_first_place_began() {
+        let line = |waiting, oldest_wait_secs| LineView {
+            waiting,
+            oldest_wait_secs,
+        };
+        assert_eq!(waiting(&line(3, Some(2.14))), "3 (first 2.1s)");
+        assert_eq!(waiting(&line(0, None)), "0");
+    }
 }

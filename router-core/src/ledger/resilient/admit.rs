@@ -44,8 +44,16 @@ impl Inner {
         }
         let (result, last) = match self.admit_leased(need, candidates).await {
             // Admitted from a block (the block's grant counted it), or decided elsewhere
-            // meanwhile: nothing of it is held through the shared store.
-            Some(Ok(admission)) => return Ok(admission),
+            // meanwhile: nothing of it is held through the shared store. A ticket it held in
+            // the shared lines leaves them, off the request's path.
+            Some(Ok(admission)) => {
+                if let (Admission::Granted(_), Some(t)) = (&admission, need.line)
+                    && t.queued
+                {
+                    self.leave_later(t.id, candidates);
+                }
+                return Ok(admission);
+            }
             Some(Err(e)) => (Err(e), None),
             None => match self.admit_shared(need, candidates, None).await {
                 Ok((answer, call)) => (answer, Some(call)),
@@ -153,6 +161,20 @@ impl Inner {
     /// before the admission goes anywhere, so that a local ledger decides it by its room, not
     /// by the slot it held for the first call. What the first call counted there stays: the
     /// safe side.
+    /// Takes `ticket` out of the shared lines of `candidates` on a task (a request admitted
+    /// from a leased block while it stood in them).
+    fn leave_later(&self, ticket: u64, candidates: &[DeploymentId]) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (shared, candidates) = (self.shared.clone(), candidates.to_vec());
+        runtime.spawn(async move {
+            if let Err(e) = shared.leave(ticket, &candidates).await {
+                tracing::debug!(error = %e, "could not leave the shared lines; the ticket expires");
+            }
+        });
+    }
+
     pub(super) async fn admit_shared<'a>(
         &'a self,
         need: &Need,
