@@ -65,6 +65,7 @@ impl Account {
                 attempts: 0,
                 failed_attempts: Vec::new(),
                 waited_ms: 0,
+                queue_position: None,
                 outcome: Outcome::Cancelled,
                 failure: None,
                 priority: o.priority.to_owned(),
@@ -148,6 +149,11 @@ impl Account {
     /// Time waited for capacity so far.
     pub(crate) fn waited(&mut self, waited: Duration) {
         self.record.waited_ms = ms(waited);
+    }
+
+    /// The request joined a line with `position` requests before it (the first time counts).
+    pub(crate) fn queued(&mut self, position: u64) {
+        self.record.queue_position.get_or_insert(position);
     }
 
     /// The request ended: `failure` is the class it failed with (`None`: answered).

@@ -204,6 +204,9 @@ impl Router {
             Admission::Denied(denial) => {
                 tracing::debug!(refusals = %self.describe(&denial), place = denial.place, "admission denied");
                 request.line.denied(denial.place);
+                if let Some(position) = request.line.entered_at() {
+                    request.account.queued(position);
+                }
                 let next = request.flow.denied(&denial, self.now_ms(), self.unit());
                 request.last_denial = Some(denial);
                 Ok(next)

@@ -59,6 +59,7 @@ fn template() -> Record {
         attempts: 2,
         failed_attempts: vec!["rate_limited".into()],
         waited_ms: 35,
+        queue_position: None,
         outcome: Outcome::Ok,
         failure: None,
         priority: "interactive".into(),

@@ -35,7 +35,7 @@ pub const MAX_HOURS: u64 = 366 * 24;
 const COLUMNS: &str = "id, at_ms, request_id, tenant, key_id, model_asked, route, provider, \
     model, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, cost_micros, \
     latency_ms, first_token_ms, CAST(attempts AS BIGINT), failed_attempts, waited_ms, outcome, \
-    failure, priority, stream";
+    failure, priority, stream, queue_position";
 
 impl Sink {
     /// The last `limit` records to end, newest first (ties: by id).
@@ -141,6 +141,7 @@ fn decode(cells: &dyn Cells) -> Result<Record, String> {
             .map(str::to_owned)
             .collect(),
         waited_ms: n(18)?,
+        queue_position: cells.opt_int(23)?.map(|v| v.max(0) as u64),
         outcome: Outcome::parse(&outcome).ok_or_else(|| {
             format!("a record's outcome `{outcome}` is not ok, failed or cancelled")
         })?,

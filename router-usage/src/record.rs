@@ -77,6 +77,10 @@ pub struct Record {
     pub failed_attempts: Vec<String>,
     /// Time spent waiting for capacity, ms.
     pub waited_ms: u64,
+    /// When the request waited in a deployment's line: how many requests stood before it when
+    /// it joined (records spilled by an earlier version have none).
+    #[serde(default)]
+    pub queue_position: Option<u64>,
     /// How it ended.
     pub outcome: Outcome,
     /// Why it failed: the failure class (`rate_limited`, `no_capacity`, `budget`, ...).

@@ -198,6 +198,7 @@ fn record(id: &str, at_ms: u64) -> Record {
         attempts: 1,
         failed_attempts: Vec::new(),
         waited_ms: 0,
+        queue_position: None,
         outcome: Outcome::Ok,
         failure: None,
         priority: "interactive".into(),
@@ -265,6 +266,7 @@ fn known() -> Vec<(char, Record)> {
         attempts: 2,
         failed_attempts: vec!["rate_limited".into(), "server".into()],
         waited_ms: 50,
+        queue_position: None,
         outcome: Outcome::Failed,
         failure: Some("rate_limited".into()),
         ..record("b", at(0, 14, 5 * 60_000))
@@ -279,6 +281,7 @@ fn known() -> Vec<(char, Record)> {
         cost_micros: 4_200,
         latency_ms: 400,
         waited_ms: 10,
+        queue_position: None,
         priority: "batch".into(),
         ..record("c", at(0, 15, 0) - 1)
     };
@@ -307,6 +310,7 @@ fn known() -> Vec<(char, Record)> {
         cost_micros: 2_500,
         latency_ms: 300,
         waited_ms: 5,
+        queue_position: None,
         ..record("e", UNTIL - 1)
     };
     let outside = |id: &str, at_ms: u64| Record {
@@ -733,6 +737,7 @@ async fn recent_records_and_hourly_counts(store: Store) {
         attempts: 2,
         failed_attempts: vec!["rate_limited".into()],
         waited_ms: 7,
+        queue_position: None,
         stream: true,
         cost_micros: 250,
         ..record("b", SINCE + 2 * HOUR + 5)
@@ -993,7 +998,7 @@ on_both!(a_nul_in_a_records_text_is_written);
 // --- migrations ---
 
 async fn migrations_apply_once(store: Store) {
-    assert_eq!(SCHEMA_VERSION, 1);
+    assert_eq!(SCHEMA_VERSION, 2);
     // Two sinks on one store (PostgreSQL: both connecting, and migrating, at the same time).
     let (one, two) = (store.sink(), store.sink());
     let (m1, m2) = ([record("m1", SINCE)], [record("m2", SINCE)]);
@@ -1006,7 +1011,7 @@ async fn migrations_apply_once(store: Store) {
         .write(&[record("m3", SINCE)])
         .await
         .expect("a third sink writes");
-    assert_eq!(store.migrations().await, [SCHEMA_VERSION]);
+    assert_eq!(store.migrations().await, [1, SCHEMA_VERSION]);
     assert_eq!(store.ids().await, ["m1", "m2", "m3"]);
 }
 on_both!(migrations_apply_once);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use router_core::config::{UsageSettings, UsageSink};
+use router_core::ledger::{Admission, Need};
 use router_sdk::{ChatChunk, ChatRequest, Error};
 use router_state::store::Environment;
 use router_usage::{Outcome, Recorder};
@@ -61,8 +62,8 @@ impl Store {
                 let client = pg.client().await;
                 let sql = format!(
                     "SELECT request_id, tenant, provider, prompt_tokens, cost_micros, attempts, \
-                     failed_attempts, outcome, failure, first_token_ms, stream, model_asked \
-                     FROM \"{}\".usage_records ORDER BY request_id",
+                     failed_attempts, outcome, failure, first_token_ms, stream, model_asked, \
+                     waited_ms, queue_position FROM \"{}\".usage_records ORDER BY request_id",
                     pg.schema()
                 );
                 let found = client.query(&sql, &[]).await.unwrap();
@@ -81,6 +82,8 @@ impl Store {
                         first_token_ms: r.get(9),
                         stream: r.get(10),
                         model_asked: r.get(11),
+                        waited_ms: r.get(12),
+                        queue_position: r.get(13),
                     })
                     .collect()
             }
@@ -102,6 +105,8 @@ struct Row {
     first_token_ms: Option<i64>,
     stream: bool,
     model_asked: String,
+    waited_ms: i64,
+    queue_position: Option<i64>,
 }
 
 fn rows(dir: &Path) -> Vec<Row> {
@@ -109,8 +114,8 @@ fn rows(dir: &Path) -> Vec<Row> {
     let mut stmt = conn
         .prepare(
             "SELECT request_id, tenant, provider, prompt_tokens, cost_micros, attempts, \
-             failed_attempts, outcome, failure, first_token_ms, stream, model_asked \
-             FROM usage_records ORDER BY request_id",
+             failed_attempts, outcome, failure, first_token_ms, stream, model_asked, \
+             waited_ms, queue_position FROM usage_records ORDER BY request_id",
         )
         .unwrap();
     stmt.query_map([], |r| {
@@ -127,6 +132,8 @@ fn rows(dir: &Path) -> Vec<Row> {
             first_token_ms: r.get(9)?,
             stream: r.get(10)?,
             model_asked: r.get(11)?,
+            waited_ms: r.get(12)?,
+            queue_position: r.get(13)?,
         })
     })
     .unwrap()
@@ -393,4 +400,28 @@ async fn a_stream_whose_connection_breaks_is_recorded_as_stream_broken() {
     assert_eq!(row, ("failed", Some("stream_broken")), "{rows:?}");
     assert_eq!(rows[0].failed_attempts, "stream_broken", "{rows:?}");
     assert_eq!(w.in_flight().await, 0);
+}
+
+/// A request that waited in line until its deadline is recorded with its place at entry and
+/// the time it waited, on SQLite and PostgreSQL alike.
+#[tokio::test]
+async fn a_request_that_gave_up_in_line_is_recorded_with_its_place_and_wait() {
+    for store in [Store::sqlite(), Store::postgres()] {
+        let rec = store.recorder();
+        let mut up = Upstream::openai("oa", (1.0, 1.0));
+        up.limits = "concurrency: 1";
+        let w = World::recorded(&[up], "", rec.clone()).await;
+        let d = w.d("chat");
+        let ttl = Duration::from_secs(600);
+        let held = w.ledger.admit(&Need::new(1, ttl), &[d]).await.unwrap();
+        assert!(matches!(held, Admission::Granted(_)), "{held:?}");
+        let err = w.router.chat(named("q-waited")).await.unwrap_err();
+        assert_eq!(err.class(), "no_capacity");
+        w.router.drain().await;
+        let rows = store.rows().await;
+        let row = &rows[0];
+        assert_eq!(row.queue_position, Some(0), "first in line");
+        assert!(row.waited_ms > 0, "{row:?}");
+        assert_eq!(row.outcome, "failed");
+    }
 }

@@ -40,9 +40,10 @@ pub enum UsageError {
 /// The schema, one migration per version, in order: applied at start, each once, in a
 /// transaction, recorded in `usage_migrations`. `{p}` is the table prefix (the PostgreSQL
 /// schema, quoted, and a dot; nothing for SQLite). Written in the SQL both databases speak.
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "CREATE TABLE {p}usage_records (
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "CREATE TABLE {p}usage_records (
         id                TEXT PRIMARY KEY,
         at_ms             BIGINT NOT NULL,
         request_id        TEXT NOT NULL,
@@ -69,7 +70,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
     );
     CREATE INDEX usage_records_at ON {p}usage_records (at_ms);
     CREATE INDEX usage_records_tenant_at ON {p}usage_records (tenant, at_ms);",
-)];
+    ),
+    (
+        2,
+        "ALTER TABLE {p}usage_records ADD COLUMN queue_position BIGINT;",
+    ),
+];
 
 /// The latest schema version.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -84,7 +90,7 @@ pub(crate) const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}usage_m
 pub(crate) const COLUMNS: &str = "id, at_ms, request_id, tenant, key_id, model_asked, route, \
     provider, model, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, \
     cost_micros, latency_ms, first_token_ms, attempts, failed_attempts, waited_ms, outcome, \
-    failure, priority, stream";
+    failure, priority, stream, queue_position";
 
 /// The failed attempts' classes as stored: comma-separated.
 pub(crate) fn failed_text(r: &Record) -> String {

@@ -153,7 +153,7 @@ impl PostgresSink {
         let arrays = [
             "text", "int8", "text", "text", "text", "text", "text", "text", "text", "int8", "int8",
             "int8", "int8", "int8", "int8", "int8", "int4", "text", "int8", "text", "text", "text",
-            "bool",
+            "bool", "int8",
         ];
         let unnest: Vec<String> = arrays
             .iter()
@@ -239,7 +239,8 @@ impl PostgresSink {
         let failure = opt(|r| &r.failure);
         let priority = text(|r| &r.priority);
         let stream: Vec<bool> = records.iter().map(|r| r.stream).collect();
-        let params: [&(dyn ToSql + Sync); 23] = [
+        let queued: Vec<Option<i64>> = records.iter().map(|r| r.queue_position.map(int)).collect();
+        let params: [&(dyn ToSql + Sync); 24] = [
             &id,
             &at,
             &request,
@@ -263,6 +264,7 @@ impl PostgresSink {
             &failure,
             &priority,
             &stream,
+            &queued,
         ];
         let mut slot = self.conn.lock().await;
         self.bounded(async {

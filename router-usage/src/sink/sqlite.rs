@@ -195,7 +195,7 @@ fn insert(conn: &mut Connection, records: &[Record]) -> rusqlite::Result<()> {
         let sql = format!(
             "INSERT OR IGNORE INTO usage_records ({COLUMNS}) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-              ?19, ?20, ?21, ?22, ?23)"
+              ?19, ?20, ?21, ?22, ?23, ?24)"
         );
         let mut stmt = tx.prepare_cached(&sql)?;
         for r in records {
@@ -223,6 +223,7 @@ fn insert(conn: &mut Connection, records: &[Record]) -> rusqlite::Result<()> {
                 r.failure,
                 r.priority,
                 r.stream,
+                r.queue_position.map(int),
             ])?;
         }
     }
