@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 NS = "llmroute:{cost}"
 ROOMY = ("roomy", "1000000000", "1000000000000", "100000")
@@ -63,8 +64,9 @@ class Conn:
         raise RuntimeError("unexpected reply %r" % line)
 
 
-def admit_args(contract, rid, cands, apart):
-    """KEYS and ARGV of one admission without a tenant, server time."""
+def admit_args(contract, rid, cands, apart, lines):
+    """KEYS and ARGV of one admission without a tenant, server time (`lines`: the scripts keep
+    lines of waiting requests, whose keys and ticket come after the candidates)."""
     if contract == "v1":
         keys, argv = [], ["", rid, "700", "600000", str(len(cands)), "0"]
         for name, rpm, tpm, conc in cands:
@@ -76,19 +78,29 @@ def admit_args(contract, rid, cands, apart):
     for name, rpm, tpm, conc in cands:
         keys += ["%s:v3:w:%s" % (NS, name), "%s:v3:s:%s" % (NS, name)]
         argv += ["700", "600" if apart else "-", "1", rpm, tpm, "0", "0", conc]
+    if lines:
+        for name, _, _, _ in cands:
+            keys += ["%s:v3:q:%s" % (NS, name), "%s:v3:qx:%s" % (NS, name)]
+        # A request without a ticket of its own: its reservation id, joining no line.
+        argv += ["%016x" % zlib.crc32(rid.encode()), "0", "0", "", "%s:v3:wake" % NS]
     keys.append("%s:v3:epoch" % NS)
     argv.append("")
     return keys, argv
 
 
-def settle_args(contract, rid, bucket, apart):
+def settle_args(contract, rid, bucket, apart, lines):
     """KEYS and ARGV settling a reservation on `roomy` with 50 tokens fewer than reserved."""
     if contract == "v1":
         keys = ["%s:v1:w:roomy" % NS, "%s:v1:s:roomy" % NS]
         return keys, ["", rid, bucket, "-50", "0", "1", "0"]
     keys = ["%s:v3:r:%s" % (NS, rid), "%s:v3:w:roomy" % NS, "%s:v3:s:roomy" % NS]
     split = ["-50", "0"] if apart else ["0", "0"]
-    return keys, ["", rid, bucket, "-50", "0"] + split + ["1", "0", "0"]
+    # One scope, no account, no per-day limit ('-'), no report.
+    argv = ["", rid, bucket, "-50", "0"] + split + ["1", "0", "-", "0"]
+    if lines:
+        keys += ["%s:v3:q:roomy" % NS, "%s:v3:qx:roomy" % NS]
+        argv.append("%s:v3:wake" % NS)
+    return keys, argv
 
 
 def free_port():
@@ -131,22 +143,23 @@ def admissions(conn, scripts, contract, candidates, apart, warmup, calls):
     through EVALSHA (the measured ones), each settled through EVAL."""
     admit = open(os.path.join(scripts, "admit.lua")).read()
     settle = open(os.path.join(scripts, "settle.lua")).read()
+    lines = "line_join(" in admit
     conn.cmd("FLUSHALL")
     sha = conn.cmd("SCRIPT", "LOAD", admit)
     for i, full in enumerate(FULL):
-        keys, argv = admit_args(contract, "fill-%d" % i, [full], apart)
+        keys, argv = admit_args(contract, "fill-%d" % i, [full], apart, lines)
         conn.cmd("EVAL", admit, len(keys), *keys, *argv)
     cands = [ROOMY] if candidates == 1 else FULL + [ROOMY]
     for i in range(warmup + calls):
         if i == warmup:
             conn.cmd("CONFIG", "RESETSTAT")
         rid = "r-%d" % i
-        keys, argv = admit_args(contract, rid, cands, apart)
+        keys, argv = admit_args(contract, rid, cands, apart, lines)
         head = ("EVALSHA", sha) if i >= warmup else ("EVAL", admit)
         reply = conn.cmd(*head, len(keys), *keys, *argv)
         if reply[0] != 1 or reply[2] != len(cands) - 1:
             sys.exit("admit_cost: admission %d was not granted on roomy: %r" % (i, reply))
-        keys, argv = settle_args(contract, rid, reply[3], apart)
+        keys, argv = settle_args(contract, rid, reply[3], apart, lines)
         if conn.cmd("EVAL", settle, len(keys), *keys, *argv) != [1]:
             sys.exit("admit_cost: settling admission %d failed" % i)
 

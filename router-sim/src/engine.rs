@@ -196,14 +196,19 @@ impl<'r> Sim<'r> {
     fn arrive(&mut self) -> Result<(), SimError> {
         self.next_arrival();
         let (o200k, output) = self.traffic.request();
+        let priority = if self.traffic.batch() {
+            Priority::Batch
+        } else {
+            Priority::Interactive
+        };
         self.tally.requests += 1;
         let arrival = (self.clock.now_ms(), o200k, output);
-        let candidates = self.route(o200k)?;
+        let candidates = self.route(o200k, priority)?;
         let mut req = Request::plan(
             self.registry,
             candidates,
             &self.estimator,
-            self.profile.max_tokens,
+            (self.profile.max_tokens, priority),
             arrival,
         );
         // Tickets from the run's seed: the order of equal ranks never depends on the process.
@@ -214,15 +219,15 @@ impl<'r> Sim<'r> {
         self.step(Box::new(req), next)
     }
 
-    /// The candidates of a request of `o200k` prompt tokens, routed as `Router::chat` routes
-    /// (simulated requests are interactive, without tools, images or tenant).
-    fn route(&self, o200k: u64) -> Result<Vec<DeploymentId>, SimError> {
+    /// The candidates of a request of `o200k` prompt tokens and `priority`, routed as
+    /// `Router::chat` routes (simulated requests have no tools, images or tenant).
+    fn route(&self, o200k: u64, priority: Priority) -> Result<Vec<DeploymentId>, SimError> {
         let prompt_tokens = Request::prompt_size(o200k).base_tokens();
         let subject = Subject {
             prompt_tokens,
             features: Features::default(),
             tier: None,
-            priority: Priority::Interactive,
+            priority,
         };
         let (model, _) = self
             .registry
@@ -347,6 +352,7 @@ impl<'r> Sim<'r> {
                     .record(d, req.plan.prompt, prompt, req.output);
                 self.observe(d)?;
                 let latency = self.clock.now_ms() - req.arrived;
+                self.tally.ended(req.plan.priority, req.flow.waited());
                 let tokens = (req.o200k, prompt, req.output);
                 let (registry, candidates) = (self.registry, &req.candidates);
                 let times = (accepted, latency);
@@ -415,6 +421,7 @@ impl<'r> Sim<'r> {
     }
 
     fn give_up(&mut self, why: GiveUp, req: &Request) {
+        self.tally.ended(req.plan.priority, req.flow.waited());
         match why {
             GiveUp::LastFailure if req.last_kind == Some(FailureKind::Transport) => {
                 self.tally.failed_timeout += 1;

@@ -68,7 +68,9 @@ mod tally;
 pub use engine::run;
 pub use profile::{Latency, Profile, TokenSize};
 pub use provider::REFUSAL_MS;
-pub use report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+pub use report::{
+    Baseline, Baselines, ClassWaits, DeploymentReport, LimitsReport, SimReport, Totals,
+};
 pub use series::{DeploymentMinutes, Minute};
 
 use router_core::config::Api;

@@ -62,6 +62,8 @@ pub struct Profile {
     pub provider_headroom: f64,
     /// Provider answer times.
     pub latency: Latency,
+    /// Share of the requests sent as batch ones, in `[0, 1]` (the rest are interactive).
+    pub batch_share: f64,
 }
 
 impl Default for Profile {
@@ -87,6 +89,7 @@ impl Default for Profile {
                 base_ms: 500,
                 per_token_ms: 10.0,
             },
+            batch_share: 0.0,
         }
     }
 }
@@ -140,6 +143,12 @@ impl Profile {
                 self.provider_headroom
             ));
         }
+        if !(finite_non_negative(self.batch_share) && self.batch_share <= 1.0) {
+            return bad(format!(
+                "batch share must be in [0, 1], got {}",
+                self.batch_share
+            ));
+        }
         if !finite_non_negative(self.latency.per_token_ms) {
             return bad(format!(
                 "latency per token must be 0 or more, got {}",
@@ -157,6 +166,7 @@ pub(crate) struct Traffic {
     prompt: TokenSize,
     output: TokenSize,
     max_tokens: Option<u64>,
+    batch_share: f64,
     /// Mean gap between arrivals during a burst, ms.
     gap_ms: f64,
     /// Mean burst and silence lengths, ms; `None` for steady Poisson arrivals.
@@ -176,6 +186,7 @@ impl Traffic {
             prompt: profile.prompt,
             output: profile.output,
             max_tokens: profile.max_tokens,
+            batch_share: profile.batch_share,
             gap_ms: 1000.0 / (profile.rps * (1.0 + b)),
             phases: (b > 0.0).then(|| (BURST_CYCLE_MS / (1.0 + b), BURST_CYCLE_MS * b / (1.0 + b))),
             t: start_ms as f64,
@@ -210,6 +221,12 @@ impl Traffic {
             prompt,
             self.max_tokens.map_or(output, |cap| output.min(cap)),
         )
+    }
+
+    /// Whether the next request is a batch one (no draw without batch traffic, so that runs
+    /// without it keep their sequence).
+    pub(crate) fn batch(&mut self) -> bool {
+        self.batch_share > 0.0 && self.rng.f64() < self.batch_share
     }
 
     /// An exponential draw with this mean.

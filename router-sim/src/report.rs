@@ -118,6 +118,26 @@ pub struct Totals {
     pub latency_p95_ms: u64,
     /// The longest, ms.
     pub latency_max_ms: u64,
+    /// Time waited for capacity, per class of request (interactive, then batch when any).
+    pub waits_by_class: Vec<ClassWaits>,
+}
+
+/// How long the requests of one class waited for capacity, from arrival to their last
+/// admission (served or not).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassWaits {
+    /// `interactive` or `batch`.
+    pub class: &'static str,
+    /// Requests of the class that ended.
+    pub requests: u64,
+    /// Of them, those that waited at all.
+    pub waited: u64,
+    /// Median wait, ms.
+    pub p50_ms: u64,
+    /// 95th percentile, ms.
+    pub p95_ms: u64,
+    /// The longest, ms: the starvation bound as the run saw it.
+    pub max_ms: u64,
 }
 
 /// The served traffic's cost had it all gone to one deployment, limits aside.

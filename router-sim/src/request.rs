@@ -46,14 +46,14 @@ impl Request {
         registry: &Registry,
         candidates: Vec<DeploymentId>,
         estimator: &Estimator,
-        max_tokens: Option<u64>,
+        (max_tokens, priority): (Option<u64>, Priority),
         (now, o200k, output): (u64, u64, u64),
     ) -> Self {
         let ask = Ask {
             prompt: Self::prompt_size(o200k),
             max_tokens,
             accounts: Vec::new(),
-            priority: Priority::Interactive,
+            priority,
             deadline: registry.retry.deadline,
             cache_reads: Vec::new(),
             writes_cache: false,

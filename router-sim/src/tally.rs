@@ -2,9 +2,18 @@
 
 use super::Profile;
 use super::provider::Providers;
-use super::report::{Baseline, Baselines, DeploymentReport, LimitsReport, SimReport, Totals};
+use super::report::{
+    Baseline, Baselines, ClassWaits, DeploymentReport, LimitsReport, SimReport, Totals,
+};
 use super::series::Recorder;
 use router_core::config::{DeploymentId, Registry};
+use router_core::flow::Priority;
+
+/// The `p`th percentile of `sorted` (nearest rank), if it holds anything.
+fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
+    let n = sorted.len();
+    (n > 0).then(|| sorted[(n * p).div_ceil(100).clamp(1, n) - 1])
+}
 
 /// Counters of one deployment during the run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,6 +40,8 @@ pub(crate) struct Tally {
     pub(crate) requests_that_waited: u64,
     completion_tokens: u64,
     latencies: Vec<u64>,
+    /// Each ended request's wait, ms: interactive ones, batch ones.
+    class_waits: [Vec<u64>; 2],
     /// The same counts per simulated minute.
     minutes: Recorder,
 }
@@ -47,6 +58,7 @@ impl Tally {
             requests_that_waited: 0,
             completion_tokens: 0,
             latencies: Vec::new(),
+            class_waits: [Vec::new(), Vec::new()],
             minutes: Recorder::new(registry, start_ms),
         }
     }
@@ -93,6 +105,13 @@ impl Tally {
         self.counts[d.0].timeouts += 1;
     }
 
+    /// A request of `priority` ended (served or not) after waiting `waited` in all.
+    pub(crate) fn ended(&mut self, priority: Priority, waited: std::time::Duration) {
+        let class = usize::from(priority == Priority::Batch);
+        let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+        self.class_waits[class].push(ms);
+    }
+
     pub(crate) fn waited(&mut self, d: DeploymentId, ms: u64) {
         self.counts[d.0].waits += 1;
         self.counts[d.0].wait_ms += ms;
@@ -111,11 +130,9 @@ impl Tally {
             .map(|&d| self.deployment(registry, providers, d))
             .collect();
         let sum = |f: fn(&DeploymentReport) -> u64| deployments.iter().map(f).sum::<u64>();
+        let waits_by_class = self.waits_by_class();
         self.latencies.sort_unstable();
-        let pct = |p: usize| {
-            let n = self.latencies.len();
-            (n > 0).then(|| self.latencies[(n * p).div_ceil(100).clamp(1, n) - 1])
-        };
+        let pct = |p: usize| percentile(&self.latencies, p);
         let served = sum(|d| d.requests);
         let failed = self.failed_no_capacity + self.failed_retries + self.failed_timeout;
         let totals = Totals {
@@ -136,6 +153,7 @@ impl Tally {
             latency_p50_ms: pct(50).unwrap_or(0),
             latency_p95_ms: pct(95).unwrap_or(0),
             latency_max_ms: self.latencies.last().copied().unwrap_or(0),
+            waits_by_class,
         };
         let baselines = self.baselines(registry, candidates, totals.cost_usd);
         let (model, profile, simulated_ms) = head;
@@ -149,6 +167,29 @@ impl Tally {
             baselines,
             per_minute,
         }
+    }
+
+    /// Waits per class: interactive always, batch when any batch request ended.
+    fn waits_by_class(&mut self) -> Vec<ClassWaits> {
+        for waits in &mut self.class_waits {
+            waits.sort_unstable();
+        }
+        let classes = [("interactive", 0), ("batch", 1)];
+        classes
+            .into_iter()
+            .filter(|&(_, i)| i == 0 || !self.class_waits[i].is_empty())
+            .map(|(class, i)| {
+                let waits = &self.class_waits[i];
+                ClassWaits {
+                    class,
+                    requests: waits.len() as u64,
+                    waited: waits.iter().filter(|&&w| w > 0).count() as u64,
+                    p50_ms: percentile(waits, 50).unwrap_or(0),
+                    p95_ms: percentile(waits, 95).unwrap_or(0),
+                    max_ms: waits.last().copied().unwrap_or(0),
+                }
+            })
+            .collect()
     }
 
     fn deployment(

@@ -461,3 +461,63 @@ fn a_per_day_limit_sends_the_rest_of_the_day_elsewhere_until_midnight() {
     assert_adds_up(&r);
     assert_eq!(served(&r, "cheap/small"), 1_000, "{r:#?}");
 }
+
+/// One deployment holding 10 calls of 3.5 s at a time (2.86 requests a second), interactive
+/// traffic at about 90 % of that, steady, and 6 % of the requests batch ones: with
+/// `batch_aging_secs: 30` no batch request waits much longer than 30 s (the calls ahead of it
+/// drain within a few seconds); with a handicap of an hour, batch requests wait for every
+/// interactive one and some wait minutes.
+#[test]
+fn batch_requests_wait_about_their_handicap_under_interactive_load_at_90_percent() {
+    let waits = |aging: u64| {
+        let yaml = format!(
+            "defaults: {{ model: chat, output_tokens: 300 }}\n\
+             retry: {{ deadline_secs: 600 }}\n\
+             priorities: {{ batch_aging_secs: {aging} }}\n\
+             providers:\n  - name: solo\n    api: openai\n    base_url: http://localhost/v1\n    \
+             api_key_env: SOLO_KEY\n    models:\n      - {{ name: m, aliases: [chat], price: \
+             {{ input: 1, output: 1 }}, limits: {{ concurrency: 10 }} }}\n"
+        );
+        let registry = Registry::from_yaml_str(&yaml, "sim.yaml").expect("valid test config");
+        let profile = Profile {
+            rps: 2.75,
+            duration_secs: 1800,
+            batch_share: 0.06,
+            output: sim::TokenSize {
+                mean: 300,
+                spread: 0.0,
+            },
+            max_tokens: Some(300),
+            seed: 3,
+            ..Profile::default()
+        };
+        let report = run(&registry, &profile);
+        assert_adds_up(&report);
+        let class = |name: &str| {
+            report
+                .totals
+                .waits_by_class
+                .iter()
+                .find(|c| c.class == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {name} waits in {:#?}", report.totals))
+        };
+        (class("interactive"), class("batch"))
+    };
+    let (interactive, batch) = waits(30);
+    assert!(batch.requests > 200 && interactive.requests > 4000);
+    assert!(
+        batch.max_ms <= 50_000,
+        "a batch request waited {} ms with a 30 s handicap",
+        batch.max_ms
+    );
+    let (strict_interactive, strict_batch) = waits(3600);
+    assert!(
+        strict_batch.max_ms > 3 * batch.max_ms,
+        "an hour's handicap: batch waited at most {} ms, against {} ms",
+        strict_batch.max_ms,
+        batch.max_ms
+    );
+    // What the bound costs interactive requests: they wait longer behind aged batch ones.
+    assert!(strict_interactive.p95_ms <= interactive.p95_ms);
+}

@@ -80,6 +80,10 @@ pub(crate) struct SimulateArgs {
     /// Provider time per completion token, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = Profile::default().latency.per_token_ms)]
     ms_per_token: f64,
+    /// Share of the requests sent as batch ones (0 to 1): they use `priorities.batch_share` of
+    /// each limit and wait in line behind interactive ones within `priorities.batch_aging_secs`
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    batch: f64,
     /// Print one JSON object (with `"simulation": true`) instead of the table
     #[arg(long)]
     json: bool,
@@ -128,6 +132,8 @@ impl SimulateArgs {
         flags::whole_within("--latency-ms", self.latency_ms, range, "e.g. 500")?;
         let range = (0.0, MAX_MS_PER_TOKEN);
         flags::number_within("--ms-per-token", self.ms_per_token, range, "e.g. 10")?;
+        let hint = "0 for interactive requests only, e.g. 0.3";
+        flags::number_within("--batch", self.batch, (0.0, 1.0), hint)?;
         Ok(())
     }
 
@@ -153,6 +159,7 @@ impl SimulateArgs {
                 base_ms: self.latency_ms,
                 per_token_ms: self.ms_per_token,
             },
+            batch_share: self.batch,
         }
     }
 }
@@ -369,6 +376,18 @@ fn write_totals(out: &mut dyn Write, r: &SimReport) -> std::io::Result<()> {
         duration(t.latency_max_ms),
         t.requests_that_waited
     )?;
+    for c in &t.waits_by_class {
+        writeln!(
+            out,
+            "waits:     {} {} requests, {} waited: p50 {}, p95 {}, max {}",
+            c.requests,
+            c.class,
+            c.waited,
+            duration(c.p50_ms),
+            duration(c.p95_ms),
+            duration(c.max_ms)
+        )?;
+    }
     let b = &r.baselines;
     writeln!(
         out,

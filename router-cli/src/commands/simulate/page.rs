@@ -83,7 +83,8 @@ fn command(r: &SimReport) -> String {
     format!(
         "llmroute simulate -m {} --rps {} --duration {}s --prompt-tokens {} --prompt-spread {} \
          --output-tokens {} --output-spread {} --max-tokens {max_tokens} --burstiness {} \
-         --foreign-load {} --provider-headroom {} --latency-ms {} --ms-per-token {} --seed {}",
+         --foreign-load {} --provider-headroom {} --latency-ms {} --ms-per-token {} --batch {} \
+         --seed {}",
         r.model,
         p.rps,
         p.duration_secs,
@@ -96,6 +97,7 @@ fn command(r: &SimReport) -> String {
         p.provider_headroom,
         p.latency.base_ms,
         p.latency.per_token_ms,
+        p.batch_share,
         p.seed
     )
 }
