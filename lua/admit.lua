@@ -104,15 +104,31 @@ local p = accounts and periods(now)
 -- else now plus its handicap), and per candidate whether anyone waits in its line.
 local la, lk = #ARGV - 5, #KEYS - 2 * n
 local ticket, joins = ARGV[la], ARGV[la + 3]
-local rank, inside, queued = nil, false, {}
-for c = 1, n do
-  local q, qx = KEYS[lk + 2 * c - 2], KEYS[lk + 2 * c - 1]
-  if redis.call('ZCARD', q) > 0 then
-    line_purge(q, qx, now)
-    queued[c] = true
-    local r = rank == nil and redis.call('ZSCORE', q, ticket)
-    if r then
-      rank, inside = r + 0, true
+local rank, inside, queued = nil, false, nil
+-- Most of the time nobody waits: one EXISTS over the lines answers that for every candidate,
+-- and nothing more of the lines is made (every table and function a script makes costs each
+-- call).
+local any
+if n == 1 then
+  any = redis.call('EXISTS', KEYS[lk]) > 0
+else
+  local lines = {}
+  for c = 1, n do
+    lines[c] = KEYS[lk + 2 * c - 2]
+  end
+  any = redis.call('EXISTS', unpack(lines)) > 0
+end
+if any then
+  queued = {}
+  for c = 1, n do
+    local q, qx = KEYS[lk + 2 * c - 2], KEYS[lk + 2 * c - 1]
+    if redis.call('ZCARD', q) > 0 then
+      line_purge(q, qx, now)
+      queued[c] = true
+      local r = rank == nil and redis.call('ZSCORE', q, ticket)
+      if r then
+        rank, inside = r + 0, true
+      end
     end
   end
 end
@@ -120,7 +136,7 @@ rank = rank or now + ARGV[la + 1]
 
 -- Whether others stand before the request in candidate c's line.
 local function behind(c)
-  return queued[c] and line_ahead(KEYS[lk + 2 * c - 2], ticket, rank) > 0
+  return queued ~= nil and queued[c] and line_ahead(KEYS[lk + 2 * c - 2], ticket, rank) > 0
 end
 
 -- The request was admitted on candidate c: its ticket leaves every line, and whoever is first
@@ -613,7 +629,7 @@ if joins ~= '' then
       if out[3] < 0 or ahead < out[3] then
         out[3] = ahead
       end
-    elseif queued[c] then
+    elseif queued and queued[c] then
       redis.call('ZREM', q, ticket)
       redis.call('ZREM', qx, ticket)
     end
