@@ -43,6 +43,14 @@ pub(crate) struct Request {
     line: InLine,
 }
 
+impl Request {
+    /// How many stood before it when it first joined a line, for receipts and headers.
+    pub(crate) fn queue_position(&self) -> Option<u32> {
+        let entered = self.line.entered_at();
+        entered.map(|p| u32::try_from(p).unwrap_or(u32::MAX))
+    }
+}
+
 impl Router {
     /// Plans `asked` (`stream`: for `chat_stream`) and starts its flow, its span and its account.
     pub(crate) fn begin(&self, asked: &Asked<'_>, stream: bool) -> Result<Request, Error> {
@@ -357,10 +365,7 @@ impl Router {
             cost_usd: usage.cost(&registry.deployment(d).price),
             attempts: std::mem::take(&mut request.attempts),
             waited: request.flow.waited(),
-            queue_position: request
-                .line
-                .entered_at()
-                .map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+            queue_position: request.queue_position(),
             upstream: request.upstream,
             tenant_window,
         }

@@ -35,6 +35,8 @@ pub struct ChatStream {
     model: String,
     request_id: String,
     upstream: std::time::Duration,
+    waited: std::time::Duration,
+    queue_position: Option<u32>,
     deadline: Option<tokio::time::Instant>,
     tenant_window: Option<WindowUse>,
 }
@@ -56,6 +58,17 @@ impl ChatStream {
     /// Time spent in provider calls until the stream opened, failed attempts included.
     pub fn upstream(&self) -> std::time::Duration {
         self.upstream
+    }
+
+    /// Time spent waiting for capacity before the stream opened.
+    pub fn waited(&self) -> std::time::Duration {
+        self.waited
+    }
+
+    /// How many stood before the request when it joined a deployment's line; `None` when it
+    /// never stood in one (as [`Receipt::queue_position`](crate::Receipt)).
+    pub fn queue_position(&self) -> Option<u32> {
+        self.queue_position
     }
 
     /// The provider answering (known once the stream opened).
@@ -127,6 +140,7 @@ impl Router {
         let model = registry.deployment(d).model.clone();
         let request_id = request.id.clone();
         let upstream = request.upstream;
+        let (waited, queue_position) = (request.flow.waited(), request.queue_position());
         let left = (request.planned.plan.deadline_ms).saturating_sub(self.now_ms());
         let deadline =
             tokio::time::Instant::now().checked_add(std::time::Duration::from_millis(left));
@@ -159,6 +173,8 @@ impl Router {
             model,
             request_id,
             upstream,
+            waited,
+            queue_position,
             deadline,
             tenant_window,
         })

@@ -22,8 +22,6 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 /// Rounds of every run.
 const ROUNDS: usize = 3;
 
-const OK: &str = r#"{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
-
 fn main() {
     let n: usize = std::env::var("LLMROUTE_USAGE_PATH_N")
         .ok()
@@ -40,7 +38,9 @@ fn main() {
 async fn run(n: usize) {
     let upstream = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(llmroute_tests::OPENAI_OK, "application/json"),
+        )
         .mount(&upstream)
         .await;
     let yaml = format!(

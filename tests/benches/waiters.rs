@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmroute_tests::{TestRedis, redis_server};
+use llmroute_tests::{OPENAI_OK, TestRedis, redis_server, script_calls};
 use router_core::config::Registry;
 use router_core::ledger::{RedisStore, RedisStoreOptions};
 use router_sdk::{ChatRequest, Router, StaticKeys};
@@ -19,8 +19,6 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const INSTANCES: usize = 4;
-
-const OK: &str = r#"{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
 
 fn main() {
     let n: usize = std::env::var("LLMROUTE_WAITERS_N")
@@ -40,7 +38,7 @@ async fn run(n: usize) {
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200)
-                .set_body_raw(OK, "application/json")
+                .set_body_raw(OPENAI_OK, "application/json")
                 .set_delay(Duration::from_millis(20)),
         )
         .mount(&upstream)
@@ -149,29 +147,4 @@ fn inversions(served: &[usize]) -> (usize, usize) {
         pairs += passed;
     }
     (most, pairs)
-}
-
-/// Redis script calls since the server started (EVALSHA and EVAL).
-async fn script_calls(redis: &TestRedis) -> u64 {
-    let client = redis::Client::open(redis.url.as_str()).expect("the bench's Redis URL");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("the bench's Redis");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO commandstats");
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }

@@ -197,27 +197,7 @@ pub async fn connect(
     connect_to(&server.url, &server.namespace, registry, clock).await
 }
 
-/// Redis script calls since the server started (EVALSHA and EVAL).
-pub async fn script_calls(redis: &TestRedis) -> u64 {
-    let client = ::redis::Client::open(redis.url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
+pub use llmroute_tests::script_calls;
 
 /// A store on the Redis at `url` (a proxy, say), in `namespace`.
 pub async fn connect_to(

@@ -480,3 +480,32 @@ fn wait_cluster_ok(node: &str) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A whole OpenAI chat completion of 12 prompt and 3 completion tokens, as a mock upstream
+/// answers it.
+pub const OPENAI_OK: &str = r#"{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
+
+/// Redis script calls (EVALSHA and EVAL) since `redis` started, from `INFO commandstats`.
+pub async fn script_calls(redis: &TestRedis) -> u64 {
+    let client = redis::Client::open(redis.url.as_str()).expect("the test Redis URL");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the test Redis answers");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}

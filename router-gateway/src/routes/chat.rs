@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::options;
 use super::relay::{Counted, streamed};
-use super::{header, now_secs, request_id_of, set_headers};
+use super::{header, now_secs, request_id_of, set_headers, set_wait_headers};
 use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::ingress::{Answering, Ingress};
@@ -245,22 +245,14 @@ pub(crate) async fn answer<I: Ingress>(
         let r = &answer.receipt;
         let mut response = Json(body).into_response();
         let cost = format!("{:.8}", r.cost_usd);
-        let waited = r.waited.as_millis().to_string();
         let pairs = [
             ("x-llmroute-provider", r.provider.as_str()),
             ("x-llmroute-model", r.model.as_str()),
             ("x-llmroute-cost-usd", cost.as_str()),
-            ("x-llmroute-waited-ms", waited.as_str()),
             ("x-request-id", r.request_id.as_str()),
         ];
         set_headers(response.headers_mut(), &pairs);
-        if let Some(position) = r.queue_position {
-            let position = position.to_string();
-            set_headers(
-                response.headers_mut(),
-                &[("x-llmroute-queue-position", position.as_str())],
-            );
-        }
+        set_wait_headers(response.headers_mut(), r.waited, r.queue_position);
         (response, r.tenant_window, headroom)
     };
     if let Some(report) = rates.report(router, window, headroom).await {

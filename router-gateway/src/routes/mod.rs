@@ -117,6 +117,21 @@ pub(crate) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> 
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// `x-llmroute-waited-ms`, and `x-llmroute-queue-position` when the request stood in a
+/// deployment's line: on whole and streamed answers alike.
+pub(crate) fn set_wait_headers(
+    headers: &mut HeaderMap,
+    waited: std::time::Duration,
+    queue_position: Option<u32>,
+) {
+    let waited = waited.as_millis().to_string();
+    set_headers(headers, &[("x-llmroute-waited-ms", waited.as_str())]);
+    if let Some(position) = queue_position {
+        let position = position.to_string();
+        set_headers(headers, &[("x-llmroute-queue-position", position.as_str())]);
+    }
+}
+
 /// Sets `pairs` on `headers`, leaving out any value that cannot be a header.
 pub(crate) fn set_headers(headers: &mut HeaderMap, pairs: &[(&'static str, &str)]) {
     for &(name, value) in pairs {

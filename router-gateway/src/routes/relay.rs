@@ -12,7 +12,7 @@ use futures_util::stream::StreamExt;
 use router_sdk::{ChatChunk, ChatStream};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::set_headers;
+use super::{set_headers, set_wait_headers};
 use crate::app::Shared;
 use crate::cut::{Expiry, Slot, Streams};
 use crate::errors::ApiError;
@@ -25,6 +25,7 @@ pub(crate) fn streamed(stream: ChatStream, events: Box<dyn Events>, counted: Cou
     let provider = stream.provider().to_owned();
     let model = stream.model().to_owned();
     let request_id = stream.request_id().to_owned();
+    let (waited, queue_position) = (stream.waited(), stream.queue_position());
     let slot = counted.shared.streams.hold(stream);
     let state = Relay {
         cut: Box::pin(counted.shared.cut.clone().cancelled_owned()),
@@ -46,6 +47,7 @@ pub(crate) fn streamed(stream: ChatStream, events: Box<dyn Events>, counted: Cou
         ("x-request-id", request_id.as_str()),
     ];
     set_headers(response.headers_mut(), &pairs);
+    set_wait_headers(response.headers_mut(), waited, queue_position);
     response
 }
 

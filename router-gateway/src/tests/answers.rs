@@ -38,6 +38,9 @@ async fn a_streamed_answer_ends_with_usage_and_done() {
     let response = r.post(Some(ACME), &body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
+    // It did not wait: no time waited, no place in a line.
+    assert_eq!(response.headers()["x-llmroute-waited-ms"], "0");
+    assert!(!response.headers().contains_key("x-llmroute-queue-position"));
     let text = response.text().await.unwrap();
     let data: Vec<&str> = text
         .lines()

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use router_core::config::NO_TENANT;
 
 use super::chat::{ClientGone, Failed, beside, chat_access_line};
-use super::{header, options, request_id_of, set_headers};
+use super::{header, options, request_id_of, set_headers, set_wait_headers};
 use crate::app::Shared;
 use crate::errors::{ApiError, Shape};
 use crate::reload::Live;
@@ -122,6 +122,7 @@ async fn answer(
         ("x-request-id", r.request_id.as_str()),
     ];
     set_headers(response.headers_mut(), &pairs);
+    set_wait_headers(response.headers_mut(), r.waited, r.queue_position);
     if let Some(report) = rates.report(router, r.tenant_window, headroom).await {
         report.set(response.headers_mut());
     }
