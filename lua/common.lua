@@ -273,7 +273,8 @@ end
 
 -- Lines (twin: router-core/src/ledger/line.rs). A deployment's line is two sorted sets:
 -- llmroute:{ns}:v3:q:<scope> (ticket -> rank) and ...:qx:<scope> (ticket -> expiry ms). A
--- ticket is 16 hex digits, so that tickets of equal rank sort as their ids do as numbers.
+-- ticket is 16 hex digits, so that tickets of equal rank sort as their ids do as numbers, then
+-- its class: 'b' for a batch request's, 'i' for an interactive one's.
 
 -- Drops line q's tickets that expired by `now`.
 local function line_purge(q, qx, now)

@@ -8,8 +8,8 @@
 -- Reply: {now, then per deployment: cooldown end ms (0 if none), the provider's last report
 --   (requests, tokens, input and output tokens remaining, -1 if not reported; when, ms, 0 if
 --   never), then per scope R, T, I, X, in flight (live slots), requests and tokens counted in
---   its day (0 without a per-day limit); then per deployment the tickets in its line and the
---   first one's rank (-1 when none waits)}.
+--   its day (0 without a per-day limit); then per deployment the tickets in its line, how many
+--   of them are batch requests', and the first one's rank (-1 when none waits)}.
 -- Twin: `Engine::snapshot` in router-core/src/ledger/engine.rs.
 
 local now = now_ms()
@@ -51,8 +51,15 @@ for d = 1, tonumber(ARGV[2]) do
   local q, qx = KEYS[ki], KEYS[ki + 1]
   ki = ki + 2
   line_purge(q, qx, now)
-  local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-  out[#out + 1] = redis.call('ZCARD', q)
-  out[#out + 1] = tonumber(first[2]) or -1
+  local all = redis.call('ZRANGE', q, 0, -1, 'WITHSCORES')
+  local batch = 0
+  for i = 1, #all, 2 do
+    if string.sub(all[i], -1) == 'b' then
+      batch = batch + 1
+    end
+  end
+  out[#out + 1] = #all / 2
+  out[#out + 1] = batch
+  out[#out + 1] = tonumber(all[2]) or -1
 end
 return out

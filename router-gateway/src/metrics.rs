@@ -68,6 +68,12 @@ struct DeploymentLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LineLabels {
+    deployment: String,
+    class: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModeLabels {
     mode: &'static str,
 }
@@ -88,7 +94,7 @@ pub(crate) struct Metrics {
     remaining_requests: Family<DeploymentLabels, Gauge>,
     remaining_tokens: Family<DeploymentLabels, Gauge>,
     in_flight: Family<DeploymentLabels, Gauge>,
-    line_waiting: Family<DeploymentLabels, Gauge>,
+    line_waiting: Family<LineLabels, Gauge>,
     line_wait: Histogram,
     ledger_errors: Counter,
     ledger_mode: Family<ModeLabels, Gauge>,
@@ -229,7 +235,7 @@ impl Metrics {
         );
         r.register(
             "llmroute_line_waiting",
-            "Requests waiting in the deployment's line, over every instance",
+            "Requests waiting in the deployment's line, over every instance, by class",
             m.line_waiting.clone(),
         );
         r.register(
@@ -380,8 +386,15 @@ impl Metrics {
                     }
                     let flying = i64::try_from(u.in_flight).unwrap_or(i64::MAX);
                     self.in_flight.get_or_create(&labels).set(flying);
-                    let waiting = i64::try_from(s.line.waiting).unwrap_or(i64::MAX);
-                    self.line_waiting.get_or_create(&labels).set(waiting);
+                    let batch = s.line.batch.min(s.line.waiting);
+                    for (class, n) in [("interactive", s.line.waiting - batch), ("batch", batch)] {
+                        let labels = LineLabels {
+                            deployment: labels.deployment.clone(),
+                            class,
+                        };
+                        let n = i64::try_from(n).unwrap_or(i64::MAX);
+                        self.line_waiting.get_or_create(&labels).set(n);
+                    }
                 }
             }
             Err(e) => {

@@ -105,6 +105,8 @@ pub struct Row {
 pub struct LineView {
     /// Requests waiting.
     pub waiting: u64,
+    /// Of them, batch requests.
+    pub batch: u64,
     /// How long ago the first in line's place began (a batch request's begins
     /// `priorities.batch_aging_secs` after it arrived); `None` when nobody waits.
     pub oldest_wait_secs: Option<f64>,
@@ -233,6 +235,7 @@ pub fn row(registry: &Registry, s: &DeploymentSnapshot) -> Row {
         }),
         line: LineView {
             waiting: s.line.waiting,
+            batch: s.line.batch,
             oldest_wait_secs: s.line.oldest_wait.map(|w| w.as_secs_f64()),
         },
         provider_wide: s.provider.as_ref().map(ScopeView::of),

@@ -124,9 +124,9 @@ enum Op {
         costs: Vec<u64>,
         batch: bool,
         ttl_s: u64,
-        /// A ticket from a small pool (so that waiters ask again with theirs), whether it is a
-        /// batch one (a handicap), and whether a refusal puts it in line.
-        ticket: Option<(u64, bool, bool)>,
+        /// A ticket from a small pool (so that waiters ask again with theirs; 5 and 6 are batch
+        /// requests', with a handicap), and whether a refusal puts it in line.
+        ticket: Option<(u64, bool)>,
     },
     /// Takes a ticket of the pool out of the lines of these deployments.
     Leave(u64, Vec<usize>),
@@ -174,16 +174,9 @@ fn admit_op() -> impl Strategy<Value = Op> {
         )
 }
 
-/// A ticket of a pool of six, batch or not, joining on refusal or not.
-fn ticket() -> impl Strategy<Value = Option<(u64, bool, bool)>> {
-    proptest::option::weighted(
-        0.6,
-        (
-            1..=6u64,
-            proptest::bool::weighted(0.3),
-            proptest::bool::weighted(0.9),
-        ),
-    )
+/// A ticket of a pool of six, joining on refusal or not.
+fn ticket() -> impl Strategy<Value = Option<(u64, bool)>> {
+    proptest::option::weighted(0.6, (1..=6u64, proptest::bool::weighted(0.9)))
 }
 
 fn advance() -> impl Strategy<Value = u64> {
@@ -420,11 +413,12 @@ impl Stores {
         if *batch {
             need.share_percent = 50;
         }
-        need.line = ticket.map(|(id, batch, join)| Ticket {
+        need.line = ticket.map(|(id, join)| Ticket {
             id,
-            handicap_ms: if batch { 2_000 } else { 0 },
+            handicap_ms: if id > 4 { 2_000 } else { 0 },
             ttl_ms: TICKET_TTL_MS,
             join,
+            batch: id > 4,
             queued: false,
         });
         (need, cands)

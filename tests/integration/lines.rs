@@ -26,6 +26,7 @@ every_store!(
     a_dead_waiters_ticket_expires_and_the_next_one_is_served,
     a_ticket_that_leaves_frees_the_line_at_once_and_wakes_the_next,
     a_settlement_wakes_the_first_in_line,
+    a_snapshot_counts_a_lines_tickets_by_class,
 );
 
 /// Several instances of one store, on one clock: the stores' handles, and what keeps the
@@ -100,6 +101,7 @@ fn waiter(id: u64, handicap_ms: u64) -> Need {
         handicap_ms,
         ttl_ms: TICKET_TTL_MS,
         join: true,
+        batch: false,
         queued: false,
     });
     need
@@ -370,4 +372,22 @@ async fn next_wake(wakes: &mut tokio::sync::broadcast::Receiver<u64>) -> u64 {
         .await
         .expect("a wake-up within 10 s")
         .expect("the wake-up channel is open")
+}
+
+/// A snapshot gives a line's tickets, the batch ones among them, and how long ago the first
+/// one's place began.
+async fn a_snapshot_counts_a_lines_tickets_by_class(store: Store) {
+    let w = Instances::new(store, &one_model("concurrency: 1"), 2).await;
+    let held = granted(w.admit(0, &waiter(1, 0)).await).expect("room");
+    assert!(granted(w.admit(0, &waiter(2, 0)).await).is_none());
+    let mut batch = waiter(3, 5_000);
+    batch.line = batch
+        .line
+        .map(|t| router_core::ledger::Ticket { batch: true, ..t });
+    assert!(granted(w.admit(1, &batch).await).is_none());
+    w.clock.advance_ms(1_500);
+    let line = w.ledgers[1].snapshot(&[w.d]).await.expect("snapshot")[0].line;
+    assert_eq!((line.waiting, line.batch), (2, 1));
+    assert_eq!(line.oldest_wait, Some(Duration::from_millis(1_500)));
+    w.settle(&held).await;
 }

@@ -123,6 +123,7 @@ async fn a_lines_keys_are_hash_tagged_and_expire_with_their_last_ticket() {
         handicap_ms: 0,
         ttl_ms: TICKET_TTL_MS,
         join: true,
+        batch: false,
         queued: false,
     });
     let Admission::Denied(denial) = store.admit(&waiter, &[d]).await.expect("admit") else {

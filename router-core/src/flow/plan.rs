@@ -232,6 +232,7 @@ impl Plan {
             },
             ttl_ms: TICKET_TTL_MS,
             join: true,
+            batch: ask.priority == Priority::Batch,
             queued: false,
         });
         let deadline = u64::try_from(ask.deadline.as_millis()).unwrap_or(u64::MAX);

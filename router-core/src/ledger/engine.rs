@@ -594,7 +594,8 @@ impl<'a> Engine<'a> {
                 let provider = scopes.get(1).map(|&s| usage(s));
                 let st = cells.scope(d.0);
                 st.line.purge(now);
-                let line = LineUse::at(st.line.entries().len() as u64, st.line.first_rank(), now);
+                let (waiting, batch) = (st.line.entries().len() as u64, st.line.batch_count());
+                let line = LineUse::at(waiting, batch, st.line.first_rank(), now);
                 let until = st.cooldown;
                 let reported = st
                     .report

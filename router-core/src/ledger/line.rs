@@ -29,6 +29,8 @@ pub(crate) struct Entry {
     pub(crate) ticket: u64,
     pub(crate) rank: u64,
     pub(crate) expiry: u64,
+    /// Whether it is a batch request's.
+    pub(crate) batch: bool,
 }
 
 /// The tickets waiting for one deployment, by rank then ticket id.
@@ -78,9 +80,10 @@ impl Line {
         before as u64
     }
 
-    /// Puts `ticket` in line at `rank` (among tickets of the same rank, which arrived in the
-    /// same millisecond, by id), or keeps its place and moves its expiry.
-    pub(crate) fn join(&mut self, ticket: u64, rank: u64, expiry: u64) {
+    /// Puts `ticket` (a batch request's, or not) in line at `rank` (among tickets of the same
+    /// rank, which arrived in the same millisecond, by id), or keeps its place and moves its
+    /// expiry.
+    pub(crate) fn join(&mut self, ticket: u64, rank: u64, expiry: u64, batch: bool) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.ticket == ticket) {
             e.expiry = expiry;
             return;
@@ -94,6 +97,7 @@ impl Line {
                 ticket,
                 rank,
                 expiry,
+                batch,
             },
         );
     }
@@ -103,6 +107,11 @@ impl Line {
         let before = self.entries.len();
         self.entries.retain(|e| e.ticket != ticket);
         self.entries.len() != before
+    }
+
+    /// How many batch requests' tickets are in line.
+    pub(crate) fn batch_count(&self) -> u64 {
+        self.entries.iter().filter(|e| e.batch).count() as u64
     }
 
     /// The rank of the first ticket in line.
@@ -212,7 +221,7 @@ impl Engine<'_> {
                 && matches!(r.scope, Scope::Deployment | Scope::Provider);
             let line = &mut cells.scope(r.deployment.0).line;
             if waits {
-                line.join(place.ticket, place.rank, expiry);
+                line.join(place.ticket, place.rank, expiry, ticket.batch);
                 let ahead = line.ahead(place.ticket, place.rank);
                 shortest = Some(shortest.map_or(ahead, |s| s.min(ahead)));
             } else {
@@ -262,10 +271,10 @@ mod tests {
     #[test]
     fn a_line_keeps_rank_order_and_a_newcomer_stands_behind_equal_ranks() {
         let mut line = Line::default();
-        line.join(7, 100, 1_000);
+        line.join(7, 100, 1_000, false);
         // The same millisecond: by id.
-        line.join(3, 100, 1_000);
-        line.join(9, 50, 1_000);
+        line.join(3, 100, 1_000, false);
+        line.join(9, 50, 1_000, false);
         assert_eq!(
             line.entries().iter().map(|e| e.ticket).collect::<Vec<_>>(),
             [9, 3, 7]
@@ -282,9 +291,9 @@ mod tests {
     #[test]
     fn joining_again_keeps_the_place_and_moves_the_expiry() {
         let mut line = Line::default();
-        line.join(1, 10, 100);
-        line.join(2, 20, 100);
-        line.join(1, 30, 500);
+        line.join(1, 10, 100, false);
+        line.join(2, 20, 100, false);
+        line.join(1, 30, 500, false);
         assert_eq!(line.rank_of(1), Some(10));
         assert_eq!(line.head(), Some(1));
         assert!(line.purge(200));

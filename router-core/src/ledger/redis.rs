@@ -132,6 +132,7 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
 ];
 
 pub(crate) mod conn;
+mod lines;
 mod wakes;
 pub use wakes::EVERYONE;
 mod days;
@@ -522,46 +523,6 @@ impl RedisStore {
         }
     }
 
-    /// The line part of admit.lua's KEYS and ARGV: each candidate's line keys, the ticket, its
-    /// handicap and TTL, whether it joins, and the wake-up channel.
-    fn push_lines(&self, inv: &mut ScriptInvocation<'_>, need: &Need, candidates: &[DeploymentId]) {
-        for &d in candidates {
-            let keys = &self.scope_keys[d.0];
-            inv.key(&keys.line).key(&keys.line_expiry);
-        }
-        let ticket = need.line.map_or(need.id, |t| t.id);
-        inv.arg(ticket_member(ticket));
-        match need.line {
-            Some(t) => {
-                inv.arg(t.handicap_ms)
-                    .arg(t.ttl_ms)
-                    .arg(if t.join { "j" } else { "n" });
-            }
-            None => {
-                inv.arg(0).arg(0).arg("");
-            }
-        }
-        inv.arg(self.wake_channel());
-    }
-
-    /// The channel settle.lua, admit.lua and leave.lua publish wake-ups on (see `wakes.rs`).
-    pub(crate) fn wake_channel(&self) -> String {
-        format!("{}:wake", self.prefix)
-    }
-
-    async fn leave_inner(&self, ticket: u64, ds: &[DeploymentId]) -> Result<(), LedgerError> {
-        let mut inv = LEAVE.prepare_invoke();
-        for &d in ds {
-            self.scopes(d)?;
-            let keys = &self.scope_keys[d.0];
-            inv.key(&keys.line).key(&keys.line_expiry);
-        }
-        inv.arg(self.now_arg())
-            .arg(ticket_member(ticket))
-            .arg(self.wake_channel());
-        self.run(&inv).await.map(|_| ())
-    }
-
     async fn renew_inner(&self, r: &Reservation, ttl: Duration) -> Result<bool, LedgerError> {
         let scopes = self.scopes(r.deployment)?;
         let mut inv = RENEW.prepare_invoke();
@@ -769,12 +730,6 @@ impl Ledger for RedisStore {
         }
         .boxed()
     }
-}
-
-/// A ticket as a line's member: 16 hex digits, so that members of equal rank sort as the ids
-/// do as numbers.
-pub(crate) fn ticket_member(ticket: u64) -> String {
-    format!("{ticket:016x}")
 }
 
 /// A provider's report as script arguments (see `observe_at` in lua/common.lua): the

@@ -62,6 +62,8 @@ pub struct Ticket {
     pub ttl_ms: u64,
     /// Whether a refused admission puts it in line (false: the request will not wait).
     pub join: bool,
+    /// Whether it is a batch request's (lines count their tickets by class).
+    pub batch: bool,
     /// Whether the request holds it in a line now, as its driver knows: an admission that
     /// does not go through the shared store (a leased block's) then takes it out of the lines
     /// on its own.
@@ -473,6 +475,8 @@ pub struct DeploymentSnapshot {
 pub struct LineUse {
     /// Tickets waiting (live ones).
     pub waiting: u64,
+    /// Of them, batch requests' tickets.
+    pub batch: u64,
     /// How long ago the first in line's place began, when anyone waits: its wait, for an
     /// interactive request; a batch request's place begins `priorities.batch_aging_secs` after
     /// it arrived, so it shows less (zero until then).
@@ -480,10 +484,12 @@ pub struct LineUse {
 }
 
 impl LineUse {
-    /// A line of `waiting` tickets whose first ranks at `first_rank` ms, seen at `now` ms.
-    pub(crate) fn at(waiting: u64, first_rank: Option<u64>, now: u64) -> Self {
+    /// A line of `waiting` tickets (`batch` of them batch ones) whose first ranks at
+    /// `first_rank` ms, seen at `now` ms.
+    pub(crate) fn at(waiting: u64, batch: u64, first_rank: Option<u64>, now: u64) -> Self {
         Self {
             waiting,
+            batch,
             oldest_wait: first_rank.map(|r| Duration::from_millis(now.saturating_sub(r))),
         }
     }

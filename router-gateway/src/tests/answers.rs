@@ -212,7 +212,7 @@ async fn an_answer_that_waited_in_line_says_its_place_and_its_wait() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("llmroute_line_waiting{deployment=\"oa/small\"} 0"),
+        metrics.contains("llmroute_line_waiting{deployment=\"oa/small\",class=\"interactive\"} 0"),
         "{metrics}"
     );
 }

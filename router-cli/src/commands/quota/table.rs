@@ -59,10 +59,16 @@ fn reported(r: &Reported) -> String {
     format!("{} left {:.0}s ago", parts.join(", "), r.age_secs)
 }
 
-/// `3 (first 2.1s)`: requests in line, and how long ago the first one's place began.
+/// `3 (1 batch, first 2.1s)`: requests in line, the batch ones among them, and how long ago
+/// the first one's place began.
 fn waiting(l: &LineView) -> String {
+    let batch = if l.batch > 0 {
+        format!("{} batch, ", l.batch)
+    } else {
+        String::new()
+    };
     match l.oldest_wait_secs {
-        Some(secs) if l.waiting > 0 => format!("{} (first {secs:.1}s)", l.waiting),
+        Some(secs) if l.waiting > 0 => format!("{} ({batch}first {secs:.1}s)", l.waiting),
         _ => l.waiting.to_string(),
     }
 }
@@ -224,11 +230,13 @@ mod tests {
 
     #[test]
     fn a_line_shows_its_length_and_how_long_ago_the_first_place_began() {
-        let line = |waiting, oldest_wait_secs| LineView {
+        let line = |waiting, batch, oldest_wait_secs| LineView {
             waiting,
+            batch,
             oldest_wait_secs,
         };
-        assert_eq!(waiting(&line(3, Some(2.14))), "3 (first 2.1s)");
-        assert_eq!(waiting(&line(0, None)), "0");
+        assert_eq!(waiting(&line(3, 0, Some(2.14))), "3 (first 2.1s)");
+        assert_eq!(waiting(&line(3, 1, Some(2.14))), "3 (1 batch, first 2.1s)");
+        assert_eq!(waiting(&line(0, 0, None)), "0");
     }
 }

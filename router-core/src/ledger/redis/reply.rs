@@ -165,8 +165,8 @@ pub(super) fn snapshot(
 ) -> Option<Vec<DeploymentSnapshot>> {
     let mut days = days.iter();
     let (&now, rest) = reply.split_first()?;
-    let (mut rest, lines) = rest.split_at_checked(rest.len().checked_sub(2 * ds.len())?)?;
-    let mut lines = lines.chunks_exact(2);
+    let (mut rest, lines) = rest.split_at_checked(rest.len().checked_sub(3 * ds.len())?)?;
+    let mut lines = lines.chunks_exact(3);
     let n = |v: i64| v.max(0) as u64;
     let reported = |v: i64| (v >= 0).then_some(n(v));
     let mut out = Vec::with_capacity(ds.len());
@@ -204,7 +204,7 @@ pub(super) fn snapshot(
             }),
             line: lines
                 .next()
-                .map(|l| LineUse::at(n(l[0]), (l[1] >= 0).then(|| n(l[1])), n(now)))?,
+                .map(|l| LineUse::at(n(l[0]), n(l[1]), (l[2] >= 0).then(|| n(l[2])), n(now)))?,
         });
     }
     rest.is_empty().then_some(out)

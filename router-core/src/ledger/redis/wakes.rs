@@ -86,7 +86,7 @@ async fn listen(target: ConnectionInfo, channel: String, sender: broadcast::Send
                 let mut messages = pubsub.on_message();
                 while let Some(message) = messages.next().await {
                     let ticket = message.get_payload::<String>().ok();
-                    if let Some(t) = ticket.and_then(|t| u64::from_str_radix(&t, 16).ok()) {
+                    if let Some(t) = ticket.as_deref().and_then(super::lines::member_ticket) {
                         // No receiver: nobody waits at this moment.
                         let _ = sender.send(t);
                     }

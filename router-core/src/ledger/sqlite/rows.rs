@@ -48,7 +48,8 @@ use scope::Stored;
 ///   `day_resets` zone; UTC for tenants and keys) and the requests and tokens it counted. Like
 ///   the spend row, a day that has ended counts as nothing and is overwritten.
 /// - `llmroute_v4_lines`: one row per ticket waiting in a deployment's line (see `line.rs`),
-///   by scope name and ticket id: its rank and expiry in ms. A line's rows are replaced when it
+///   by scope name and ticket id: its rank and expiry in ms, and whether it is a batch
+///   request's. A line's rows are replaced when it
 ///   changes; expired ones go with the next change.
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS llmroute_v4_scopes (
@@ -75,7 +76,7 @@ CREATE TABLE IF NOT EXISTS llmroute_v4_days (
     PRIMARY KEY (ns, scope)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llmroute_v4_lines (
     ns TEXT NOT NULL, scope TEXT NOT NULL, ticket INTEGER NOT NULL,
-    rank INTEGER NOT NULL, expiry INTEGER NOT NULL,
+    rank INTEGER NOT NULL, expiry INTEGER NOT NULL, batch INTEGER NOT NULL,
     PRIMARY KEY (ns, scope, ticket)) WITHOUT ROWID;
 ";
 

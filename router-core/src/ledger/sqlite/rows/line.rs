@@ -8,7 +8,7 @@ use crate::ledger::line::{Entry, Line};
 /// Deployment scope `scope`'s line.
 pub(super) fn load(conn: &Connection, ns: &str, scope: &str) -> rusqlite::Result<Line> {
     let mut stmt = conn.prepare_cached(
-        "SELECT ticket, rank, expiry FROM llmroute_v4_lines WHERE ns = ?1 AND scope = ?2",
+        "SELECT ticket, rank, expiry, batch FROM llmroute_v4_lines WHERE ns = ?1 AND scope = ?2",
     )?;
     let entries = stmt
         .query_map(params![ns, scope], |r| {
@@ -16,6 +16,7 @@ pub(super) fn load(conn: &Connection, ns: &str, scope: &str) -> rusqlite::Result
                 ticket: from_db(r.get(0)?),
                 rank: from_db(r.get(1)?),
                 expiry: from_db(r.get(2)?),
+                batch: r.get(3)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -36,8 +37,8 @@ pub(super) fn write(
     conn.prepare_cached("DELETE FROM llmroute_v4_lines WHERE ns = ?1 AND scope = ?2")?
         .execute(params![ns, scope])?;
     let mut insert = conn.prepare_cached(
-        "INSERT INTO llmroute_v4_lines (ns, scope, ticket, rank, expiry) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO llmroute_v4_lines (ns, scope, ticket, rank, expiry, batch) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
     for e in line.entries() {
         insert.execute(params![
@@ -45,7 +46,8 @@ pub(super) fn write(
             scope,
             to_db(e.ticket),
             to_db(e.rank),
-            to_db(e.expiry)
+            to_db(e.expiry),
+            e.batch
         ])?;
     }
     Ok(())
