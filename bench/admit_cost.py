@@ -82,7 +82,7 @@ def admit_args(contract, rid, cands, apart, lines):
         for name, _, _, _ in cands:
             keys += ["%s:v3:q:%s" % (NS, name), "%s:v3:qx:%s" % (NS, name)]
         # A request without a ticket of its own: its reservation id, joining no line.
-        argv += ["%016x" % zlib.crc32(rid.encode()), "0", "0", "", "%s:v3:wake" % NS]
+        argv += ["%016xi" % zlib.crc32(rid.encode()), "0", "0", "", "%s:v3:wake" % NS]
     keys.append("%s:v3:epoch" % NS)
     argv.append("")
     return keys, argv
