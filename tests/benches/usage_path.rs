@@ -23,15 +23,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 const ROUNDS: usize = 3;
 
 fn main() {
-    let n: usize = std::env::var("LLMROUTE_USAGE_PATH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
+    let (n, rt) = llmroute_tests::bench_setup("LLMROUTE_USAGE_PATH_N", 2000);
     rt.block_on(run(n));
 }
 

@@ -21,15 +21,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 const INSTANCES: usize = 4;
 
 fn main() {
-    let n: usize = std::env::var("LLMROUTE_WAITERS_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
+    let (n, rt) = llmroute_tests::bench_setup("LLMROUTE_WAITERS_N", 200);
     rt.block_on(run(n));
 }
 

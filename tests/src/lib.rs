@@ -509,3 +509,18 @@ pub async fn script_calls(redis: &TestRedis) -> u64 {
         })
         .sum()
 }
+
+/// A bench's size, from environment variable `var` (else `default`), and the two-worker Tokio
+/// runtime it runs on.
+pub fn bench_setup(var: &str, default: usize) -> (usize, tokio::runtime::Runtime) {
+    let n = std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    (n, runtime)
+}
