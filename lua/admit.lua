@@ -26,8 +26,9 @@
 --   hash). Every limit is a decimal integer, and exactly '0' means unlimited. Tokens
 --   count against tpm, input against itpm, output against otpm.
 --   After the candidates: per candidate its line's two keys (llmroute:{ns}:v3:q:<scope> and
---   ...:qx:<scope>, see common.lua), and in ARGV the request's ticket (16 hex digits: its
---   line ticket, else its reservation id), its class's handicap ms, the ticket's ttl ms, 'j'
+--   ...:qx:<scope>, see common.lua), and in ARGV the request's ticket as a line's member (16
+--   hex digits: its line ticket, else its reservation id; then 'b' for a batch request's, 'i'
+--   otherwise), its class's handicap ms, the ticket's ttl ms, 'j'
 --   when a refused request joins the lines it waits for, 'n' when it holds a ticket but does
 --   not join, '' without a ticket, and the wake-up channel.
 --   Last of all: KEYS ends with the epoch key and ARGV with the epoch the instance knows ('' to
