@@ -94,9 +94,8 @@ impl Router {
             stream,
             start_ms: self.now_ms(),
         });
-        let plan = &planned.plan;
-        let ticket = plan.need.line.map_or(plan.need.id, |t| t.id);
-        let line = InLine::new(self.inner.ledger.clone(), ticket, plan.ranked.clone());
+        let need = &planned.plan.need;
+        let line = InLine::new(need.line.map_or(need.id, |t| t.id));
         Ok(Request {
             account,
             id,
@@ -211,7 +210,10 @@ impl Router {
             }
             Admission::Denied(denial) => {
                 tracing::debug!(refusals = %self.describe(&denial), place = denial.place, "admission denied");
-                request.line.denied(denial.place);
+                let ranked = &request.planned.plan.ranked;
+                request
+                    .line
+                    .denied(denial.place, &self.inner.ledger, ranked);
                 if let Some(position) = request.line.entered_at() {
                     request.account.queued(position);
                 }

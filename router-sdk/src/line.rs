@@ -10,9 +10,10 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 /// One request's place in line.
 pub(crate) struct InLine {
-    ledger: Arc<dyn Ledger>,
     ticket: u64,
-    /// The deployments whose lines it may be in: every candidate of the request.
+    /// The ledger and the deployments whose lines the request may be in (every candidate of
+    /// it), kept once it first joins a line: a request served at once costs nothing here.
+    ledger: Option<Arc<dyn Ledger>>,
     candidates: Vec<DeploymentId>,
     /// Whether the last admission left it in a line.
     joined: bool,
@@ -33,12 +34,12 @@ impl std::fmt::Debug for InLine {
 }
 
 impl InLine {
-    /// The ticket `ticket` of a request on `candidates`, in no line yet.
-    pub(crate) fn new(ledger: Arc<dyn Ledger>, ticket: u64, candidates: Vec<DeploymentId>) -> Self {
+    /// The ticket `ticket` of a request, in no line yet.
+    pub(crate) fn new(ticket: u64) -> Self {
         Self {
-            ledger,
             ticket,
-            candidates,
+            ledger: None,
+            candidates: Vec::new(),
             joined: false,
             entered_at: None,
             wakes: None,
@@ -55,13 +56,21 @@ impl InLine {
         self.joined
     }
 
-    /// An admission refused the request, leaving it `place` in line (`None`: in none).
-    pub(crate) fn denied(&mut self, place: Option<u64>) {
+    /// An admission of `ledger` refused the request, leaving it `place` in line (`None`: in
+    /// none); `candidates` are all of the request's.
+    pub(crate) fn denied(
+        &mut self,
+        place: Option<u64>,
+        ledger: &Arc<dyn Ledger>,
+        candidates: &[DeploymentId],
+    ) {
         self.joined = place.is_some();
         if let Some(place) = place {
             self.entered_at.get_or_insert(place);
-            if self.wakes.is_none() {
-                self.wakes = self.ledger.wakes();
+            if self.ledger.is_none() {
+                self.wakes = ledger.wakes();
+                self.ledger = Some(ledger.clone());
+                self.candidates = candidates.to_vec();
             }
         }
     }
@@ -92,13 +101,13 @@ impl Drop for InLine {
     /// A request that ends (gives up, or is dropped) while in line leaves it at once, on a
     /// task: the next in line must not wait for its ticket's TTL.
     fn drop(&mut self) {
-        if !self.joined {
+        let Some(ledger) = self.ledger.take().filter(|_| self.joined) else {
             return;
-        }
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (ledger, ticket) = (self.ledger.clone(), self.ticket);
+        let ticket = self.ticket;
         let candidates = std::mem::take(&mut self.candidates);
         runtime.spawn(async move {
             if let Err(e) = ledger.leave(ticket, &candidates).await {
