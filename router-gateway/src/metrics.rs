@@ -19,6 +19,7 @@
 //! | `llmroute_ledger_mode_changes_total`, `llmroute_ledger_local_admissions_total` | | mode changes, and admissions made while Redis was away |
 //! | `llmroute_usage_records_total` | to | usage records written to the sink as they came (`sink`), to the spill file (`spill`), replayed from it (`replayed`) |
 //! | `llmroute_usage_sink_down` | | 1 while the usage sink fails (records go to the spill file) |
+//! | `llmroute_streams_total` | ended | streamed answers by how they ended: `completed`, `broken` (the provider's stream failed), `client_gone`, `shutdown` (cut at the gateway's stop), `unread` (dropped past its deadline unread) |
 //! | `llmroute_config_reloads_total` | result | configuration reloads (SIGHUP, `POST /admin/v1/reload`): `ok`, or `error` (the old configuration kept) |
 
 use std::sync::atomic::AtomicU64;
@@ -104,6 +105,7 @@ pub(crate) struct Metrics {
     usage_records: Family<ToLabels, Counter>,
     usage_sink_down: Gauge,
     config_reloads: Family<ResultLabels, Counter>,
+    streams: Family<EndLabels, Counter>,
     /// Each deployment's last call and cooldown cause, for the dashboard and readiness.
     pub(crate) calls: crate::calls::Calls,
 }
@@ -112,6 +114,38 @@ pub(crate) struct Metrics {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
+}
+
+/// How a streamed answer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    /// Its last event written.
+    Completed,
+    /// The provider's stream failed; the client got an error event.
+    Broken,
+    /// The client went away before the end.
+    ClientGone,
+    /// Cut at the gateway's stop.
+    Shutdown,
+    /// Dropped past its deadline, no one reading it.
+    Unread,
+}
+
+impl StreamEnd {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Broken => "broken",
+            Self::ClientGone => "client_gone",
+            Self::Shutdown => "shutdown",
+            Self::Unread => "unread",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    ended: &'static str,
 }
 
 /// Where usage records went.
@@ -135,6 +169,12 @@ impl Metrics {
         self.config_reloads
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// Counts a streamed answer by how it ended.
+    pub(crate) fn stream_ended(&self, end: StreamEnd) {
+        let ended = end.as_str();
+        self.streams.get_or_create(&EndLabels { ended }).inc();
     }
 
     pub(crate) fn new() -> Self {
@@ -164,6 +204,7 @@ impl Metrics {
             usage_records: Family::default(),
             usage_sink_down: Gauge::default(),
             config_reloads: Family::default(),
+            streams: Family::default(),
             calls: Default::default(),
             registry: Registry::default(),
         };
@@ -172,6 +213,11 @@ impl Metrics {
             "llmroute_config_reloads",
             "Configuration reloads, by result (ok, or error: the old configuration kept)",
             m.config_reloads.clone(),
+        );
+        r.register(
+            "llmroute_streams",
+            "Streamed answers by how they ended: completed, broken, client_gone, shutdown, unread",
+            m.streams.clone(),
         );
         r.register(
             "llmroute_requests",

@@ -34,7 +34,7 @@ pub(crate) fn streamed(stream: ChatStream, events: Box<dyn Events>, counted: Cou
         counted,
         events,
         pending: VecDeque::new(),
-        ended: false,
+        ended: None,
     };
     let events = futures_util::stream::unfold(state, |mut relay| async move {
         let event = relay.next().await?;
@@ -69,7 +69,15 @@ pub(crate) struct Relay {
     counted: Counted,
     events: Box<dyn Events>,
     pending: VecDeque<Event>,
-    ended: bool,
+    /// How the stream ended, once it has; a relay dropped before is a client gone.
+    ended: Option<metrics::StreamEnd>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let end = self.ended.unwrap_or(metrics::StreamEnd::ClientGone);
+        self.counted.shared.metrics.stream_ended(end);
+    }
 }
 
 impl Relay {
@@ -78,7 +86,7 @@ impl Relay {
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
             }
-            if self.ended {
+            if self.ended.is_some() {
                 return None;
             }
             // The slot is locked only while the stream is polled: a cut takes it in between.
@@ -110,14 +118,14 @@ impl Relay {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
-                let error = if self.counted.shared.cut.is_cancelled() {
-                    ApiError::stopping()
+                let (error, end) = if self.counted.shared.cut.is_cancelled() {
+                    (ApiError::stopping(), metrics::StreamEnd::Shutdown)
                 } else {
-                    ApiError::unread_past_deadline()
+                    (ApiError::unread_past_deadline(), metrics::StreamEnd::Unread)
                 };
                 self.pending
                     .extend(self.events.failed(&error).into_iter().map(Sse::event));
-                self.ended = true;
+                self.ended = Some(end);
                 continue;
             };
             match next {
@@ -130,7 +138,7 @@ impl Relay {
                     self.counted.shared.metrics.answered(&who, &receipt);
                     let end = self.events.chunk(ChatChunk::Done(receipt));
                     self.pending.extend(end.into_iter().map(Sse::event));
-                    self.ended = true;
+                    self.ended = Some(metrics::StreamEnd::Completed);
                 }
                 Some(Ok(chunk)) => {
                     let events = self.events.chunk(chunk);
@@ -141,9 +149,9 @@ impl Relay {
                     let error = ApiError::logged(e, &self.counted.request_id);
                     self.pending
                         .extend(self.events.failed(&error).into_iter().map(Sse::event));
-                    self.ended = true;
+                    self.ended = Some(metrics::StreamEnd::Broken);
                 }
-                None => self.ended = true,
+                None => self.ended = Some(metrics::StreamEnd::Completed),
             }
         }
     }

@@ -69,6 +69,9 @@ async fn a_streamed_answer_ends_with_usage_and_done() {
     let usage = &chunks[chunks.len() - 1];
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(usage["usage"]["completion_tokens"], 3);
+    let metrics = r.metrics_text().await;
+    let completed = r#"llmroute_streams_total{ended="completed"} 1"#;
+    assert!(metrics.contains(completed), "{metrics}");
 }
 
 #[tokio::test]

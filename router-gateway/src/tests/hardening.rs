@@ -277,6 +277,8 @@ async fn assert_stream_broken(r: &Running, how: &str) {
     let broken =
         r#"llmroute_upstream_attempts_total{deployment="oa/small",outcome="stream_broken"} 1"#;
     assert!(metrics.contains(broken), "{metrics}");
+    let ended = r#"llmroute_streams_total{ended="broken"} 1"#;
+    assert!(metrics.contains(ended), "{metrics}");
     assert_eq!(super::in_flight(&r.router).await, 0);
 }
 

@@ -77,6 +77,7 @@ async fn a_cut_ends_the_streams_and_answers_in_flight_and_settles_them() {
     assert!(!rest.contains("[DONE]"), "{rest}");
     held.hung_up.recv().await.unwrap();
     assert_eq!(in_flight(&r.router).await, 0);
+    assert_stream_ended(&r, "shutdown").await;
     // A request after the cut is refused before it reserves anything.
     let refused = r.post(Some(ACME), &hello()).await;
     assert_eq!(refused.status(), 503);
@@ -214,4 +215,16 @@ async fn a_client_gone_mid_stream_cancels_the_upstream_call_and_settles() {
     // The gateway drops the stream, which closes the upstream call and settles at once.
     held.hung_up.recv().await.unwrap();
     assert_eq!(in_flight(&r.router).await, 0);
+    assert_stream_ended(&r, "client_gone").await;
+}
+
+/// `/metrics` counts one stream, which ended as `how`.
+async fn assert_stream_ended(r: &Running, how: &str) {
+    let metrics = r.metrics_text().await;
+    let ended = format!("llmroute_streams_total{{ended=\"{how}\"}} 1");
+    assert!(metrics.contains(&ended), "{metrics}");
+    let streams = metrics
+        .lines()
+        .filter(|l| l.starts_with("llmroute_streams_total{"));
+    assert_eq!(streams.count(), 1, "{metrics}");
 }
