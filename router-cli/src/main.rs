@@ -42,7 +42,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let ctx = Context::new(&cli.global);
     let mut out = std::io::stdout().lock();
     let out: &mut dyn Write = &mut out;
-    runtime()?.block_on(async {
+    runtime(&cli.command)?.block_on(async {
         match &cli.command {
             Command::Providers(args) => commands::providers::run(&ctx, args, out).await,
             Command::Chat(args) => commands::chat::run(&ctx, args, out).await,
@@ -57,8 +57,20 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
+/// The runtime a command runs on: `serve` gets one worker thread per core (or `--workers`),
+/// so that the gateway uses every core it is given; one-shot commands run on one thread.
+fn runtime(command: &Command) -> Result<tokio::runtime::Runtime, Failure> {
+    let mut builder = match command {
+        Command::Serve(args) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if let Some(n) = args.workers {
+                b.worker_threads(n.get());
+            }
+            b
+        }
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    builder
         .enable_all()
         .build()
         .map_err(|e| Failure::usage(anyhow!("cannot start the async runtime: {e}")))

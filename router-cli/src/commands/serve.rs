@@ -27,6 +27,9 @@ pub(crate) struct ServeArgs {
     /// Accept requests without a key (they have no tenant). Only on a loopback address
     #[arg(long)]
     no_auth: bool,
+    /// Worker threads serving requests (default: one per core the process may use)
+    #[arg(long, value_name = "N", env = "LLMROUTE_WORKERS")]
+    pub(crate) workers: Option<std::num::NonZeroUsize>,
 }
 
 pub(crate) async fn run(
@@ -72,6 +75,8 @@ pub(crate) async fn run(
         writeln!(out, "llmroute metrics on http://{at}/metrics").map_err(Failure::output)?;
     }
     out.flush().map_err(Failure::output)?;
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(workers, "gateway: serving on {workers} worker threads");
     let stops = futures_util::stream::unfold(signals, |mut signals| async move {
         Some((signals.next().await.name(), signals))
     });

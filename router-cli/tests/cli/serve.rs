@@ -261,3 +261,23 @@ fn the_line_keys_new_prints_loads_as_that_tenant_whatever_its_name() {
         assert_eq!(registry.gateway.keys[0].tenant, tenant);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_runs_as_many_worker_threads_as_asked_and_one_per_core_by_default() {
+    let (base, _arrivals) = crate::signals::silent_upstream().await;
+    let s = one_upstream_at(base, "");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    for (args, workers) in [(&["--workers", "3"][..], 3), (&[][..], cores)] {
+        let serve = ["-v", "serve", "--no-auth", "--listen", "127.0.0.1:0"];
+        let mut child = s.process(&[&serve[..], args].concat()).spawn().unwrap();
+        listening_on(&mut child);
+        signal(child.id(), "TERM");
+        let output = exited(child).await;
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        let said = format!("serving on {workers} worker threads");
+        assert!(stderr.contains(&said), "{args:?}: {stderr}");
+    }
+    let (_, stderr) = run(s.llmroute(&[]).args(["serve", "--workers", "0"]), 2);
+    assert!(stderr.contains("--workers"), "{stderr}");
+}
