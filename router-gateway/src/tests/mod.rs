@@ -263,6 +263,7 @@ mod hardening;
 mod key_limits;
 mod lifecycle;
 mod messages;
+mod observability;
 mod ready;
 mod refusals;
 mod reload;
