@@ -37,6 +37,8 @@ pub(crate) struct Asked<'a> {
     pub(crate) deadline: Option<Duration>,
     /// Extra headers for the provider.
     pub(crate) headers: &'a [(String, String)],
+    /// Its place in a distributed trace.
+    pub(crate) trace: Option<crate::trace::TraceParent>,
     /// Tags kept in its trace span.
     pub(crate) metadata: &'a BTreeMap<String, String>,
     /// The hashes of its prompt's prefixes, when it marks cache breakpoints (a chat's).

@@ -5,10 +5,10 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 use router_core::IdMap;
-use router_core::config::{Api, DeploymentId, ProviderId};
+use router_core::config::{Api, ProviderId};
 use tracing::Instrument;
 
-use crate::drive::Request;
+use crate::drive::{Call, Request};
 use crate::error::Error;
 use crate::request;
 use crate::router::Router;
@@ -53,7 +53,7 @@ impl Router {
         let input = CallInput::of(&mut request, &req);
         async {
             let (guard, (completion, headers)) = self
-                .until_answer(&mut request, |d| self.call_whole(&input, d))
+                .until_answer(&mut request, |call| self.call_whole(&input, call))
                 .await?;
             let mut receipt = self
                 .finish(
@@ -81,9 +81,9 @@ impl Router {
     async fn call_whole(
         &self,
         input: &CallInput<'_>,
-        d: DeploymentId,
+        call: Call,
     ) -> Result<(Completion, HeaderMap), CallFailure> {
-        let (api, request) = self.wire(input, d, false);
+        let (api, request) = self.wire(input, &call, false);
         // As in `transport`: a failed call's size is dwarfed by the round trip that made it.
         #[allow(clippy::result_large_err)]
         let decode =
@@ -129,9 +129,10 @@ impl Router {
     pub(crate) fn wire(
         &self,
         input: &CallInput<'_>,
-        d: DeploymentId,
+        call: &Call,
         stream: bool,
     ) -> (Api, WireRequest) {
+        let d = call.deployment;
         let registry = &self.inner.registry;
         let deployment = registry.deployment(d);
         let provider = registry.provider(deployment.provider);
@@ -142,13 +143,14 @@ impl Router {
             model: &deployment.model,
             output_cap: registry.output_cap(d),
         };
-        let request = wire::build(
+        let mut request = wire::build(
             &target,
             key.unwrap_or(&ApiKey::new(String::new())),
             input.req,
             &input.headers,
             stream,
         );
+        call.stamp(&mut request.headers);
         (provider.api, request)
     }
 }

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use futures_util::FutureExt;
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderValue};
 use router_core::config::DeploymentId;
 use router_core::estimate::Accounting;
 use router_core::flow::{self, Flow, GiveUp, Next, Reached, Settle};
@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::line::InLine;
 use crate::router::{Planned, Router};
+use crate::trace::{SpanId, TraceParent};
 use crate::transport::CallFailure;
 use crate::types::{Attempt, AttemptOutcome, FinishReason, Receipt, Usage};
 use crate::wire::classify::FailureClass;
@@ -41,6 +42,26 @@ pub(crate) struct Request {
     pub(crate) account: Account,
     /// Its ticket in the deployments' lines.
     line: InLine,
+    /// Its place in the caller's trace.
+    trace: Option<TraceParent>,
+    /// The provider call under way: when it started, and its span id when traced.
+    calling: Option<(std::time::SystemTime, std::time::Instant, Option<SpanId>)>,
+}
+
+/// One provider call the flow makes: to which deployment, and the `traceparent` it sends when
+/// its request is traced.
+pub(crate) struct Call {
+    pub(crate) deployment: DeploymentId,
+    traceparent: Option<HeaderValue>,
+}
+
+impl Call {
+    /// Puts the call's `traceparent` in `headers`, over any the caller set.
+    pub(crate) fn stamp(&self, headers: &mut HeaderMap) {
+        if let Some(value) = &self.traceparent {
+            headers.insert("traceparent", value.clone());
+        }
+    }
 }
 
 impl Request {
@@ -107,6 +128,8 @@ impl Router {
             last_failure: None,
             last_denial: None,
             span,
+            trace: asked.trace,
+            calling: None,
         })
     }
 
@@ -119,7 +142,7 @@ impl Router {
         mut call: F,
     ) -> Result<(Guard, T), Error>
     where
-        F: FnMut(DeploymentId) -> Fut,
+        F: FnMut(Call) -> Fut,
         Fut: Future<Output = Result<T, CallFailure>>,
     {
         let mut guard: Option<Guard> = None;
@@ -156,7 +179,8 @@ impl Router {
                         );
                         let span = self.attempt_span(request, d);
                         let called = std::time::Instant::now();
-                        let result = call(d).instrument(span.clone()).await;
+                        let this_call = self.calling(request, d, called);
+                        let result = call(this_call).instrument(span.clone()).await;
                         request.upstream += called.elapsed();
                         match result {
                             Ok(output) => return Ok((held, output)),
@@ -221,6 +245,20 @@ impl Router {
                 request.last_denial = Some(denial);
                 Ok(next)
             }
+        }
+    }
+
+    /// Starts the record of a call to `d`, and draws its span id when the request is traced.
+    fn calling(&self, request: &mut Request, d: DeploymentId, at: std::time::Instant) -> Call {
+        let span_id = request.trace.map(|_| self.draw_u64().max(1).to_be_bytes());
+        request.calling = Some((self.system_now(), at, span_id));
+        let traceparent = request
+            .trace
+            .zip(span_id)
+            .and_then(|(trace, span)| HeaderValue::from_str(&trace.header_for(span)).ok());
+        Call {
+            deployment: d,
+            traceparent,
         }
     }
 
@@ -303,6 +341,7 @@ impl Router {
             "call failed"
         );
         request.attempts.push(self.attempt(
+            request,
             d,
             AttemptOutcome::Failed {
                 kind: failure.kind_name().to_owned(),
@@ -354,7 +393,9 @@ impl Router {
             completion_tokens = usage.completion_tokens,
             "answered"
         );
-        request.attempts.push(self.attempt(d, AttemptOutcome::Ok));
+        request
+            .attempts
+            .push(self.attempt(request, d, AttemptOutcome::Ok));
         let registry = &self.inner.registry;
         Receipt {
             request_id: request.id.clone(),
@@ -470,11 +511,20 @@ impl Router {
         }
     }
 
-    fn attempt(&self, d: DeploymentId, outcome: AttemptOutcome) -> Attempt {
+    /// The record of the call to `d` under way, ended with `outcome` now.
+    fn attempt(&self, request: &Request, d: DeploymentId, outcome: AttemptOutcome) -> Attempt {
+        let now = self.system_now();
+        let (started, took, span_id) = match request.calling {
+            Some((started, at, span_id)) => (started, at.elapsed(), span_id),
+            None => (now, std::time::Duration::ZERO, None),
+        };
         Attempt {
             provider: self.inner.registry.provider_of(d).name.clone(),
             model: self.inner.registry.deployment(d).model.clone(),
             outcome,
+            started,
+            took,
+            span_id,
         }
     }
 

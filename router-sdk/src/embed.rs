@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::asked::{Asked, Wants};
 use crate::chat::CallInput;
+use crate::drive::Call;
 use crate::embedding::{EmbedInput, EmbedRequest, EmbedResponse, NO_METADATA};
 use crate::error::Error;
 use crate::router::Router;
@@ -28,7 +29,7 @@ impl Router {
         let input = CallInput::of(&mut request, &req);
         async {
             let (guard, (embedded, headers)) = self
-                .until_answer(&mut request, |d| self.call_embed(&input, d))
+                .until_answer(&mut request, |call| self.call_embed(&input, call))
                 .await?;
             let receipt = self
                 .finish(
@@ -53,8 +54,9 @@ impl Router {
     async fn call_embed(
         &self,
         input: &CallInput<'_, EmbedRequest>,
-        d: DeploymentId,
+        call: Call,
     ) -> Result<(Embedded, reqwest::header::HeaderMap), CallFailure> {
+        let d = call.deployment;
         let registry = &self.inner.registry;
         let deployment = registry.deployment(d);
         let api = registry.provider(deployment.provider).api;
@@ -65,7 +67,8 @@ impl Router {
         };
         let key = input.keys.get(&deployment.provider);
         let empty = ApiKey::new(String::new());
-        let request = embed::build(&target, key.unwrap_or(&empty), input.req, &input.headers);
+        let mut request = embed::build(&target, key.unwrap_or(&empty), input.req, &input.headers);
+        call.stamp(&mut request.headers);
         let inputs = input.req.input.len();
         // As in `transport`: a failed call's size is dwarfed by the round trip that made it.
         #[allow(clippy::result_large_err)]
@@ -106,6 +109,7 @@ fn asked(req: &EmbedRequest) -> Result<Asked<'_>, Error> {
         priority: req.priority,
         deadline: req.deadline,
         headers: &req.headers,
+        trace: req.trace,
         metadata: &NO_METADATA,
         prefixes: None,
     })

@@ -79,6 +79,9 @@ pub struct EmbedRequest {
     /// Extra HTTP headers sent to the provider with every attempt, as
     /// [`ChatRequest::headers`](crate::ChatRequest) are.
     pub headers: Vec<(String, String)>,
+    /// The request's place in a distributed trace, as
+    /// [`ChatRequest::trace`](crate::ChatRequest) is.
+    pub trace: Option<crate::trace::TraceParent>,
 }
 
 impl EmbedRequest {
@@ -107,6 +110,7 @@ impl std::fmt::Debug for EmbedRequest {
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)
             .field("headers (values hidden)", &headers)
+            .field("trace", &self.trace)
             .finish()
     }
 }

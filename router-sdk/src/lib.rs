@@ -217,6 +217,7 @@ mod settler;
 mod stream;
 pub mod thinking;
 pub mod time;
+pub mod trace;
 mod transport;
 pub mod types;
 pub(crate) mod wire;

@@ -33,6 +33,7 @@ pub(crate) fn asked(req: &ChatRequest) -> Result<Asked<'_>, Error> {
         priority: req.priority,
         deadline: req.deadline,
         headers: &req.headers,
+        trace: req.trace,
         metadata: &req.metadata,
         prefixes: prefix_hashes(req),
     })

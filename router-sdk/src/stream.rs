@@ -129,7 +129,7 @@ impl Router {
         let span = request.span.clone();
         let input = CallInput::of(&mut request, &req);
         let (guard, opened) = self
-            .until_answer(&mut request, |d| self.open_stream(&input, d))
+            .until_answer(&mut request, |call| self.open_stream(&input, call))
             .instrument(span.clone())
             .await?;
         let d = guard.deployment();
@@ -214,9 +214,9 @@ impl Router {
     async fn open_stream(
         &self,
         input: &CallInput<'_>,
-        d: router_core::config::DeploymentId,
+        call: crate::drive::Call,
     ) -> Result<Opened, CallFailure> {
-        let (api, request) = self.wire(input, d, true);
+        let (api, request) = self.wire(input, &call, true);
         let limits = self.call_limits(input.deadline_ms);
         let now = || self.system_now();
         let response = transport::send(&self.inner.http, api, request, Some(limits), now).await?;

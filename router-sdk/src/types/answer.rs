@@ -195,6 +195,16 @@ pub struct Attempt {
     /// How it ended.
     #[serde(flatten)]
     pub outcome: AttemptOutcome,
+    /// When it started, by the router's clock.
+    #[serde(skip)]
+    pub started: std::time::SystemTime,
+    /// How long it took: until it failed, answered in full, or its stream ended.
+    #[serde(skip)]
+    pub took: Duration,
+    /// Its span id in the request's trace (sent in its `traceparent`), when the request
+    /// carried one ([`ChatRequest::trace`](crate::types::ChatRequest::trace)).
+    #[serde(skip)]
+    pub span_id: Option<crate::trace::SpanId>,
 }
 
 /// A completed chat: the answer and its receipt.

@@ -466,6 +466,10 @@ pub struct ChatRequest {
     /// body (`authorization`, `x-api-key`, `x-goog-api-key`, `content-type`, `content-length`,
     /// `host`, `transfer-encoding`) are refused with [`Error::InvalidRequest`](crate::Error).
     pub headers: Vec<(String, String)>,
+    /// The request's place in a distributed trace: each provider call then sends a
+    /// `traceparent` naming its own span, a child of `trace.parent_id`, and the receipt's
+    /// attempts carry those span ids.
+    pub trace: Option<crate::trace::TraceParent>,
 }
 
 impl std::fmt::Debug for ChatRequest {
@@ -498,6 +502,7 @@ impl std::fmt::Debug for ChatRequest {
             .field("deadline", &self.deadline)
             .field("priority", &self.priority)
             .field("headers (values hidden)", &headers)
+            .field("trace", &self.trace)
             .finish()
     }
 }

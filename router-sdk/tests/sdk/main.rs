@@ -21,6 +21,7 @@ mod settlement;
 mod shared_redis;
 mod support;
 mod tenants;
+mod traces;
 mod upstreams;
 mod usage;
 mod wire_fixtures;
