@@ -14,6 +14,7 @@ use crate::routes::{
     admin_routes, api_not_found, chat, count_tokens, embeddings, model, models, quota, ready,
     render_metrics, usage, wrong_method,
 };
+use crate::telemetry::Telemetry;
 use crate::{keys, metrics, ratelimit};
 
 /// One configuration as the gateway serves it: its router and the callers it lets in, with
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) headrooms: Arc<ratelimit::Headrooms>,
     /// Set once a reload replaced it (see `reload.rs`).
     pub(crate) retired: Retired,
+    /// Which requests are traced, and where their spans go.
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 impl Shared {
@@ -45,6 +48,7 @@ impl Shared {
             streams: self.streams.clone(),
             headrooms: self.headrooms.clone(),
             retired: Retired::default(),
+            telemetry: self.telemetry.clone(),
         }
     }
 }
@@ -62,6 +66,8 @@ pub struct Apps {
     pub keys: keys::KeysSeen,
     /// Reloads the configuration (for SIGHUP).
     pub reload: Reload,
+    /// The traces, flushed when the gateway stops.
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 /// Reloads a gateway's configuration: see `reload.rs`.
@@ -95,6 +101,7 @@ pub fn apps_reloading(router: Router, access: Access, rebuild: Option<Rebuild>) 
         tokio::spawn(keys::watch(Arc::downgrade(access.runtime())));
     }
     let seen = access.runtime().seen();
+    let telemetry = Arc::new(Telemetry::start(&router.registry().telemetry));
     let cut = CancellationToken::new();
     let streams = Arc::new(Streams::default());
     let shared = Shared {
@@ -105,6 +112,7 @@ pub fn apps_reloading(router: Router, access: Access, rebuild: Option<Rebuild>) 
         streams: streams.clone(),
         headrooms: Arc::default(),
         retired: Retired::default(),
+        telemetry: telemetry.clone(),
     };
     let shared = Arc::new(Gateway::new(shared, rebuild));
     // Every refusal is in OpenAI's error shape: a wrong method (405, with `Allow`), an unknown
@@ -165,6 +173,7 @@ pub fn apps_reloading(router: Router, access: Access, rebuild: Option<Rebuild>) 
         },
         keys: seen,
         reload: Reload(shared),
+        telemetry,
     }
 }
 

@@ -34,6 +34,7 @@ mod ratelimit;
 mod reload;
 mod routes;
 mod serve;
+mod telemetry;
 
 pub use app::{Apps, Reload, app, apps, apps_reloading};
 pub use auth::{Access, hash_key, new_key};

@@ -159,6 +159,8 @@ pub async fn run(
         reloader.abort();
     }
     served?;
+    // The spans of the last requests, unless the collector is slow.
+    apps.telemetry.flush(TRACES_FLUSH).await;
     // The configuration served last; those a reload replaced drain by themselves.
     let router = apps.reload.router();
     // Settlements retry while the ledger refuses them (say, Redis is away); another stop ends
@@ -172,6 +174,9 @@ pub async fn run(
     }
     Ok(())
 }
+
+/// How long a stopping gateway waits for the collector to take the last spans.
+const TRACES_FLUSH: Duration = Duration::from_secs(2);
 
 /// Waits for `serving` to end, cutting off what is in flight `grace` after the first stop (or
 /// at the second) and dropping the server [`CUT_GRACE`] after that.

@@ -20,6 +20,7 @@
 //! | `llmroute_usage_records_total` | to | usage records written to the sink as they came (`sink`), to the spill file (`spill`), replayed from it (`replayed`) |
 //! | `llmroute_usage_sink_down` | | 1 while the usage sink fails (records go to the spill file) |
 //! | `llmroute_streams_total` | ended | streamed answers by how they ended: `completed`, `broken` (the provider's stream failed), `client_gone`, `shutdown` (cut at the gateway's stop), `unread` (dropped past its deadline unread) |
+//! | `llmroute_trace_spans_total` | result | spans sent to the collector (`exported`), refused or lost with a failed export (`failed`), dropped for a full export queue (`dropped`); only with `telemetry` on |
 //! | `llmroute_config_reloads_total` | result | configuration reloads (SIGHUP, `POST /admin/v1/reload`): `ok`, or `error` (the old configuration kept) |
 
 use std::sync::atomic::AtomicU64;
@@ -33,6 +34,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use router_core::ledger::Mode;
 use router_sdk::{Attempt, AttemptOutcome, Receipt, Router};
+
+use crate::telemetry::Telemetry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -106,6 +109,7 @@ pub(crate) struct Metrics {
     usage_sink_down: Gauge,
     config_reloads: Family<ResultLabels, Counter>,
     streams: Family<EndLabels, Counter>,
+    trace_spans: Family<ResultLabels, Counter>,
     /// Each deployment's last call and cooldown cause, for the dashboard and readiness.
     pub(crate) calls: crate::calls::Calls,
 }
@@ -132,7 +136,7 @@ pub(crate) enum StreamEnd {
 }
 
 impl StreamEnd {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
             Self::Broken => "broken",
@@ -205,6 +209,7 @@ impl Metrics {
             usage_sink_down: Gauge::default(),
             config_reloads: Family::default(),
             streams: Family::default(),
+            trace_spans: Family::default(),
             calls: Default::default(),
             registry: Registry::default(),
         };
@@ -218,6 +223,12 @@ impl Metrics {
             "llmroute_streams",
             "Streamed answers by how they ended: completed, broken, client_gone, shutdown, unread",
             m.streams.clone(),
+        );
+        r.register(
+            "llmroute_trace_spans",
+            "Spans sent to the collector (exported), refused or lost with a failed export \
+             (failed), or dropped because the export queue was full (dropped)",
+            m.trace_spans.clone(),
         );
         r.register(
             "llmroute_requests",
@@ -411,7 +422,16 @@ impl Metrics {
 
     /// The metrics as OpenMetrics text, with each deployment's headroom read from the ledger
     /// now (one snapshot of every deployment).
-    pub(crate) async fn render(&self, router: &Router) -> String {
+    pub(crate) async fn render(&self, router: &Router, telemetry: &Telemetry) -> String {
+        if let Some(counts) = telemetry.counts() {
+            let follow = |result: &'static str, total: u64| {
+                let c = self.trace_spans.get_or_create(&ResultLabels { result });
+                c.inc_by(total.saturating_sub(c.get()));
+            };
+            follow("exported", counts.exported);
+            follow("failed", counts.failed);
+            follow("dropped", counts.dropped);
+        }
         let registry = router.registry();
         let all: Vec<_> = registry.deployment_ids().collect();
         match router.ledger().snapshot(&all).await {

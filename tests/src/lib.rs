@@ -15,13 +15,15 @@
 //! of the test's own, dropped with the guard; an unreachable server fails the test with
 //! instructions. [`Gate`] forwards TCP to a server and can be closed, paused and opened again, so
 //! a test can make the server unreachable or silent while it keeps running. [`Logs`] records
-//! what a test's code logs; [`breaking_upstream`] breaks its connection mid-stream.
+//! what a test's code logs; [`breaking_upstream`] breaks its connection mid-stream;
+//! [`otlp::Collector`] takes OTLP/HTTP trace exports.
 #![forbid(unsafe_code)]
 
 pub mod breaking;
 pub mod enforcer;
 pub mod gate;
 pub mod logs;
+pub mod otlp;
 pub mod postgres;
 
 pub use breaking::breaking_upstream;

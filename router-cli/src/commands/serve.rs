@@ -37,7 +37,16 @@ pub(crate) async fn run(
     args: &ServeArgs,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
-    let loaded = ctx.load()?;
+    let mut loaded = ctx.load()?;
+    // The standard OpenTelemetry variables, over the file's `telemetry:`.
+    let telemetry = loaded.registry.telemetry.clone();
+    loaded.registry.telemetry = telemetry
+        .with_env(|name| std::env::var(name).ok())
+        .map_err(|e| Failure::usage(anyhow!("{e}")))?;
+    if let Some(endpoint) = &loaded.registry.telemetry.endpoint {
+        let ratio = loaded.registry.telemetry.sample_ratio;
+        tracing::info!(%endpoint, ratio, "telemetry: traces go to {endpoint}");
+    }
     let gateway = &loaded.registry.gateway;
     let addr = args.listen.unwrap_or(gateway.listen);
     let metrics = args.metrics_listen.or(gateway.metrics_listen);

@@ -16,4 +16,5 @@ mod serve;
 mod signals;
 mod structured;
 mod support;
+mod traces;
 mod usage;

@@ -28,8 +28,8 @@ pub(crate) fn check_base_url(text: &str) -> Result<String, String> {
     check(text).map_err(|problem| format!("{problem}; {WRITE}"))
 }
 
-/// [`check_base_url`] without the closing advice.
-fn check(text: &str) -> Result<String, String> {
+/// [`check_base_url`] without the closing advice: for other URLs (a collector's).
+pub(crate) fn check(text: &str) -> Result<String, String> {
     let shown = shown(text);
     if text.trim().is_empty() {
         return Err("must not be empty".to_owned());

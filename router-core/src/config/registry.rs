@@ -41,6 +41,8 @@ pub struct Registry {
     pub ledger: LedgerSettings,
     /// Where usage records go (`usage:`); `None`: the driver's default.
     pub usage: Option<UsageSettings>,
+    /// Where the gateway's traces go (`telemetry:`), before the `OTEL_*` variables.
+    pub telemetry: super::Telemetry,
 }
 
 impl std::fmt::Debug for Registry {
@@ -58,6 +60,7 @@ impl std::fmt::Debug for Registry {
             .field("gateway", &self.gateway)
             .field("ledger", &self.ledger)
             .field("usage", &self.usage)
+            .field("telemetry", &self.telemetry)
             .finish()
     }
 }

@@ -17,6 +17,7 @@ use crate::app::Shared;
 use crate::errors::ApiError;
 use crate::ingress::{Answering, Ingress};
 use crate::reload::Live;
+use crate::telemetry::{Asked, ServerSpan};
 use crate::{auth, body, metrics, ratelimit};
 
 pub(crate) async fn chat<I: Ingress>(
@@ -32,6 +33,8 @@ pub(crate) async fn chat<I: Ingress>(
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(router_core::config::NO_TENANT);
     let mut gone = ClientGone::new(I::ROUTE, &shared, &request_id, tenant, started);
+    let path = I::ROUTE.trim_start_matches("POST ");
+    let mut span = shared.telemetry.begin(&headers, "chat", path);
     let outcome = match caller {
         Ok(caller) => {
             // The body is read once the key is known: a caller without a key cannot make the
@@ -45,15 +48,23 @@ pub(crate) async fn chat<I: Ingress>(
                 body,
                 &request_id,
                 &mut gone.counted,
+                &mut span,
             )
             .await
         }
         Err(e) => Err(Failed::from(e)),
     };
-    let response = match outcome {
-        Ok(response) => response,
-        Err(failed) => failed.respond(&shared, tenant, started, I::SHAPE, &request_id),
+    let (response, code) = match outcome {
+        Ok(response) => (response, "ok"),
+        Err(failed) => {
+            let code = failed.code();
+            let response = failed.respond(&shared, tenant, started, I::SHAPE, &request_id);
+            (response, code)
+        }
     };
+    if let Some(span) = span {
+        span.end(response.status().as_u16(), code);
+    }
     gone.answered();
     let h = response.headers();
     let shown = |name: &str| header(h, name).unwrap_or("-");
@@ -148,7 +159,8 @@ impl From<ApiError> for Failed {
 }
 
 /// `caller`'s request: its body read, routed and answered. `counted` turns true once an answer
-/// is counted in the metrics (a failure is counted by the caller).
+/// is counted in the metrics (a failure is counted by the caller). A traced request's `span`
+/// records what was asked and answered; a stream takes it, to end it with its last event.
 pub(crate) async fn answer<I: Ingress>(
     shared: &Arc<Shared>,
     caller: &auth::Caller,
@@ -156,6 +168,7 @@ pub(crate) async fn answer<I: Ingress>(
     body: Result<Bytes, ApiError>,
     request_id: &str,
     counted: &mut bool,
+    span: &mut Option<ServerSpan>,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
     let tenant_label = caller
@@ -175,6 +188,17 @@ pub(crate) async fn answer<I: Ingress>(
     req.key_account = caller.account.clone();
     req.request_id = Some(request_id.to_owned());
     options::apply(&mut req, headers, caller, shared.router.registry())?;
+    if let Some(span) = span.as_mut() {
+        span.asked(Asked {
+            model: &model,
+            request_id,
+            stream: read.stream,
+            max_tokens: req.max_tokens,
+            tenant: req.tenant.as_deref(),
+            key_id: req.key_id.as_deref(),
+        });
+        req.trace = Some(span.for_calls());
+    }
     let router = &shared.router;
     let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
     // A refusal of the router: a 429 reports the window as the refusal found it, or the
@@ -192,7 +216,10 @@ pub(crate) async fn answer<I: Ingress>(
         let (stream, headroom) = beside(shared, router.chat_stream(req), headroom).await?;
         let stream = match stream {
             Ok(stream) => stream,
-            Err(e) => return Err(refused(e, headroom).await),
+            Err(e) => {
+                traced_failure(span, &e, router);
+                return Err(refused(e, headroom).await);
+            }
         };
         let who = metrics::Served {
             tenant: &tenant_label,
@@ -209,6 +236,7 @@ pub(crate) async fn answer<I: Ingress>(
             shared: shared.clone(),
             tenant: tenant_label.clone(),
             request_id: request_id.to_owned(),
+            span: span.take(),
         };
         let at = Answering {
             request_id: request_id.to_owned(),
@@ -223,9 +251,15 @@ pub(crate) async fn answer<I: Ingress>(
         let (answer, headroom) = beside(shared, router.chat(req), headroom).await?;
         let answer = match answer {
             Ok(answer) => answer,
-            Err(e) => return Err(refused(e, headroom).await),
+            Err(e) => {
+                traced_failure(span, &e, router);
+                return Err(refused(e, headroom).await);
+            }
         };
         let r = &answer.receipt;
+        if let Some(span) = span.as_mut() {
+            span.answered(r, router.registry());
+        }
         let who = metrics::Served {
             tenant: &tenant_label,
             provider: &r.provider,
@@ -262,6 +296,17 @@ pub(crate) async fn answer<I: Ingress>(
         set_headers(response.headers_mut(), &[("x-llmroute-dropped", &dropped)]);
     }
     Ok(response)
+}
+
+/// A traced request's failure: its provider calls, each a span.
+pub(crate) fn traced_failure(
+    span: &mut Option<ServerSpan>,
+    e: &router_sdk::Error,
+    router: &router_sdk::Router,
+) {
+    if let Some(span) = span.as_mut() {
+        span.attempts(e.attempts(), router.registry());
+    }
 }
 
 /// `x-llmroute-dropped`: what the ingress left out, comma-separated; past the first 32, how
@@ -355,6 +400,11 @@ impl Failed {
             model,
             rates: None,
         }
+    }
+
+    /// Its error's code, as metrics and spans name the outcome.
+    pub(crate) fn code(&self) -> &'static str {
+        self.error.code()
     }
 
     /// Whether it is a 429, which reports the caller's window (`x-ratelimit-*`).

@@ -96,7 +96,10 @@ pub(crate) fn request_id_of(headers: &HeaderMap) -> String {
 }
 
 pub(crate) async fn render_metrics(Live(shared): Live) -> Response {
-    let text = shared.metrics.render(&shared.router).await;
+    let text = shared
+        .metrics
+        .render(&shared.router, &shared.telemetry)
+        .await;
     let mut response = text.into_response();
     response.headers_mut().insert(
         axum::http::header::CONTENT_TYPE,

@@ -18,6 +18,7 @@ use crate::cut::{Expiry, Slot, Streams};
 use crate::errors::ApiError;
 use crate::ingress::{Events, Sse};
 use crate::metrics;
+use crate::telemetry::ServerSpan;
 
 /// A streamed answer as SSE, written by `events` as chunks arrive. When the client goes away,
 /// the stream is dropped, which cancels the upstream call and settles its reservation.
@@ -56,6 +57,8 @@ pub(crate) struct Counted {
     pub(crate) shared: Arc<Shared>,
     pub(crate) tenant: String,
     pub(crate) request_id: String,
+    /// The request's span when it is traced, ended with the stream.
+    pub(crate) span: Option<ServerSpan>,
 }
 
 /// Turns the router's stream into SSE events.
@@ -77,6 +80,9 @@ impl Drop for Relay {
     fn drop(&mut self) {
         let end = self.ended.unwrap_or(metrics::StreamEnd::ClientGone);
         self.counted.shared.metrics.stream_ended(end);
+        if let Some(span) = self.counted.span.take() {
+            span.end_stream(end.as_str());
+        }
     }
 }
 
@@ -136,6 +142,9 @@ impl Relay {
                         model: &receipt.model,
                     };
                     self.counted.shared.metrics.answered(&who, &receipt);
+                    if let Some(span) = self.counted.span.as_mut() {
+                        span.answered(&receipt, self.counted.shared.router.registry());
+                    }
                     let end = self.events.chunk(ChatChunk::Done(receipt));
                     self.pending.extend(end.into_iter().map(Sse::event));
                     self.ended = Some(metrics::StreamEnd::Completed);
@@ -146,6 +155,8 @@ impl Relay {
                 }
                 Some(Err(e)) => {
                     self.counted.shared.metrics.attempts(e.attempts());
+                    let router = &self.counted.shared.router;
+                    super::chat::traced_failure(&mut self.counted.span, &e, router);
                     let error = ApiError::logged(e, &self.counted.request_id);
                     self.pending
                         .extend(self.events.failed(&error).into_iter().map(Sse::event));

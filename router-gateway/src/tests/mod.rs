@@ -269,3 +269,4 @@ mod refusals;
 mod reload;
 mod reports;
 mod responses;
+mod traces;

@@ -57,6 +57,21 @@ pub(crate) struct RawConfig {
     /// Where usage records go.
     #[serde(default)]
     pub(crate) usage: Option<At<RawUsage>>,
+    /// Where traces go.
+    #[serde(default)]
+    pub(crate) telemetry: Option<RawTelemetry>,
+}
+
+/// `telemetry:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTelemetry {
+    #[serde(default)]
+    pub(crate) endpoint: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) sample_ratio: Option<At<Number>>,
+    #[serde(default)]
+    pub(crate) service_name: Option<At<String>>,
 }
 
 /// `ledger:`.

@@ -13,6 +13,7 @@ use gateway::gateway;
 use ledger::ledger;
 use providers::providers;
 use routes::routes;
+use telemetry::telemetry;
 use tenants::{priorities, tenants};
 use usage::usage;
 
@@ -29,6 +30,7 @@ mod ledger;
 mod price;
 mod providers;
 mod routes;
+mod telemetry;
 mod tenants;
 mod usage;
 
@@ -49,6 +51,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
     let priorities = priorities(&ctx, raw.priorities.as_ref())?;
     let ledger = ledger(&ctx, raw.ledger.as_ref())?;
     let usage = usage(&ctx, raw.usage.as_ref())?;
+    let telemetry = telemetry(&ctx, raw.telemetry.as_ref())?;
     let (providers, deployments) = providers(&ctx, raw)?;
     let models = Models(&deployments);
     let routes = routes(&ctx, raw.routes.as_ref(), models, &tenants)?;
@@ -70,6 +73,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &str) -> Result<Registry, Config
         gateway,
         ledger,
         usage,
+        telemetry,
     })
 }
 

@@ -13,11 +13,12 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use router_core::config::NO_TENANT;
 
-use super::chat::{ClientGone, Failed, beside, chat_access_line};
+use super::chat::{ClientGone, Failed, beside, chat_access_line, traced_failure};
 use super::{header, options, request_id_of, set_headers, set_wait_headers};
 use crate::app::Shared;
 use crate::errors::{ApiError, Shape};
 use crate::reload::Live;
+use crate::telemetry::{Asked, ServerSpan};
 use crate::{auth, metrics, ratelimit};
 
 /// The route, as access lines name it.
@@ -32,6 +33,9 @@ pub(crate) async fn embeddings(Live(shared): Live, request: axum::extract::Reque
     let tenant = caller.as_ref().ok().and_then(|c| c.tenant.clone());
     let tenant = tenant.as_deref().unwrap_or(NO_TENANT);
     let mut gone = ClientGone::new(ROUTE, &shared, &request_id, tenant, started);
+    let mut span = shared
+        .telemetry
+        .begin(&headers, "embeddings", "/v1/embeddings");
     let outcome = match caller {
         Ok(caller) => {
             // The body is read once the key is known, as for chat.
@@ -43,13 +47,21 @@ pub(crate) async fn embeddings(Live(shared): Live, request: axum::extract::Reque
                 headers: &headers,
                 request_id: &request_id,
             };
-            answer(&shared, &who, body, &mut gone).await
+            answer(&shared, &who, body, &mut gone, &mut span).await
         }
         Err(e) => Err(Failed::from(e)),
     };
-    let response = outcome.unwrap_or_else(|failed| {
-        failed.respond(&shared, tenant, started, Shape::OpenAi, &request_id)
-    });
+    let (response, code) = match outcome {
+        Ok(response) => (response, "ok"),
+        Err(failed) => {
+            let code = failed.code();
+            let response = failed.respond(&shared, tenant, started, Shape::OpenAi, &request_id);
+            (response, code)
+        }
+    };
+    if let Some(span) = span {
+        span.end(response.status().as_u16(), code);
+    }
     gone.answered();
     let h = response.headers();
     let shown = |name: &str| header(h, name).unwrap_or("-");
@@ -73,6 +85,7 @@ async fn answer(
     who: &Who<'_>,
     body: Result<Bytes, ApiError>,
     gone: &mut ClientGone<'_>,
+    span: &mut Option<ServerSpan>,
 ) -> Result<Response, Failed> {
     let started = std::time::Instant::now();
     let (caller, router) = (who.caller, &shared.router);
@@ -88,6 +101,17 @@ async fn answer(
     req.deadline = options.deadline;
     req.headers = options.forwarded;
     req.providers = options.providers.unwrap_or_default();
+    if let Some(span) = span.as_mut() {
+        span.asked(Asked {
+            model: &model,
+            request_id: who.request_id,
+            stream: false,
+            max_tokens: None,
+            tenant: req.tenant.as_deref(),
+            key_id: req.key_id.as_deref(),
+        });
+        req.trace = Some(span.for_calls());
+    }
     let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
     // Read beside the admission, as for chat.
     let headroom = rates.headroom(router, &shared.headrooms);
@@ -95,6 +119,7 @@ async fn answer(
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) => {
+            traced_failure(span, &e, router);
             let failed = Failed::routed(shared, e, who.request_id);
             if !failed.is_too_many() {
                 return Err(failed);
@@ -103,6 +128,9 @@ async fn answer(
         }
     };
     let r = &answer.receipt;
+    if let Some(span) = span.as_mut() {
+        span.answered(r, router.registry());
+    }
     let tenant = caller.tenant.as_deref().unwrap_or(NO_TENANT);
     let who = metrics::Served {
         tenant,
