@@ -9,7 +9,7 @@ use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry, RouteMatch};
 use router_core::estimate::{self, Estimator};
 use router_core::flow::{self, Ask, Reports};
-use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Verdict};
+use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Unconcerned, Verdict};
 use router_core::prompt_cache::{PrefixHashes, PromptCache};
 use router_core::retry::RetryPolicy;
 use router_state::store::{self, Environment, LedgerChoice, LocalStore};
@@ -142,6 +142,8 @@ impl RouterBuilder {
                 store::open_with_clock(&choice, &registry, self.clock.clone()).await?
             }
         };
+        // Requests no limit concerns are admitted without the store.
+        let ledger = Unconcerned::wrap(ledger, &registry, self.clock.clone());
         let http = self
             .http
             .unwrap_or_else(|| reqwest::Client::builder().connect_timeout(Duration::from_secs(10)))

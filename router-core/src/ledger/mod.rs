@@ -56,6 +56,7 @@ mod scopes;
 mod sqlite;
 mod tenant;
 mod types;
+mod unconcerned;
 mod window;
 
 use futures_util::future::BoxFuture;
@@ -75,6 +76,7 @@ pub use types::{
     ScopeUsage, Settlement, TenantHold, TenantNeed, TenantSnapshot, TenantSpec, Ticket, Verdict,
     WindowUse, usd_to_micros,
 };
+pub use unconcerned::{COOLDOWNS_EVERY, Unconcerned};
 pub use window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS};
 
 use crate::config::DeploymentId;

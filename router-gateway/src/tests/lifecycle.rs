@@ -100,6 +100,8 @@ async fn a_cut_drops_a_stream_no_one_polls_and_settles_it() {
     let r = start_over(MockServer::start().await, &held.base, "", "").await;
     let mut req = router_sdk::ChatRequest::new("Hi");
     req.model = Some("chat".into());
+    // A tenant's request: counted in flight (the model has no limit of its own).
+    req.tenant = Some("acme".into());
     let stream = r.router.chat_stream(req).await.unwrap();
     held.arrived.recv().await.unwrap();
     let slot = r.cut.streams.hold(stream);
@@ -144,6 +146,7 @@ async fn a_stream_no_one_reads_is_dropped_past_its_deadline_and_settled() {
     let r = start_over(MockServer::start().await, &held.base, "", "").await;
     let mut req = router_sdk::ChatRequest::new("Hi");
     req.model = Some("chat".into());
+    req.tenant = Some("acme".into());
     req.deadline = Some(std::time::Duration::from_secs(1));
     let stream = r.router.chat_stream(req).await.unwrap();
     held.arrived.recv().await.unwrap();

@@ -40,7 +40,7 @@ providers:
     base_url: {}/v1beta
     api_key_env: GEM_API_KEY
     models:
-      - {{ name: gem-embed, kind: embedding, aliases: [gembed, both], price: {{ input: 0.01 }}, dimensions: 768 }}
+      - {{ name: gem-embed, kind: embedding, aliases: [gembed, both], price: {{ input: 0.01 }}, dimensions: 768, limits: {{ tpm: 1000000 }} }}
 {extra}",
         servers[0].uri(),
         servers[1].uri(),
