@@ -47,31 +47,7 @@ async fn a_429_seen_by_one_router_makes_the_other_skip_that_deployment() {
 
     let mut routers = Vec::new();
     for cheap in [&cheap_a, &cheap_b] {
-        let registry = Registry::from_yaml_str(
-            &config(&[(&ups[0], cheap.uri()), (&ups[1], dear.uri())]),
-            "t.yaml",
-        )
-        .unwrap();
-        let options = RedisStoreOptions {
-            namespace: redis.namespace.clone(),
-            ..Default::default()
-        };
-        let store: Arc<dyn Ledger> = Arc::new(
-            RedisStore::connect(&redis.url, &registry, options)
-                .await
-                .unwrap(),
-        );
-        let keys = ups.iter().fold(StaticKeys::new(), |k, u| {
-            k.with(key_var(u.name), planted_key(u.name))
-        });
-        routers.push(
-            Router::builder(registry)
-                .ledger(store)
-                .keys(Arc::new(keys))
-                .build()
-                .await
-                .unwrap(),
-        );
+        routers.push(router_over(&redis, &ups, &[cheap.uri(), dear.uri()]).await);
     }
     let a = routers[0].chat(ChatRequest::new("Hello")).await.unwrap();
     assert_eq!(
