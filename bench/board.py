@@ -17,6 +17,7 @@ import os
 import sys
 
 LABELS = {
+    "proxy": "reference: `bare-proxy` (no router)",
     "memory": "memory (`ledger: memory`)",
     "embedded": "embedded (SQLite)",
     "redis": "Redis",

@@ -8,14 +8,14 @@
 # the gateways; default: their own default, usage records in SQLite in each case's state directory).
 set -euo pipefail
 
-ALL_CASES=memory,embedded,redis,redis-lease,redis-keyed
+ALL_CASES=proxy,memory,embedded,redis,redis-lease,redis-keyed
 
 usage() {
     cat <<EOF
 usage: bench/board.sh [--quick] [--no-build] [--cases LIST]
 
   --quick        fewer requests and shorter load runs: a smoke test (about 1.5 minutes)
-  --no-build     do not run cargo; use target/dist/{llmroute,mock-upstream,loadgen} as built
+  --no-build     do not run cargo; use target/dist/{llmroute,mock-upstream,loadgen,bare-proxy} as built
   --cases LIST   comma-separated, out of $ALL_CASES (default: all)
   -h, --help     this text
 
@@ -62,13 +62,14 @@ TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 LLMROUTE=$TARGET/dist/llmroute
 MOCK=$TARGET/dist/mock-upstream
 LOADGEN=$TARGET/dist/loadgen
+PROXY=$TARGET/dist/bare-proxy
 command -v redis-server >/dev/null || { echo "board.sh: redis-server is not installed" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "board.sh: python3 is not installed" >&2; exit 1; }
 if ((BUILD)); then
     (cd "$REPO" && cargo build --profile dist -p router-cli &&
-        cargo build --profile dist -p llmroute-tests --bin mock-upstream --bin loadgen)
+        cargo build --profile dist -p llmroute-tests --bin mock-upstream --bin loadgen --bin bare-proxy)
 fi
-for bin in "$LLMROUTE" "$MOCK" "$LOADGEN"; do
+for bin in "$LLMROUTE" "$MOCK" "$LOADGEN" "$PROXY"; do
     [[ -x $bin ]] || { echo "board.sh: no $bin (drop --no-build?)" >&2; exit 1; }
 done
 
@@ -174,6 +175,10 @@ KEY=llmr-board-key-0123456789abcdef
 start_gateway() { # start_gateway CASE: sets GATEWAY_PID and GATEWAY_URL; fails if it does not start
     local case=$1 dir=$OUT/$1 auth=(--no-auth)
     mkdir -p "$dir/state"
+    if [[ $case == proxy ]]; then
+        start_proxy "$dir"
+        return
+    fi
     python3 "$REPO/bench/board_config.py" "$case" "$NOW_URL" "$SLOW_URL" "127.0.0.1:$REDIS_PORT" "$KEY" \
         >"$dir/gateway.yaml"
     [[ $case == redis-keyed ]] && auth=()
@@ -182,6 +187,17 @@ start_gateway() { # start_gateway CASE: sets GATEWAY_PID and GATEWAY_URL; fails 
         >"$dir/gateway.out" 2>"$dir/gateway.log" &
     GATEWAY_PID=$!
     if ! GATEWAY_URL=$(first_url "$dir/gateway.out" "$GATEWAY_PID" "llmroute gateway listening on "); then
+        stop_pid "$GATEWAY_PID"
+        GATEWAY_PID=""
+        return 1
+    fi
+}
+
+start_proxy() { # start_proxy DIR: the reference, bare-proxy, in the gateway's place
+    local dir=$1
+    "$PROXY" --route "now=$NOW_URL" --route "slow=$SLOW_URL" >"$dir/gateway.out" 2>"$dir/gateway.log" &
+    GATEWAY_PID=$!
+    if ! GATEWAY_URL=$(first_url "$dir/gateway.out" "$GATEWAY_PID" "listening on "); then
         stop_pid "$GATEWAY_PID"
         GATEWAY_PID=""
         return 1
