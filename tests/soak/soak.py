@@ -326,12 +326,21 @@ def metric(values, name, **labels):
     return total
 
 
-def rss_kib(pid):
+def memory_kib(pid):
+    """VmRSS and its parts (RssAnon, RssFile, RssShmem) of the process, in KiB."""
+    found = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise Failed(f"no VmRSS for pid {pid}")
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                found[name] = int(value.split()[0])
+    if "VmRSS" not in found:
+        raise Failed(f"no VmRSS for pid {pid}")
+    return found
+
+
+def rss_kib(pid):
+    return memory_kib(pid)["VmRSS"]
 
 
 def sockets_by_inode(pid):
@@ -663,7 +672,7 @@ class Sampler:
     def __init__(self, pid, clock):
         self.pid = pid
         self.clock = clock
-        self.samples = []  # (t, rss KiB, fds)
+        self.samples = []  # (t, VmRSS KiB, RssAnon KiB, fds)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, name="sampler", daemon=True)
         self.thread.start()
@@ -672,14 +681,15 @@ class Sampler:
         while True:
             try:
                 fds = len(os.listdir(f"/proc/{self.pid}/fd"))
-                self.samples.append((self.clock(), rss_kib(self.pid), fds))
+                memory = memory_kib(self.pid)
+                self.samples.append((self.clock(), memory["VmRSS"], memory.get("RssAnon", 0), fds))
             except (OSError, Failed):
                 return
             if self.stop.wait(SAMPLE_EVERY):
                 return
 
-    def between(self, start, end):
-        return [rss for t, rss, _ in self.samples if start <= t <= end]
+    def between(self, start, end, anon=False):
+        return [a if anon else rss for t, rss, a, _ in self.samples if start <= t <= end]
 
 
 def quiet(load, gateway, ports, what):
@@ -857,8 +867,10 @@ def main():
         for r in results:
             key = r["key"]
             status = r["status"]
-            if status == 200 and r["detail"] is None:
+            if status == 200:
+                # Admitted, so recorded, even if what came back was wrong (then counted below).
                 admitted[r["rid"]] = r["kind"]
+            if status == 200 and r["detail"] is None:
                 outcomes[f"{r['kind']} 200"] += 1
             elif status == 401 and key.revoking_at is not None and key.revoking_at <= r["ended"]:
                 outcomes["401 revoked key" + (" (on purpose)" if r["revoked_on_purpose"] else " (raced)")] += 1
@@ -886,17 +898,24 @@ def main():
                      + (f", lost at {r['key'].lost_at:.1f} s" if r["key"].lost_at is not None else "")
                      + f"): {r['status']} {r['detail']}" for r in bad[:12]]
             failures.append(f"{len(bad)} requests answered other than expected:\n" + "\n".join(lines))
-            refused_after = [k for k in keys.all if k.made_at >= back and k.unknown]
-            if refused_after:
-                made_after = [k for k in keys.all if k.made_at >= back]
-                failures.append(
-                    f"{len(refused_after)} of the {len(made_after)} keys made through the admin API after "
-                    f"Redis came back empty were answered 401 \"unknown API key\" by the gateway that "
-                    f"made them. The key store's version was {keys.version_lost} when Redis went away; "
-                    f"the keys made since, with the version each raised the new store to, and the "
-                    f"answers they got: " + "; ".join(
-                        f"#{k.number} {k.id} v{k.version}: {k.served} x 200, {k.unknown} x 401"
-                        for k in made_after))
+            made_after = [k for k in keys.all if k.made_at >= back]
+            refused = [k for k in made_after if k.unknown]
+            served = [k for k in made_after if k.served]
+            if refused:
+                what = (f"{len(refused)} of the {len(made_after)} keys made through the admin API after "
+                        f"Redis came back empty were answered 401 \"unknown API key\" by the gateway that "
+                        f"made them: those that raised the new key store's version to "
+                        f"{', '.join(f'v{k.version}' for k in refused[:8])}{' ...' if len(refused) > 8 else ''}"
+                        f" (the old store was at v{keys.version_lost} when Redis went away)")
+                if served:
+                    what += (f"; served: {', '.join(f'#{k.number} {k.id} at v{k.version}' for k in served[:3])}"
+                             f", the first at {served[0].made_at:.0f} s")
+                if max(k.version for k in refused) <= keys.version_lost < min(
+                        [k.version for k in served] or [keys.version_lost + 1]):
+                    what += (f". The gateway serves no key of the new store until its version passes the "
+                             f"old one's (router-gateway/src/keys.rs: a listing with a lower version never "
+                             f"replaces the view)")
+                failures.append(what)
         if not any(k.startswith("401 revoked") for k in outcomes):
             failures.append("no request with a revoked key was sent: the keys were not revoked")
 
@@ -908,14 +927,21 @@ def main():
             failures.append(f"too few RSS samples ({len(first)} and {len(last)})")
         else:
             growth = statistics.median(last) / statistics.median(first) - 1
-            peak = max(rss for _, rss, _ in samples)
+            peak = max(rss for _, rss, _, _ in samples)
+            anon_first = statistics.median(sampler.between(*window_first, anon=True))
+            anon_last = statistics.median(sampler.between(ended - window, ended, anon=True))
             report.append(f"RSS: {samples[0][1] / 1024:.1f} MiB at start; after the warm-up "
                           f"{summarize_samples(first)}, at the end {summarize_samples(last)}: "
-                          f"{growth * 100:+.2f} % (limit {RSS_GROWTH_MAX * 100:.0f} %); peak {peak / 1024:.1f} MiB")
+                          f"{growth * 100:+.2f} % (limit {RSS_GROWTH_MAX * 100:.0f} %); peak {peak / 1024:.1f} MiB; "
+                          f"of which anonymous {anon_first / 1024:.1f} then {anon_last / 1024:.1f} MiB")
+            # Where it grew: the median of each tenth of the time from the warm-up to the end.
+            start, step = window_first[0], (ended - window_first[0]) / 10
+            tenths = [sampler.between(start + i * step, start + (i + 1) * step) for i in range(10)]
+            trend = " ".join(f"{statistics.median(t) / 1024:.1f}" if t else "-" for t in tenths)
+            report.append(f"  RSS after the warm-up, MiB, by tenth of the time left: {trend}")
             if growth >= RSS_GROWTH_MAX:
-                trend = [f"{t:.0f}s {rss / 1024:.1f}" for t, rss, _ in samples[::max(1, len(samples) // 12)]]
                 failures.append(f"RSS grew {growth * 100:.2f} % from after the warm-up to the end "
-                                f"(MiB over time: {', '.join(trend)})")
+                                f"(MiB by tenth of the time after the warm-up: {trend})")
 
         # --- open files at the two quiet moments.
         report.append(f"open files, quiet: after the warm-up {sum(files_warm.values())}, at the end "
@@ -939,7 +965,7 @@ def main():
                     for k in set(others_warm) | set(others_end) if others_warm.get(k, 0) != others_end.get(k, 0)}
             failures.append(f"open files differ between the two quiet moments (kind: after the warm-up, "
                             f"at the end): {diff}")
-        fds_seen = [n for _, _, n in samples]
+        fds_seen = [n for _, _, _, n in samples]
         report.append(f"  open files while loaded: {min(fds_seen)} to {max(fds_seen)}")
 
         # --- SIGTERM, then every admitted request's record.
