@@ -19,6 +19,8 @@ pub(crate) struct RuntimeKeys {
     view: RwLock<Arc<View>>,
     /// The version of the keys this instance serves, for whoever waits for a change.
     seen: tokio::sync::watch::Sender<u64>,
+    /// One refresh at a time, so the listing read last is the newest.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 /// Says which version of the runtime keys an instance serves, and when it moves.
@@ -51,6 +53,7 @@ impl RuntimeKeys {
             store,
             view: RwLock::default(),
             seen: tokio::sync::watch::Sender::new(0),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -76,8 +79,12 @@ impl RuntimeKeys {
             .clone()
     }
 
-    /// Reloads the keys if the store's version moved; says whether it did.
+    /// Reloads the keys if the store's version moved, up or down; says whether it did. A
+    /// version that went down is a store that came back empty (Redis restarted) and counts
+    /// again from 1: its listing replaces the old one all the same, so keys made since are
+    /// served and keys it lost are not.
     pub(crate) async fn refresh(&self) -> Result<bool, KeyStoreError> {
+        let _one = self.refreshing.lock().await;
         let version = self.store.version().await?;
         if self.view().version == Some(version) {
             return Ok(false);
@@ -94,16 +101,11 @@ impl RuntimeKeys {
             version: Some(listing.version),
             by_hash,
         });
-        let mut current = self
+        *self
             .view
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A slower refresh never replaces a newer view.
-        if current.version.is_none_or(|v| v <= listing.version) {
-            *current = view;
-            drop(current);
-            self.seen.send_replace(listing.version);
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = view;
+        self.seen.send_replace(listing.version);
         Ok(true)
     }
 }
@@ -130,6 +132,8 @@ pub(crate) async fn watch(keys: Weak<RuntimeKeys>) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use router_core::keys::{KeyRecord, MemoryKeys};
 
     use super::*;
@@ -153,6 +157,76 @@ mod tests {
         seen.past(before).await;
         assert_eq!(b.by_hash("h1").expect("served").id, "key_1");
         assert!(KEYS_POLL <= Duration::from_secs(1));
+    }
+
+    /// A store whose keys can be lost at once, as a Redis restarted empty loses them.
+    #[derive(Debug, Default)]
+    struct Resettable(std::sync::Mutex<Arc<MemoryKeys>>);
+
+    impl Resettable {
+        fn now(&self) -> Arc<MemoryKeys> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        }
+
+        fn reset(&self) {
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::default();
+        }
+    }
+
+    impl KeyStore for Resettable {
+        fn version(&self) -> router_core::keys::KeyFuture<'_, u64> {
+            let store = self.now();
+            Box::pin(async move { store.version().await })
+        }
+
+        fn all(&self) -> router_core::keys::KeyFuture<'_, router_core::keys::Listing> {
+            let store = self.now();
+            Box::pin(async move { store.all().await })
+        }
+
+        fn put<'a>(
+            &'a self,
+            record: &'a KeyRecord,
+            read: Option<u64>,
+        ) -> router_core::keys::KeyFuture<'a, ()> {
+            let store = self.now();
+            Box::pin(async move { store.put(record, read).await })
+        }
+    }
+
+    fn record(id: &str, hash: &str) -> KeyRecord {
+        KeyRecord::new(id.into(), "ci".into(), "acme".into(), hash.into(), 0)
+    }
+
+    /// The store came back empty, its version from 1 again: the keys made since are served
+    /// and the keys it lost are not, whatever the version served before.
+    #[tokio::test]
+    async fn a_store_back_empty_replaces_the_keys_served() {
+        let store = Arc::new(Resettable::default());
+        let keys = RuntimeKeys::new(store.clone());
+        for n in 0..5 {
+            store
+                .put(&record(&format!("old_{n}"), &format!("o{n}")), None)
+                .await
+                .unwrap();
+        }
+        assert!(keys.refresh().await.unwrap());
+        assert!(keys.by_hash("o4").is_some());
+        store.reset();
+        store.put(&record("new_1", "n1"), None).await.unwrap();
+        assert!(keys.refresh().await.unwrap());
+        assert_eq!(keys.by_hash("n1").expect("served").id, "new_1");
+        assert!(
+            keys.by_hash("o4").is_none(),
+            "a key the store lost is refused"
+        );
+        assert!(!keys.refresh().await.unwrap(), "nothing moved since");
     }
 
     /// The watcher ends with the keys it watches.
