@@ -41,8 +41,9 @@ pub(crate) struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
-    /// Redis URL of the shared ledger. Precedence: --state, then $REDIS_URL, then `state` in the
-    /// configuration file; none of them: the embedded store on this machine
+    /// Redis URL of the shared ledger, or `memory` (this process only). Precedence: --state, then
+    /// $REDIS_URL, then `state` in the configuration file; none of them: the embedded store on
+    /// this machine
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) state: Option<String>,
 

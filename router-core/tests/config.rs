@@ -452,6 +452,17 @@ fn zero_default_output_tokens_and_slot_ttl_are_rejected() {
 }
 
 #[test]
+fn state_memory_is_kept_as_the_choice_of_this_process_only() {
+    let yaml = with("namespace: demo\n", "namespace: demo\nstate: memory\n");
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    assert_eq!(
+        registry.state.as_deref(),
+        Some(router_core::config::IN_MEMORY)
+    );
+    assert_eq!(registry.state_redacted().as_deref(), Some("memory"));
+}
+
+#[test]
 fn an_unparsable_state_url_is_reported_without_its_password() {
     for url in [
         "redis://admin:planted-pw-42@:99999/0",
@@ -469,7 +480,7 @@ fn an_unparsable_state_url_is_reported_without_its_password() {
                 "state",
                 "admin:***@",
                 "redis://",
-                "in-process store",
+                "`state: memory`",
             ],
         );
         assert!(!msg.contains("planted-pw-42"), "password leaked: {msg}");

@@ -11,6 +11,8 @@
 //!    `$LLMROUTE_STATE_DIR`, else in the user's state directory (`$XDG_STATE_HOME/llmroute`,
 //!    `~/.local/state/llmroute`); or memory.
 //!
+//! `memory` as 1 or 3 chooses memory: limits held by this process only, none kept on disk.
+//!
 //! [`open`] then opens what was chosen. A Redis URL's password never shows in `Debug` output,
 //! in [`LedgerChoice::describe`] or in an error.
 //!
@@ -33,7 +35,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use router_core::clock::{Clock, SystemClock};
-use router_core::config::{Registry, redact_url};
+use router_core::config::{IN_MEMORY, Registry, redact_url};
 use router_core::ledger::{
     Ledger, LedgerError, MemoryStore, RedisStore, RedisStoreOptions, ResilientStore, SqliteStore,
 };
@@ -194,6 +196,9 @@ impl LedgerChoice {
         env: &Environment,
     ) -> Result<LedgerChoice, Error> {
         if let Some(o) = state_override {
+            if o.url == IN_MEMORY {
+                return Ok(LedgerChoice::Memory);
+            }
             return redis(
                 registry,
                 &o.url,
@@ -215,6 +220,9 @@ impl LedgerChoice {
             );
         }
         if let Some(url) = &registry.state {
+            if url == IN_MEMORY {
+                return Ok(LedgerChoice::Memory);
+            }
             return Ok(LedgerChoice::Redis {
                 url: url.clone(),
                 from: ChoiceOrigin::Config,

@@ -123,6 +123,35 @@ fn precedence_is_override_then_redis_url_then_file_then_local() {
 }
 
 #[test]
+fn memory_in_the_override_or_the_file_chooses_memory_over_the_local_store() {
+    let none = Environment::fixed::<&str>(&[], home());
+    let file = LedgerChoice::resolve(&registry(Some("memory")), None, LocalStore::Embedded, &none);
+    assert_eq!(file.unwrap(), LedgerChoice::Memory);
+    let over = option("memory");
+    let got = LedgerChoice::resolve(&registry(None), Some(&over), LocalStore::Embedded, &none);
+    assert_eq!(got.unwrap(), LedgerChoice::Memory);
+    let redis_url = Environment::fixed(&[(REDIS_URL_ENV, "redis://env:6379/1")], home());
+    let got = LedgerChoice::resolve(
+        &registry(Some("memory")),
+        None,
+        LocalStore::Embedded,
+        &redis_url,
+    );
+    assert_eq!(
+        got.unwrap(),
+        redis("redis://env:6379/1", ChoiceOrigin::Env(REDIS_URL_ENV)),
+        "REDIS_URL comes before the file"
+    );
+    let got = LedgerChoice::resolve(
+        &registry(Some("redis://file:6379/0")),
+        Some(&over),
+        LocalStore::Embedded,
+        &redis_url,
+    );
+    assert_eq!(got.unwrap(), LedgerChoice::Memory, "--state comes first");
+}
+
+#[test]
 fn a_bad_override_names_its_origin_and_hides_the_password() {
     let bad = format!("redis://u:{PLANTED}@:0/x");
     let env = Environment::fixed(&[(REDIS_URL_ENV, &bad)], home());

@@ -92,7 +92,7 @@ pub use ledger::{LedgerSettings, OnError};
 pub use price::{Billed, Price, PriceTier, Rates};
 pub use registry::Registry;
 pub use routes::{NoRoute, Route, RouteMatch, Routes, Rule, Subject, When};
-pub use state::redact_url;
+pub use state::{IN_MEMORY, redact_url};
 pub(crate) use state::{RedisTarget, parse_redis_url};
 pub use telemetry::Telemetry;
 pub use tenants::{Budget, NO_TENANT, Priorities, Tenants, Tier, tenant_name_problem};

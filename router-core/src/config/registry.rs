@@ -17,7 +17,9 @@ use super::values::{Defaults, DeploymentId, ProviderId, RetrySettings};
 /// `Debug` shows `state` with any password replaced by `***`.
 #[derive(Clone, PartialEq)]
 pub struct Registry {
-    /// Where the shared ledger lives: a Redis URL, or `None` for the in-process store.
+    /// Where the ledger lives: a Redis URL, [`IN_MEMORY`](super::IN_MEMORY) for this process
+    /// only, or `None` for the caller's default local store (embedded for the CLI, memory for
+    /// the library).
     pub state: Option<String>,
     /// Redis key namespace (`llmroute:{namespace}:...`).
     pub namespace: String,

@@ -12,6 +12,9 @@ use std::fmt;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 
+/// `state: memory`: the ledger lives in this process only (nothing shared, nothing on disk).
+pub const IN_MEMORY: &str = "memory";
+
 /// `state` as written in the file: one URL, or a list of a Redis Cluster's nodes.
 pub(crate) enum StateValue {
     /// `state: redis://...` (or `redis+cluster://a,b,c`).

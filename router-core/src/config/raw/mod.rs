@@ -24,7 +24,8 @@ pub(crate) type At<T> = Spanned<T>;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConfig {
-    /// Redis URL of the shared ledger, or a list of a cluster's nodes; absent: in-process store.
+    /// Redis URL of the shared ledger, a list of a cluster's nodes, or `memory`; absent: the
+    /// caller's default local store.
     #[serde(default)]
     pub(crate) state: Option<At<super::state::StateValue>>,
     /// Redis key namespace.
@@ -72,6 +73,8 @@ pub(crate) struct RawTelemetry {
     pub(crate) sample_ratio: Option<At<Number>>,
     #[serde(default)]
     pub(crate) service_name: Option<At<String>>,
+    #[serde(default)]
+    pub(crate) capture_content: Option<At<bool>>,
 }
 
 /// `ledger:`.

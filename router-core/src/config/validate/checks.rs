@@ -9,7 +9,7 @@ use crate::config::deployments::Models;
 use crate::config::error::ConfigError;
 use crate::config::raw::{At, Number, RawLimits};
 use crate::config::routes::Routes;
-use crate::config::state::{StateValue, check_redis_url, nodes_to_url};
+use crate::config::state::{IN_MEMORY, StateValue, check_redis_url, nodes_to_url};
 use crate::config::tenants::{NOT_IN_HASH_TAG, tenant_name_problem};
 use crate::config::values::{Api, Limits};
 use crate::flow::Priority;
@@ -62,13 +62,19 @@ impl Ctx<'_> {
     /// `state`: a Redis URL the client accepts, or a list of a cluster's nodes (which becomes
     /// its `redis+cluster://` URL). Messages show it redacted.
     pub(crate) fn state(&self, value: &At<StateValue>) -> Result<String, ConfigError> {
+        if matches!(&value.value, StateValue::Url(url) if url == IN_MEMORY) {
+            return Ok(IN_MEMORY.to_owned());
+        }
         let url = match &value.value {
             StateValue::Url(url) => Ok(url.clone()),
             StateValue::Nodes(nodes) => nodes_to_url(nodes),
         };
         url.and_then(|url| check_redis_url(&url).map(|()| url))
             .map_err(|why| {
-                let msg = format!("{why}; or remove `state` to use the in-process store");
+                let msg = format!(
+                    "{why}; or write `state: {IN_MEMORY}` (this process only), or remove \
+                     `state` to use the default local store"
+                );
                 self.invalid("state", line(value), msg)
             })
     }
