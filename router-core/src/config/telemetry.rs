@@ -1,7 +1,8 @@
 //! `telemetry:`: traces of the gateway's requests, sent to an OpenTelemetry collector over
 //! OTLP/HTTP (protobuf). The standard `OTEL_*` variables set what the file does not, or
 //! override it ([`Telemetry::with_env`]); the collector's headers (often a token) come from
-//! `OTEL_EXPORTER_OTLP_HEADERS` only, never from the file.
+//! `OTEL_EXPORTER_OTLP_HEADERS` only, never from the file. Prompts and answers are recorded only
+//! when `capture_content` (or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) turns them on.
 
 use std::fmt;
 use std::time::Duration;
@@ -28,6 +29,10 @@ pub struct Telemetry {
     pub timeout: Duration,
     /// How long spans wait to be sent in one batch.
     pub batch_delay: Duration,
+    /// Record the prompt and the answer's text in the server span (the GenAI conventions'
+    /// `gen_ai.input.messages` and `gen_ai.output.messages`). Off by default: prompts may hold
+    /// personal data.
+    pub capture_content: bool,
 }
 
 /// Shows the headers' names only.
@@ -43,6 +48,7 @@ impl fmt::Debug for Telemetry {
             .field("headers (values hidden)", &headers)
             .field("timeout", &self.timeout)
             .field("batch_delay", &self.batch_delay)
+            .field("capture_content", &self.capture_content)
             .finish()
     }
 }
@@ -58,6 +64,7 @@ impl Default for Telemetry {
             headers: Vec::new(),
             timeout: Duration::from_secs(10),
             batch_delay: Duration::from_secs(1),
+            capture_content: false,
         }
     }
 }
@@ -74,8 +81,9 @@ impl Telemetry {
     /// `OTEL_SDK_DISABLED`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (as is) or
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base), `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`,
     /// `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
-    /// `OTEL_TRACES_SAMPLER` and `_ARG`, `OTEL_BSP_SCHEDULE_DELAY`. The error names the variable,
-    /// and never shows a header's value.
+    /// `OTEL_TRACES_SAMPLER` and `_ARG`, `OTEL_BSP_SCHEDULE_DELAY`,
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`. The error names the variable, and
+    /// never shows a header's value.
     pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         if let Some(url) = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
@@ -120,6 +128,10 @@ impl Telemetry {
         if let Some(sampler) = var("OTEL_TRACES_SAMPLER") {
             self.sampler(sampler.trim(), var("OTEL_TRACES_SAMPLER_ARG"))?;
         }
+        if let Some(text) = var(CAPTURE_CONTENT) {
+            self.capture_content =
+                switch(text.trim()).map_err(|e| format!("{CAPTURE_CONTENT}: {e}"))?;
+        }
         Ok(self)
     }
 
@@ -150,6 +162,20 @@ impl Telemetry {
             }
         };
         Ok(())
+    }
+}
+
+/// The GenAI conventions' switch for prompt and answer text in spans.
+const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+/// `true` or `false`, in any case.
+fn switch(text: &str) -> Result<bool, String> {
+    if text.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(format!("`{text}` is not a switch; write true or false"))
     }
 }
 

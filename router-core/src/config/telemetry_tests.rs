@@ -159,3 +159,46 @@ fn bad_variables_are_named_and_a_headers_value_is_never_shown() {
     .unwrap_err();
     assert!(e.contains("OTEL_TRACES_SAMPLER_ARG"), "{e}");
 }
+
+#[test]
+fn prompts_and_answers_are_recorded_only_when_the_file_says_so() {
+    assert!(!registry("").unwrap().telemetry.capture_content);
+    let off = registry("telemetry:\n  endpoint: http://c:4318\n").unwrap();
+    assert!(!off.telemetry.capture_content);
+    let on = registry("telemetry:\n  endpoint: http://c:4318\n  capture_content: true\n");
+    assert!(on.unwrap().telemetry.capture_content);
+    // As every switch of the file: the parser points at the value (line 10, column 20).
+    let e = registry("telemetry:\n  capture_content: sometimes\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("t.yaml:10:20") && e.contains("boolean"), "{e}");
+}
+
+#[test]
+fn the_capture_variable_wins_over_the_file_in_any_case() {
+    let name = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+    let file_on = Telemetry {
+        capture_content: true,
+        ..Telemetry::default()
+    };
+    for (file, value, expected) in [
+        (Telemetry::default(), "true", true),
+        (Telemetry::default(), " TRUE ", true),
+        (Telemetry::default(), "True", true),
+        (file_on.clone(), "false", false),
+        (file_on.clone(), "FALSE", false),
+        // Unset (or empty): the file decides.
+        (file_on.clone(), "", true),
+        (Telemetry::default(), "", false),
+    ] {
+        let t = with(file, &[(name, value)]).unwrap();
+        assert_eq!(t.capture_content, expected, "{name}={value:?}");
+    }
+    for value in ["yes", "1", "on", "span_only"] {
+        let e = with(file_on.clone(), &[(name, value)]).unwrap_err();
+        assert!(
+            e.contains(name) && e.contains("true or false") && e.contains(value),
+            "{value}: {e}"
+        );
+    }
+}

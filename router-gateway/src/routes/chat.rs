@@ -197,6 +197,9 @@ pub(crate) async fn answer<I: Ingress>(
             tenant: req.tenant.as_deref(),
             key_id: req.key_id.as_deref(),
         });
+        // Every ingress but chat completions takes the system prompt apart from the messages.
+        let system_apart = I::ROUTE != <crate::ingress::Chat as Ingress>::ROUTE;
+        span.prompt(&req.messages, system_apart);
         req.trace = Some(span.for_calls());
     }
     let router = &shared.router;
@@ -259,6 +262,7 @@ pub(crate) async fn answer<I: Ingress>(
         let r = &answer.receipt;
         if let Some(span) = span.as_mut() {
             span.answered(r, router.registry());
+            span.answer(&answer);
         }
         let who = metrics::Served {
             tenant: &tenant_label,

@@ -150,6 +150,9 @@ impl Relay {
                     self.ended = Some(metrics::StreamEnd::Completed);
                 }
                 Some(Ok(chunk)) => {
+                    if let Some(span) = self.counted.span.as_mut() {
+                        span.streamed(&chunk);
+                    }
                     let events = self.events.chunk(chunk);
                     self.pending.extend(events.into_iter().map(Sse::event));
                 }

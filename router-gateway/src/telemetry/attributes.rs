@@ -16,6 +16,11 @@ pub(crate) fn text(key: &str, value: &str) -> KeyValue {
     kv(key, Value::StringValue(value.to_owned()))
 }
 
+/// A text attribute that takes its value (a long one is not copied).
+pub(crate) fn owned_text(key: &str, value: String) -> KeyValue {
+    kv(key, Value::StringValue(value))
+}
+
 /// A whole-number attribute.
 pub(crate) fn int(key: &str, value: u64) -> KeyValue {
     kv(

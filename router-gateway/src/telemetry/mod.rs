@@ -1,8 +1,11 @@
 //! Traces of the gateway's requests (`telemetry:` and the `OTEL_*` variables): which requests
 //! are traced, their spans ([`span`]), and the export to the collector ([`export`]). Without a
-//! collector configured, nothing here runs on a request's path but one `Option` check.
+//! collector configured, nothing here runs on a request's path but one `Option` check; without
+//! `capture_content`, no prompt or answer text is copied ([`content`]).
 
 mod attributes;
+mod capped;
+mod content;
 mod export;
 mod span;
 
@@ -20,6 +23,8 @@ pub(crate) struct Telemetry {
     exporter: Option<export::Exporter>,
     sample_ratio: f64,
     follow_parent: bool,
+    /// Record prompts and answers in the server spans.
+    capture_content: bool,
 }
 
 /// What became of the spans since start: sent, refused or lost, dropped for a full queue.
@@ -37,6 +42,7 @@ impl Telemetry {
             exporter: export::Exporter::start(settings),
             sample_ratio: settings.sample_ratio,
             follow_parent: settings.follow_parent,
+            capture_content: settings.capture_content,
         }
     }
 
@@ -67,7 +73,15 @@ impl Telemetry {
         }
         let span_id = fastrand::u64(1..).to_be_bytes();
         let ids = (trace_id, span_id, parent.map(|p| p.parent_id));
-        Some(ServerSpan::new(exporter.clone(), ids, operation, path))
+        // Embeddings' input is never recorded: the conventions have no attribute for it.
+        let capture = self.capture_content && operation == "chat";
+        Some(ServerSpan::new(
+            exporter.clone(),
+            ids,
+            operation,
+            path,
+            capture,
+        ))
     }
 
     /// The spans' fate so far; `None` without a collector.

@@ -2,7 +2,8 @@
 //! answer's end (a stream's last event), and a client span per provider call, built from the
 //! receipt's attempts (their span ids were sent to the provider in `traceparent`). Attribute
 //! names follow OpenTelemetry's GenAI semantic conventions where they have one, else
-//! `llmroute.*`. No prompt, answer or provider message text is ever recorded.
+//! `llmroute.*`. The prompt and the answer are recorded only with `telemetry.capture_content`
+//! on ([`content`](super::content)); a key or a provider's error message never is.
 
 use std::time::{Duration, SystemTime};
 
@@ -12,9 +13,10 @@ use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 use router_core::config::{Api, Registry};
 use router_sdk::trace::{SpanId, TraceId, TraceParent};
-use router_sdk::{Attempt, AttemptOutcome, Receipt};
+use router_sdk::{Attempt, AttemptOutcome, ChatChunk, ChatResponse, Message, Receipt};
 
 use super::attributes::{flag, float, int, text, texts};
+use super::content::{self, Streamed};
 use super::export::Exporter;
 
 /// The gateway's span of one traced request. Ended by [`ServerSpan::end`], or when dropped
@@ -34,6 +36,8 @@ pub(crate) struct ServerSpan {
     attributes: Vec<KeyValue>,
     /// The provider calls' spans, built as their attempts are known.
     calls: Vec<Span>,
+    /// With content captured: a streamed answer as it comes. `None`: no prompt or answer text.
+    content: Option<Box<Streamed>>,
     /// Set once sent.
     ended: bool,
 }
@@ -44,6 +48,7 @@ impl ServerSpan {
         (trace_id, span_id, parent_id): (TraceId, SpanId, Option<SpanId>),
         operation: &'static str,
         path: &'static str,
+        capture_content: bool,
     ) -> Self {
         let attributes = vec![
             text("gen_ai.operation.name", operation),
@@ -60,6 +65,7 @@ impl ServerSpan {
             started: SystemTime::now(),
             attributes,
             calls: Vec::new(),
+            content: capture_content.then(Box::default),
             ended: false,
         }
     }
@@ -91,8 +97,35 @@ impl ServerSpan {
         }
     }
 
+    /// The prompt, when content is captured: `messages` as the router got them. With
+    /// `system_apart` (the caller's API takes its system prompt apart from the conversation),
+    /// the leading system messages are the system instructions.
+    pub(crate) fn prompt(&mut self, messages: &[Message], system_apart: bool) {
+        if self.content.is_some() {
+            let prompt = content::prompt(messages, system_apart);
+            self.attributes.extend(prompt);
+        }
+    }
+
+    /// A whole answer's text and tool calls, when content is captured.
+    pub(crate) fn answer(&mut self, answer: &ChatResponse) {
+        if self.content.is_some() {
+            self.attributes.push(content::answer(answer));
+        }
+    }
+
+    /// A streamed answer's `chunk`, kept when content is captured.
+    pub(crate) fn streamed(&mut self, chunk: &ChatChunk) {
+        if let Some(content) = self.content.as_mut() {
+            content.chunk(chunk);
+        }
+    }
+
     /// The answer: who served it, what it used and cost, how long it waited, and its calls.
     pub(crate) fn answered(&mut self, receipt: &Receipt, registry: &Registry) {
+        if let Some(content) = self.content.as_mut() {
+            content.receipt(receipt);
+        }
         let a = &mut self.attributes;
         a.push(text("gen_ai.response.model", &receipt.model));
         a.push(text("llmroute.provider", &receipt.provider));
@@ -197,6 +230,10 @@ impl ServerSpan {
     /// completed or its client left.
     pub(crate) fn end_stream(mut self, ended: &str) {
         self.attributes.push(text("llmroute.stream.ended", ended));
+        if let Some(content) = self.content.take() {
+            let completed = ended == "completed";
+            self.attributes.push(content.attribute(completed));
+        }
         let outcome = if ended == "completed" { "ok" } else { ended };
         let error = !matches!(ended, "completed" | "client_gone");
         self.finish(200, outcome, error);

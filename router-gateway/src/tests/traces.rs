@@ -1,8 +1,9 @@
 //! Traces through a real collector (`llmroute_tests::otlp`, on the official OTLP messages): a
 //! request's server span joins the caller's trace, each provider call is a client span under
 //! it whose id the provider got in `traceparent`, with the GenAI conventions' attributes and
-//! llmroute's; no prompt, answer or key in any span; a collector that is down or hangs costs
-//! requests nothing.
+//! llmroute's; no prompt, answer or key in any span unless `capture_content` records the prompt
+//! and the answer, and never a key or a provider's message; a collector that is down or hangs
+//! costs requests nothing.
 
 use llmroute_tests::otlp::{Answer, Collector, attribute, hex, span_attribute};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -204,4 +205,135 @@ async fn a_collector_that_hangs_or_refuses_costs_requests_nothing_and_is_counted
     tokio::time::timeout(Duration::from_secs(60), counted)
         .await
         .expect("the failed export was never counted");
+}
+
+/// The JSON text of attribute `key` of `span`, read.
+fn json_attribute(span: &Span, key: &str) -> Value {
+    let text = span_attribute(span, key).unwrap_or_else(|| panic!("no {key} in {span:?}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn with_capture_content_the_server_span_holds_the_prompt_and_the_whole_answer() {
+    let mut collector = Collector::start(Answer::Accept).await;
+    let r = traced(&collector, "  capture_content: true\n").await;
+    upstream_answers(&r, "openai/ok.json", "application/json").await;
+    let body = json!({"model": "chat", "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Hello"},
+    ]});
+    let response = post_traced(&r, &body, None).await;
+    assert_eq!(response.status(), 200);
+    let spans = collector.spans_until(|s| !is_server(s)).await;
+    let [server, call] = &spans[..] else {
+        panic!("{spans:?}")
+    };
+    // Chat completions' system prompt is part of the conversation.
+    assert_eq!(
+        json_attribute(server, "gen_ai.input.messages"),
+        json!([
+            {"role": "system", "parts": [{"type": "text", "content": "You are terse."}]},
+            {"role": "user", "parts": [{"type": "text", "content": "Hello"}]},
+        ])
+    );
+    assert_eq!(span_attribute(server, "gen_ai.system_instructions"), None);
+    assert_eq!(
+        json_attribute(server, "gen_ai.output.messages"),
+        json!([{
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Hello! How can I help you today?"}],
+            "finish_reason": "stop",
+        }])
+    );
+    // The provider call's span holds neither; no span holds a key.
+    let call_values = every_value(std::slice::from_ref(call));
+    assert!(!call_values.contains("Hello"), "{call_values}");
+    let all = every_value(&spans);
+    for secret in [ACME, "sk-upstream-S3CRET"] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
+}
+
+#[tokio::test]
+async fn with_capture_content_a_streamed_answer_is_the_text_its_events_brought() {
+    let mut collector = Collector::start(Answer::Accept).await;
+    let r = traced(&collector, "  capture_content: true\n").await;
+    upstream_answers(&r, "openai/stream.sse", "text/event-stream").await;
+    // Anthropic's Messages: the system prompt stands apart from the conversation.
+    let body = json!({"model": "chat", "max_tokens": 64, "stream": true,
+        "system": "You are terse.",
+        "messages": [{"role": "user", "content": "Hello"}]});
+    let response = r
+        .http
+        .post(format!("{}/v1/messages", r.base))
+        .header("x-api-key", ACME)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("message_stop"), "{text}");
+    let spans = collector.spans_until(|s| !is_server(s)).await;
+    let server = &spans[0];
+    assert_eq!(
+        span_attribute(server, "llmroute.stream.ended").as_deref(),
+        Some("completed")
+    );
+    assert_eq!(
+        json_attribute(server, "gen_ai.system_instructions"),
+        json!([{"type": "text", "content": "You are terse."}])
+    );
+    assert_eq!(
+        json_attribute(server, "gen_ai.input.messages"),
+        json!([{"role": "user", "parts": [{"type": "text", "content": "Hello"}]}])
+    );
+    // The text of the stream's deltas, `Hel` and `lo!`, with the provider's finish reason.
+    assert_eq!(
+        json_attribute(server, "gen_ai.output.messages"),
+        json!([{
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Hello!"}],
+            "finish_reason": "stop",
+        }])
+    );
+    let all = every_value(&spans);
+    for secret in [ACME, "sk-upstream-S3CRET"] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
+}
+
+#[tokio::test]
+async fn even_with_capture_content_no_key_and_no_provider_message_is_in_a_span() {
+    let mut collector = Collector::start(Answer::Accept).await;
+    let r = traced(&collector, "  capture_content: true\n").await;
+    // A provider that echoes the key it was given in its error message.
+    let echo = json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key",
+        "message": "Incorrect API key provided: sk-upstream-S3CRET. Check your account."}});
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(echo))
+        .mount(&r.upstream)
+        .await;
+    let response = post_traced(&r, &hello(), None).await;
+    assert!(response.status().is_server_error(), "{}", response.status());
+    let spans = collector.spans_until(|s| !is_server(s)).await;
+    let server = &spans[0];
+    assert!(is_server(server), "{server:?}");
+    // The prompt is recorded; there is no answer.
+    assert_eq!(
+        json_attribute(server, "gen_ai.input.messages"),
+        json!([{"role": "user", "parts": [{"type": "text", "content": "Hello"}]}])
+    );
+    assert_eq!(span_attribute(server, "gen_ai.output.messages"), None);
+    let all = every_value(&spans);
+    for secret in [
+        ACME,
+        "sk-upstream-S3CRET",
+        "Incorrect API key",
+        "Check your",
+    ] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
 }

@@ -1,4 +1,5 @@
-//! `telemetry:` checked: a collector URL that can be sent to, a ratio from 0 to 1, a name.
+//! `telemetry:` checked: a collector URL that can be sent to, a ratio from 0 to 1, a name, and
+//! whether prompts and answers are recorded.
 
 use super::checks::{Ctx, line};
 use crate::config::Telemetry;
@@ -37,6 +38,9 @@ pub(crate) fn telemetry(
     }
     if let Some(name) = &raw.service_name {
         out.service_name = ctx.name("telemetry.service_name", name)?;
+    }
+    if let Some(capture) = &raw.capture_content {
+        out.capture_content = capture.value;
     }
     Ok(out)
 }
