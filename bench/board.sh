@@ -4,11 +4,11 @@
 #
 #   bench/board.sh [--quick] [--no-build] [--cases LIST]
 #
-# Environment: OUT (default a new temporary directory), CARGO_TARGET_DIR, LLMROUTE_USAGE (passed to
+# Environment: OUT (default a new temporary directory), CARGO_TARGET_DIR, LLMROUTE_USAGE and LLMROUTE_WORKERS (passed to
 # the gateways; default: their own default, usage records in SQLite in each case's state directory).
 set -euo pipefail
 
-ALL_CASES=proxy,memory,embedded,redis,redis-lease,redis-keyed
+ALL_CASES=proxy,memory,embedded,redis,redis-lease,redis-keyed,redis-open
 
 usage() {
     cat <<EOF
@@ -20,7 +20,7 @@ usage: bench/board.sh [--quick] [--no-build] [--cases LIST]
   -h, --help     this text
 
 Environment: OUT (results directory, default a new mktemp -d), CARGO_TARGET_DIR,
-LLMROUTE_USAGE (passed on to the gateways).
+LLMROUTE_USAGE and LLMROUTE_WORKERS (passed on to the gateways).
 EOF
 }
 

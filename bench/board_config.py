@@ -6,22 +6,24 @@ Two deployments of one provider account each, limits far above what the board se
 request runs the admission and none is refused): model `now` at the mock that answers at once
 (NOW_URL), model `slow` at the one that answers after 20 ms (SLOW_URL). CASE chooses the store:
 
-  memory       `ledger: memory` (this process only)
+  memory       `state: memory` (this process only)
   embedded     no `state`: the embedded SQLite store in $LLMROUTE_STATE_DIR (the CLI's default)
   redis        `state: redis://REDIS/0`: one Redis admission per request
   redis-lease  the same with `lease: auto` on both deployments
   redis-keyed  the same as redis, with a `gateway.keys` entry (SHA-256 of KEY) for tenant `board`,
                whose tier has limits (as high)
+  redis-open   `state` Redis, but no limits on either deployment: no limit concerns a request,
+               so none calls the store (cooldowns are still shared)
 """
 
 import hashlib
 import sys
 
-CASES = ("memory", "embedded", "redis", "redis-lease", "redis-keyed")
+CASES = ("memory", "embedded", "redis", "redis-lease", "redis-keyed", "redis-open")
 LIMITS = "{ rpm: 10000000, tpm: 100000000000 }"
 
 
-def deployment(name, url, lease):
+def deployment(name, url, lease, limited):
     lines = [
         f"  - name: {name}-up",
         "    api: openai",
@@ -30,8 +32,9 @@ def deployment(name, url, lease):
         "    models:",
         f"      - name: {name}",
         "        price: { input: 1, output: 2 }",
-        f"        limits: {LIMITS}",
     ]
+    if limited:
+        lines.append(f"        limits: {LIMITS}")
     if lease:
         lines.append("        lease: auto")
     return lines
@@ -42,12 +45,13 @@ def config(case, now, slow, redis, key):
         raise SystemExit(f"board_config.py: unknown case {case!r}; one of {', '.join(CASES)}")
     lines = ["defaults: { model: now }"]
     if case == "memory":
-        lines.append("ledger: memory")
+        lines.append("state: memory")
     elif case.startswith("redis"):
         lines += [f"state: redis://{redis}/0", f"namespace: board-{case}"]
     lines.append("providers:")
-    lines += deployment("now", now, case == "redis-lease")
-    lines += deployment("slow", slow, case == "redis-lease")
+    lease, limited = case == "redis-lease", case != "redis-open"
+    lines += deployment("now", now, lease, limited)
+    lines += deployment("slow", slow, lease, limited)
     if case == "redis-keyed":
         digest = hashlib.sha256(key.encode()).hexdigest()
         lines += [
