@@ -6,6 +6,7 @@
 //! [`Sink::recent`] the last records and [`Sink::hourly`] counts per hour.
 
 mod accounts;
+mod inbox;
 mod query;
 mod recent;
 mod record;

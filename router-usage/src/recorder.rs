@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::inbox::{self, Inbox, Msg, Next};
 use crate::record::Record;
 use crate::sink::Sink;
 use crate::spill::{Spill, Taken};
@@ -41,12 +42,6 @@ impl Batching {
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 /// The longest.
 const RETRY_MAX: Duration = Duration::from_secs(30);
-
-enum Msg {
-    Record(Box<Record>),
-    Flush(oneshot::Sender<()>),
-    Retry(oneshot::Sender<bool>),
-}
 
 /// What a recorder has done since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,22 +74,16 @@ struct Counters {
 /// and what was handed to it is written.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: inbox::Sender,
     counters: Arc<Counters>,
     sink: Arc<Sink>,
-}
-
-impl std::fmt::Debug for Msg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Msg")
-    }
 }
 
 impl Recorder {
     /// Starts the writer task (on the current Tokio runtime) over `sink`, spilling to `spill`.
     /// Records left in the spill file by an earlier run are replayed first.
     pub fn start(sink: Sink, spill: &std::path::Path, batching: Batching) -> Recorder {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = inbox::queue(batching.batch);
         let counters = Arc::new(Counters::default());
         let sink = Arc::new(sink);
         let spill = Spill::new(spill);
@@ -118,7 +107,7 @@ impl Recorder {
     /// ended (the runtime shut down) are logged and lost with the process.
     pub fn record(&self, record: Record) {
         self.counters.recorded.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(Msg::Record(Box::new(record))).is_err() {
+        if !self.tx.send(Msg::Record(Box::new(record))) {
             tracing::error!("usage: the writer has stopped; a record was not kept");
         }
     }
@@ -126,7 +115,7 @@ impl Recorder {
     /// Waits until every record handed over before this call is in the sink or the spill file.
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
-        if self.tx.send(Msg::Flush(done)).is_ok() {
+        if self.tx.send(Msg::Flush(done)) {
             let _ = wait.await;
         }
     }
@@ -137,7 +126,7 @@ impl Recorder {
     pub async fn retry(&self) -> bool {
         self.flush().await;
         let (done, wait) = oneshot::channel();
-        if self.tx.send(Msg::Retry(done)).is_err() {
+        if !self.tx.send(Msg::Retry(done)) {
             return false;
         }
         wait.await.unwrap_or(false)
@@ -197,7 +186,7 @@ struct Fresh {
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    async fn run(mut self, mut rx: Inbox) {
         if self.pending_spill {
             // An earlier run's records first; new ones are taken between its chunks.
             self.recover(&mut rx).await;
@@ -227,21 +216,32 @@ impl Writer {
                 Msg::Retry(answer) => retries.push(answer),
             }
             if acks.is_empty() && retries.is_empty() {
+                // Woken when the batch may be full, by a request, or at the deadline.
                 let deadline = Instant::now() + self.batching.flush;
-                while batch.len() < self.batching.batch {
-                    tokio::select! {
-                        msg = rx.recv() => match msg {
-                            Some(Msg::Record(r)) => batch.push(*r),
-                            Some(Msg::Flush(ack)) => { acks.push(ack); break; }
-                            Some(Msg::Retry(answer)) => { retries.push(answer); break; }
-                            None => { open = false; break; }
-                        },
-                        () = tokio::time::sleep_until(deadline) => break,
+                let mut due = false;
+                loop {
+                    while batch.len() < self.batching.batch && acks.is_empty() && retries.is_empty()
+                    {
+                        match rx.take() {
+                            Next::Msg(Msg::Record(r)) => batch.push(*r),
+                            Next::Msg(Msg::Flush(ack)) => acks.push(ack),
+                            Next::Msg(Msg::Retry(answer)) => retries.push(answer),
+                            Next::Empty => break,
+                            Next::Closed => {
+                                open = false;
+                                break;
+                            }
+                        }
                     }
+                    let done = batch.len() >= self.batching.batch || !acks.is_empty();
+                    if done || !retries.is_empty() || !open || due {
+                        break;
+                    }
+                    due = rx.gather(deadline).await;
                 }
             } else {
                 // A flush takes whatever is already queued with it.
-                while let Ok(msg) = rx.try_recv() {
+                while let Next::Msg(msg) = rx.take() {
                     match msg {
                         Msg::Record(r) => batch.push(*r),
                         Msg::Flush(ack) => acks.push(ack),
@@ -349,7 +349,7 @@ impl Writer {
 
     /// Time to try again: what is held in memory, then the spill file, into the sink. Records
     /// handed over meanwhile are taken between the file's chunks.
-    async fn recover(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) {
+    async fn recover(&mut self, rx: &mut Inbox) {
         if !self.try_recover(rx).await {
             self.failed();
         }
@@ -369,7 +369,7 @@ impl Writer {
     }
 
     /// [`Writer::recover`] up to its bookkeeping; `false` when the sink failed on the way.
-    async fn try_recover(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+    async fn try_recover(&mut self, rx: &mut Inbox) -> bool {
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
             match self.sink_write(&held).await {
@@ -399,10 +399,10 @@ impl Writer {
     /// flushes waiting for them are answered, so that a long replay (a large file left by an
     /// earlier run) holds up no caller, a one-shot `llmroute chat` above all. `false` when the
     /// sink failed: the records stay in `fresh`, for the file once the replay lets go of it.
-    async fn take_fresh(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+    async fn take_fresh(&mut self, rx: &mut Inbox) -> bool {
         let mut records = Vec::new();
         let mut acks = Vec::new();
-        while let Ok(msg) = rx.try_recv() {
+        while let Next::Msg(msg) = rx.take() {
             match msg {
                 Msg::Record(r) => records.push(*r),
                 Msg::Flush(ack) => acks.push(ack),
@@ -428,7 +428,7 @@ impl Writer {
 
     /// Replays the spill file into the sink; `false` when the sink failed on the way (the file
     /// stays as it is: replaying it again writes each record once, by its id).
-    async fn replay(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> bool {
+    async fn replay(&mut self, rx: &mut Inbox) -> bool {
         let spill = self.spill.clone();
         let taken = match tokio::task::spawn_blocking(move || spill.take()).await {
             Ok(Ok(Some(taken))) => taken,
