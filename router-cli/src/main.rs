@@ -27,6 +27,10 @@ use crate::cli::{Cli, Command};
 use crate::context::Context;
 use crate::failure::Failure;
 
+/// mimalloc rather than the system's allocator: less CPU per request, less memory held.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(failure) = logging::init(cli.global.verbose, cli.global.log_format) {
