@@ -216,7 +216,8 @@ pub(crate) async fn answer<I: Ingress>(
     // Read beside the admission, never after the answer.
     let headroom = rates.headroom(router, &shared.headrooms);
     let (mut response, window, headroom) = if read.stream {
-        let (stream, headroom) = beside(shared, router.chat_stream(req), headroom).await?;
+        let (stream, headroom) =
+            beside(shared, Box::pin(router.chat_stream(req)), headroom).await?;
         let stream = match stream {
             Ok(stream) => stream,
             Err(e) => {
@@ -251,7 +252,7 @@ pub(crate) async fn answer<I: Ingress>(
         let response = streamed(stream, events, counted);
         (response, window, headroom)
     } else {
-        let (answer, headroom) = beside(shared, router.chat(req), headroom).await?;
+        let (answer, headroom) = beside(shared, Box::pin(router.chat(req)), headroom).await?;
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
@@ -335,7 +336,8 @@ fn api_of(router: &router_sdk::Router, provider: &str) -> Option<router_core::co
 }
 
 /// The router's `call` and the model's `headroom` reading, run together, unless the gateway
-/// cuts off what is in flight first (503 `gateway_stopping`).
+/// cuts off what is in flight first (503 `gateway_stopping`). Callers box `call`: a router's
+/// future is kilobytes, copied at each move into the handler's own future otherwise.
 pub(crate) async fn beside<T>(
     shared: &Shared,
     call: impl Future<Output = T>,

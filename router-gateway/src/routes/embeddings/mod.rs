@@ -115,7 +115,7 @@ async fn answer(
     let rates = &ratelimit::Basis::of(router.registry(), caller.tenant.as_deref(), &model);
     // Read beside the admission, as for chat.
     let headroom = rates.headroom(router, &shared.headrooms);
-    let (answer, headroom) = beside(shared, router.embed(req), headroom).await?;
+    let (answer, headroom) = beside(shared, Box::pin(router.embed(req)), headroom).await?;
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) => {
