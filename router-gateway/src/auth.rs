@@ -13,6 +13,7 @@ use router_core::config::{DeploymentId, Gateway, GatewayKey, Registry};
 use router_core::keys::{KeyState, KeyStore, KeyStoreError, MemoryKeys};
 use router_core::ledger::TenantSpec;
 use router_sdk::Priority;
+use router_sdk::trace::to_hex;
 use sha2::{Digest, Sha256};
 
 use crate::Auth;
@@ -55,10 +56,7 @@ pub(crate) struct Admin(pub(crate) String);
 
 /// The SHA-256 of `key`, 64 lowercase hex digits: what `gateway.keys` stores.
 pub fn hash_key(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    to_hex(&Sha256::digest(key.as_bytes()))
 }
 
 /// A new random API key (`llmr-` and 48 hex digits: 192 bits from the operating system's
@@ -66,8 +64,7 @@ pub fn hash_key(key: &str) -> String {
 pub fn new_key() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes)?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("llmr-{hex}"))
+    Ok(format!("llmr-{}", to_hex(&bytes)))
 }
 
 impl Access {
@@ -361,5 +358,29 @@ impl Caller {
             "this key may not use `{model}`; it may use: {}",
             self.models.join(", ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_hash_is_its_sha256_in_lowercase_hex() {
+        assert_eq!(
+            hash_key("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_new_key_is_llmr_and_48_hex_digits() {
+        let key = new_key().unwrap_or_default();
+        let hex = key.strip_prefix("llmr-").unwrap_or_default();
+        assert_eq!(hex.len(), 48, "{key}");
+        assert!(
+            hex.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
     }
 }

@@ -3,8 +3,6 @@
 //! carries the ids and stamps each attempt with its own span id; building and exporting spans is
 //! the caller's (the gateway's `telemetry`).
 
-use std::fmt::Write;
-
 /// A trace id: 16 bytes, never all zero.
 pub type TraceId = [u8; 16];
 /// A span id: 8 bytes, never all zero.
@@ -58,9 +56,11 @@ impl TraceParent {
 
 /// Lowercase hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
@@ -86,6 +86,12 @@ mod tests {
     use super::*;
 
     const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte() {
+        assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
+        assert_eq!(to_hex(&[]), "");
+    }
 
     #[test]
     fn a_valid_traceparent_is_read_with_its_sampled_flag() {
