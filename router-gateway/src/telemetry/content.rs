@@ -37,7 +37,7 @@ pub(crate) fn prompt(messages: &[Message], system_apart: bool) -> Vec<KeyValue> 
         out.push(owned_text("gen_ai.system_instructions", w.out));
     }
     let mut w = Capped::default();
-    w.messages(conversation.iter().map(|m| (role(m.role), parts(m))));
+    w.messages(conversation.iter().map(|m| (m.role.as_str(), parts(m))));
     out.push(owned_text("gen_ai.input.messages", w.out));
     out
 }
@@ -149,15 +149,6 @@ fn finish_reason(reason: Option<&FinishReason>) -> &str {
         Some(FinishReason::ToolCalls) => "tool_call",
         Some(other) => other.as_str(),
         None => "unknown",
-    }
-}
-
-fn role(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
     }
 }
 

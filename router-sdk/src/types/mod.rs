@@ -22,6 +22,19 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// Its name as OpenAI's chat API and the GenAI conventions write it: `system`, `user`,
+    /// `assistant`, `tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// An image in a message: at a URL, or inline.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

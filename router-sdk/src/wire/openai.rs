@@ -13,8 +13,8 @@ use super::headers::{self, Pair, parse_duration_openai};
 use super::{EventDecoder, Target, WireFormat, error, malformed, nullable, secret_header};
 use crate::secret::ApiKey;
 use crate::types::{
-    ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, Role, StreamEvent,
-    Tool, ToolCall, ToolCallDelta, ToolChoice, Usage,
+    ChatRequest, Completion, FinishReason, Image, Message, Part, ResponseFormat, StreamEvent, Tool,
+    ToolCall, ToolCallDelta, ToolChoice, Usage,
 };
 
 /// The OpenAI-compatible wire format.
@@ -87,15 +87,6 @@ impl WireFormat for OpenAi {
     }
 }
 
-fn role(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
-
 /// A message's content: a string when it is one text part (what every server accepts), else
 /// an array of text and `image_url` parts; `null` for an assistant turn of tool calls alone.
 fn content(m: &Message) -> Value {
@@ -128,7 +119,7 @@ fn image_url(image: &Image) -> String {
 
 fn message(m: &Message) -> Value {
     let mut msg = Map::new();
-    msg.insert("role".into(), role(m.role).into());
+    msg.insert("role".into(), m.role.as_str().into());
     msg.insert("content".into(), content(m));
     if !m.tool_calls.is_empty() {
         let calls = m.tool_calls.iter().map(|c| {
