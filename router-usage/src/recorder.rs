@@ -185,6 +185,55 @@ struct Fresh {
     retries: Vec<oneshot::Sender<bool>>,
 }
 
+/// What one turn of the writer takes: records, and the flushes and retries waiting for them.
+#[derive(Default)]
+struct Turn {
+    batch: Vec<Record>,
+    acks: Vec<oneshot::Sender<()>>,
+    retries: Vec<oneshot::Sender<bool>>,
+    /// Every sender is gone.
+    closed: bool,
+}
+
+impl Turn {
+    fn add(&mut self, msg: Msg) {
+        match msg {
+            Msg::Record(r) => self.batch.push(*r),
+            Msg::Flush(ack) => self.acks.push(ack),
+            Msg::Retry(answer) => self.retries.push(answer),
+        }
+    }
+
+    /// A flush or a retry is waiting: the turn ends with what it holds.
+    fn asked(&self) -> bool {
+        !self.acks.is_empty() || !self.retries.is_empty()
+    }
+}
+
+/// Fills `turn` with records until its batch is full, a flush or a retry comes, the queue
+/// closes, or `batching.flush` has passed since it began. The writer sleeps meanwhile, woken
+/// once a batch rather than at every record.
+async fn gather(rx: &mut Inbox, turn: &mut Turn, batching: Batching) {
+    let deadline = Instant::now() + batching.flush;
+    let mut due = false;
+    loop {
+        while turn.batch.len() < batching.batch && !turn.asked() {
+            match rx.take() {
+                Next::Msg(msg) => turn.add(msg),
+                Next::Empty => break,
+                Next::Closed => {
+                    turn.closed = true;
+                    break;
+                }
+            }
+        }
+        if turn.batch.len() >= batching.batch || turn.asked() || turn.closed || due {
+            return;
+        }
+        due = rx.gather(deadline).await;
+    }
+}
+
 impl Writer {
     async fn run(mut self, mut rx: Inbox) {
         if self.pending_spill {
@@ -206,63 +255,30 @@ impl Writer {
             let Some(msg) = msg else {
                 break;
             };
-            let mut batch = Vec::new();
-            let mut acks = Vec::new();
-            let mut retries = Vec::new();
-            let mut open = true;
-            match msg {
-                Msg::Record(r) => batch.push(*r),
-                Msg::Flush(ack) => acks.push(ack),
-                Msg::Retry(answer) => retries.push(answer),
-            }
-            if acks.is_empty() && retries.is_empty() {
-                // Woken when the batch may be full, by a request, or at the deadline.
-                let deadline = Instant::now() + self.batching.flush;
-                let mut due = false;
-                loop {
-                    while batch.len() < self.batching.batch && acks.is_empty() && retries.is_empty()
-                    {
-                        match rx.take() {
-                            Next::Msg(Msg::Record(r)) => batch.push(*r),
-                            Next::Msg(Msg::Flush(ack)) => acks.push(ack),
-                            Next::Msg(Msg::Retry(answer)) => retries.push(answer),
-                            Next::Empty => break,
-                            Next::Closed => {
-                                open = false;
-                                break;
-                            }
-                        }
-                    }
-                    let done = batch.len() >= self.batching.batch || !acks.is_empty();
-                    if done || !retries.is_empty() || !open || due {
-                        break;
-                    }
-                    due = rx.gather(deadline).await;
-                }
-            } else {
+            let mut turn = Turn::default();
+            turn.add(msg);
+            if turn.asked() {
                 // A flush takes whatever is already queued with it.
                 while let Next::Msg(msg) = rx.take() {
-                    match msg {
-                        Msg::Record(r) => batch.push(*r),
-                        Msg::Flush(ack) => acks.push(ack),
-                        Msg::Retry(answer) => retries.push(answer),
-                    }
+                    turn.add(msg);
                 }
+            } else {
+                gather(&mut rx, &mut turn, self.batching).await;
             }
-            self.write(batch).await;
-            for ack in acks {
+            self.write(turn.batch).await;
+            for ack in turn.acks {
                 let _ = ack.send(());
             }
-            if !retries.is_empty() {
+            if !turn.retries.is_empty() {
                 if self.pending_spill || !self.held.is_empty() {
                     self.recover(&mut rx).await;
                 }
                 let clear = self.clear();
-                for answer in retries {
+                for answer in turn.retries {
                     let _ = answer.send(clear);
                 }
             }
-            if !open {
+            if turn.closed {
                 break;
             }
         }
