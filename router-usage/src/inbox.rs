@@ -1,5 +1,5 @@
-//! The recorder's queue: records and requests (flush, retry) in the order they were handed
-//! over. A record wakes the writer only when the writer is idle or the record fills a batch; a
+//! The recorder's queue, and how its writer gathers a batch from it: records and requests
+//! (flush, retry) in the order they were handed over. A record wakes the writer only when the writer is idle or the record fills a batch; a
 //! request always wakes it. So a writer gathering a batch wakes once per batch rather than once
 //! per record: on a multi-threaded runtime a wake of a waiting task may cost a sleeping worker
 //! thread's wake-up, a system call and a context switch, at every request.
@@ -11,6 +11,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::record::Record;
+use crate::recorder::Batching;
 
 /// What the recorder's writer is handed.
 pub(crate) enum Msg {
@@ -123,6 +124,55 @@ impl Inbox {
         if let Msg::Record(_) = msg {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// What one turn of the writer takes: records, and the flushes and retries waiting for them.
+#[derive(Default)]
+pub(crate) struct Turn {
+    pub(crate) batch: Vec<Record>,
+    pub(crate) acks: Vec<oneshot::Sender<()>>,
+    pub(crate) retries: Vec<oneshot::Sender<bool>>,
+    /// Every sender is gone.
+    pub(crate) closed: bool,
+}
+
+impl Turn {
+    pub(crate) fn add(&mut self, msg: Msg) {
+        match msg {
+            Msg::Record(r) => self.batch.push(*r),
+            Msg::Flush(ack) => self.acks.push(ack),
+            Msg::Retry(answer) => self.retries.push(answer),
+        }
+    }
+
+    /// A flush or a retry is waiting: the turn ends with what it holds.
+    pub(crate) fn asked(&self) -> bool {
+        !self.acks.is_empty() || !self.retries.is_empty()
+    }
+}
+
+/// Fills `turn` with records until its batch is full, a flush or a retry comes, the queue
+/// closes, or `batching.flush` has passed since it began. The writer sleeps meanwhile, woken
+/// once a batch rather than at every record.
+pub(crate) async fn gather(rx: &mut Inbox, turn: &mut Turn, batching: Batching) {
+    let deadline = Instant::now() + batching.flush;
+    let mut due = false;
+    loop {
+        while turn.batch.len() < batching.batch && !turn.asked() {
+            match rx.take() {
+                Next::Msg(msg) => turn.add(msg),
+                Next::Empty => break,
+                Next::Closed => {
+                    turn.closed = true;
+                    break;
+                }
+            }
+        }
+        if turn.batch.len() >= batching.batch || turn.asked() || turn.closed || due {
+            return;
+        }
+        due = rx.gather(deadline).await;
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::inbox::{self, Inbox, Msg, Next};
+use crate::inbox::{self, Inbox, Msg, Next, Turn, gather};
 use crate::record::Record;
 use crate::sink::Sink;
 use crate::spill::{Spill, Taken};
@@ -183,55 +183,6 @@ struct Fresh {
     acks: Vec<oneshot::Sender<()>>,
     /// `retry` calls, answered once the replay is over.
     retries: Vec<oneshot::Sender<bool>>,
-}
-
-/// What one turn of the writer takes: records, and the flushes and retries waiting for them.
-#[derive(Default)]
-struct Turn {
-    batch: Vec<Record>,
-    acks: Vec<oneshot::Sender<()>>,
-    retries: Vec<oneshot::Sender<bool>>,
-    /// Every sender is gone.
-    closed: bool,
-}
-
-impl Turn {
-    fn add(&mut self, msg: Msg) {
-        match msg {
-            Msg::Record(r) => self.batch.push(*r),
-            Msg::Flush(ack) => self.acks.push(ack),
-            Msg::Retry(answer) => self.retries.push(answer),
-        }
-    }
-
-    /// A flush or a retry is waiting: the turn ends with what it holds.
-    fn asked(&self) -> bool {
-        !self.acks.is_empty() || !self.retries.is_empty()
-    }
-}
-
-/// Fills `turn` with records until its batch is full, a flush or a retry comes, the queue
-/// closes, or `batching.flush` has passed since it began. The writer sleeps meanwhile, woken
-/// once a batch rather than at every record.
-async fn gather(rx: &mut Inbox, turn: &mut Turn, batching: Batching) {
-    let deadline = Instant::now() + batching.flush;
-    let mut due = false;
-    loop {
-        while turn.batch.len() < batching.batch && !turn.asked() {
-            match rx.take() {
-                Next::Msg(msg) => turn.add(msg),
-                Next::Empty => break,
-                Next::Closed => {
-                    turn.closed = true;
-                    break;
-                }
-            }
-        }
-        if turn.batch.len() >= batching.batch || turn.asked() || turn.closed || due {
-            return;
-        }
-        due = rx.gather(deadline).await;
-    }
 }
 
 impl Writer {
