@@ -1,7 +1,7 @@
 //! Settlement on every path: a reservation held by a guard is settled exactly once, by the code
 //! that knows what happened, or by the guard's `Drop` when the caller dropped the future or the
 //! stream. The settlement carries the provider's rate-limit report when there is one to follow,
-//! and the [`Settler`] sends it (off the caller's path for a remote ledger).
+//! and the [`Settler`] sends it (off the caller's path for Redis and the embedded store).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,8 +173,8 @@ impl Guard {
 impl Drop for Guard {
     /// The caller dropped the request mid-way: whether the provider saw it is unknown, so the
     /// estimate stands (or, when a settlement or release was under way, that one is completed)
-    /// and the slot is freed. Stores that answer at once (memory, SQLite) settle
-    /// right here; others finish in the background, where [`Settler::drain`] can wait for them
+    /// and the slot is freed. The memory store settles right here; the others (Redis, the
+    /// embedded file) finish in the background, where [`Settler::drain`] can wait for them
     /// (settling is idempotent, so a settle cut short by the drop and completed by the task is
     /// still counted once).
     fn drop(&mut self) {

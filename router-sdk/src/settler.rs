@@ -1,10 +1,10 @@
 //! What requests owe the ledger once their call is over: a settlement (or release) and the
 //! provider's rate-limit report, one [`Settlement`] each.
 //!
-//! For a remote ledger (Redis) they leave the caller's path: [`Settler::pay`] puts them on a
-//! bounded queue and returns; one task per router takes whatever is pending and sends it as one
-//! batch ([`Ledger::settle_batch`]: one script call per settlement, one write for the batch).
-//! An in-process ledger answers at once and is paid in place. Whatever the ledger fails to take
+//! For a ledger whose calls wait on I/O (Redis, the embedded file: [`Ledger::settles_apart`])
+//! they leave the caller's path: [`Settler::pay`] puts them on a bounded queue and returns; one
+//! task per router takes whatever is pending and sends it as one batch ([`Ledger::settle_batch`]: one script call per settlement, one write for the batch).
+//! The memory store answers at once and is paid in place. Whatever the ledger fails to take
 //! is retried on a task with backoff until it lands or the reservation's slot would have expired
 //! anyway. Nothing is dropped: a full queue makes the caller wait, and [`Settler::drain`] waits
 //! until the queue and the retries are empty.
@@ -69,25 +69,27 @@ impl Books {
     }
 }
 
-/// Hands settlements to the ledger: queued and batched for a remote ledger, in place for an
-/// in-process one; retried in the background when the ledger fails.
+/// Hands settlements to the ledger: queued and batched for a ledger that settles apart, in place
+/// for the memory store; retried in the background when the ledger fails.
 #[derive(Debug)]
 pub(crate) struct Settler {
     pub(crate) ledger: Arc<dyn Ledger>,
     /// The slots held by live guards, renewed while they live.
     pub(crate) renewals: Arc<Renewals>,
-    /// The queue's sending end, for a remote ledger (when built inside a Tokio runtime).
+    /// The queue's sending end, for a ledger that settles apart (when built inside a Tokio
+    /// runtime).
     queue: Option<mpsc::Sender<Owed>>,
     books: Arc<Books>,
 }
 
 impl Settler {
-    /// A settler for `ledger`; for a remote one, starts the queue's task on the current runtime.
+    /// A settler for `ledger`; for one that settles apart, starts the queue's task on the
+    /// current runtime.
     /// The task ends when the settler is dropped and the queue is empty.
     pub(crate) fn new(ledger: Arc<dyn Ledger>) -> Self {
         let books = Arc::new(Books::default());
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let queue = runtime.filter(|_| ledger.remote()).map(|runtime| {
+        let queue = runtime.filter(|_| ledger.settles_apart()).map(|runtime| {
             let (tx, rx) = mpsc::channel(QUEUE);
             runtime.spawn(send_batches(ledger.clone(), books.clone(), rx));
             tx
@@ -117,7 +119,7 @@ impl Settler {
         self.books.given_up.load(Ordering::Relaxed)
     }
 
-    /// Pays `owed`: queued for a remote ledger (waiting only while the queue is full), else at
+    /// Pays `owed`: queued for a ledger that settles apart (waiting only while the queue is full), else at
     /// once; what the ledger fails to take is retried in the background.
     pub(crate) async fn pay(&self, owed: Owed) {
         if self.paid_here(&owed) {

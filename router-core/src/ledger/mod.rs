@@ -300,10 +300,16 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    /// Whether each call is a network round trip (Redis): drivers then settle off the caller's
-    /// path, in batches. In-process stores answer at once and are settled in place.
+    /// Whether each call is a network round trip (Redis).
     fn remote(&self) -> bool {
         false
+    }
+
+    /// Whether drivers settle off the caller's path, queued and in batches: a store whose calls
+    /// wait on I/O (Redis's network, the embedded file's disk), so that an answer does not wait
+    /// for its settlement. The memory store answers at once and is settled in place.
+    fn settles_apart(&self) -> bool {
+        self.remote()
     }
 
     /// Settles `s` at once, as [`Ledger::settle_batch`] would, when that needs no I/O (a

@@ -330,6 +330,11 @@ impl Ledger for SqliteStore {
         self.run(move |e, c| e.observe(c, d, obs))
     }
 
+    /// Each call waits for the blocking pool and a write to the file: an answer need not.
+    fn settles_apart(&self) -> bool {
+        true
+    }
+
     /// Waits for the voids of abandoned admissions still running.
     fn close(&self) -> LedgerFuture<'_, ()> {
         async move {

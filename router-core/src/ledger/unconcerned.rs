@@ -299,6 +299,10 @@ impl Ledger for Unconcerned {
         self.inner.remote()
     }
 
+    fn settles_apart(&self) -> bool {
+        self.inner.settles_apart()
+    }
+
     fn settle_here(&self, s: &Settlement) -> Option<Result<bool, LedgerError>> {
         // A provider report needs the store: the batch sends it.
         if s.observed.is_none() && self.let_go(s.reservation.id) {

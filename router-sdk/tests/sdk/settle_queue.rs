@@ -1,6 +1,6 @@
 //! With Redis, a request costs one ledger call before the provider call and none on the caller's
 //! path after it: the settlement and the provider's rate-limit report leave together, queued,
-//! and one that fails is retried until it lands.
+//! and one that fails is retried until it lands. The embedded store settles off the path too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,9 +9,9 @@ use futures_util::future::BoxFuture;
 use llmroute_tests::redis_server;
 use router_core::config::{DeploymentId, Registry};
 use router_core::ledger::{
-    ActualUsage, Admission, DeploymentSnapshot, Ledger, LedgerError, LedgerFuture, Need,
-    Observation, RedisStore, RedisStoreOptions, Reservation, Settlement, TenantSnapshot,
-    TenantSpec,
+    ActualUsage, Admission, DeploymentSnapshot, Ledger, LedgerError, LedgerFuture, MemoryStore,
+    Need, Observation, RedisStore, RedisStoreOptions, Reservation, Settlement, SqliteStore,
+    TenantSnapshot, TenantSpec,
 };
 use router_sdk::{ChatRequest, Router, StaticKeys};
 use tokio::sync::Semaphore;
@@ -20,11 +20,11 @@ use wiremock::{Mock, MockServer};
 
 use crate::support::*;
 
-/// Redis, counting the calls a router makes; settlements wait at `gate` and the first
-/// `fail_batches` batches fail.
+/// A store (Redis unless said), counting the calls a router makes; settlements wait at `gate`
+/// and the first `fail_batches` batches fail.
 #[derive(Debug)]
-struct Counted {
-    inner: RedisStore,
+struct Counted<L = RedisStore> {
+    inner: L,
     admits: AtomicUsize,
     settles: AtomicUsize,
     observes: AtomicUsize,
@@ -32,7 +32,7 @@ struct Counted {
     fail_batches: AtomicUsize,
 }
 
-impl Ledger for Counted {
+impl<L: Ledger> Ledger for Counted<L> {
     fn admit<'a>(&'a self, n: &'a Need, c: &'a [DeploymentId]) -> LedgerFuture<'a, Admission> {
         self.admits.fetch_add(1, Ordering::SeqCst);
         self.inner.admit(n, c)
@@ -91,17 +91,32 @@ impl Ledger for Counted {
     fn remote(&self) -> bool {
         self.inner.remote()
     }
+    fn settles_apart(&self) -> bool {
+        self.inner.settles_apart()
+    }
 }
 
-/// A router over Redis (kept alive by the returned handle) and one OpenAI-compatible upstream.
-async fn scene(fail_batches: usize, gate_open: bool) -> (Router, Arc<Counted>, Keep) {
-    let redis = redis_server();
+impl<L> Counted<L> {
+    fn over(inner: L, fail_batches: usize, gate_open: bool) -> Self {
+        Counted {
+            inner,
+            admits: AtomicUsize::new(0),
+            settles: AtomicUsize::new(0),
+            observes: AtomicUsize::new(0),
+            gate: Semaphore::new(if gate_open { Semaphore::MAX_PERMITS } else { 0 }),
+            fail_batches: AtomicUsize::new(fail_batches),
+        }
+    }
+}
+
+/// One OpenAI-compatible upstream that says 1000 tokens remain, far below the 100k limit: worth
+/// following.
+async fn upstream() -> (Upstream, MockServer) {
     let up = Upstream {
         limits: "rpm: 1000, tpm: 100000",
         ..Upstream::openai("oa", (2.0, 8.0))
     };
     let server = MockServer::start().await;
-    // The provider says 1000 tokens remain, far below the 100k limit: worth following.
     Mock::given(method("POST"))
         .respond_with(
             ok_json("openai/ok.json")
@@ -111,35 +126,44 @@ async fn scene(fail_batches: usize, gate_open: bool) -> (Router, Arc<Counted>, K
         )
         .mount(&server)
         .await;
+    (up, server)
+}
+
+async fn router_over<L: Ledger + 'static>(
+    registry: Registry,
+    up: &Upstream,
+    ledger: Arc<Counted<L>>,
+) -> Router {
+    let keys = StaticKeys::new().with(key_var(up.name), planted_key(up.name));
+    Router::builder(registry)
+        .ledger(ledger)
+        .keys(Arc::new(keys))
+        .build()
+        .await
+        .unwrap()
+}
+
+/// A router over Redis (kept alive by the returned handle) and the upstream.
+async fn scene(fail_batches: usize, gate_open: bool) -> (Router, Arc<Counted>, Keep) {
+    let redis = redis_server();
+    let (up, server) = upstream().await;
     let registry = Registry::from_yaml_str(&config(&[(&up, server.uri())]), "t.yaml").unwrap();
     let options = RedisStoreOptions {
         namespace: redis.namespace.clone(),
         ..Default::default()
     };
-    let ledger = Arc::new(Counted {
-        inner: RedisStore::connect(&redis.url, &registry, options)
-            .await
-            .unwrap(),
-        admits: AtomicUsize::new(0),
-        settles: AtomicUsize::new(0),
-        observes: AtomicUsize::new(0),
-        gate: Semaphore::new(if gate_open { Semaphore::MAX_PERMITS } else { 0 }),
-        fail_batches: AtomicUsize::new(fail_batches),
-    });
-    let keys = StaticKeys::new().with(key_var(up.name), planted_key(up.name));
-    let router = Router::builder(registry)
-        .ledger(ledger.clone())
-        .keys(Arc::new(keys))
-        .build()
+    let store = RedisStore::connect(&redis.url, &registry, options)
         .await
         .unwrap();
+    let ledger = Arc::new(Counted::over(store, fail_batches, gate_open));
+    let router = router_over(registry, &up, ledger.clone()).await;
     (router, ledger, (redis, server))
 }
 
 /// What must outlive a scene's requests.
 type Keep = (llmroute_tests::TestRedis, MockServer);
 
-async fn snapshot(router: &Router, ledger: &Counted) -> DeploymentSnapshot {
+async fn snapshot<L: Ledger>(router: &Router, ledger: &Counted<L>) -> DeploymentSnapshot {
     let d = router.registry().resolve("gpt-test")[0];
     ledger.snapshot(&[d]).await.unwrap()[0]
 }
@@ -173,6 +197,40 @@ async fn the_answer_comes_before_the_settlement_which_carries_the_report_in_one_
         0,
         "no call of its own"
     );
+}
+
+#[tokio::test]
+async fn the_embedded_store_answers_before_its_settlement_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, server) = upstream().await;
+    let registry = Registry::from_yaml_str(&config(&[(&up, server.uri())]), "t.yaml").unwrap();
+    let clock = Arc::new(router_core::clock::SystemClock);
+    let store = SqliteStore::open(&dir.path().join("ledger.sqlite"), &registry, clock).unwrap();
+    assert!(store.settles_apart());
+    let ledger = Arc::new(Counted::over(store, 0, false));
+    let router = router_over(registry, &up, ledger.clone()).await;
+    let answer = router.chat(ChatRequest::new("Hello")).await.unwrap();
+    assert_eq!(answer.receipt.usage.total_tokens(), 1163);
+    assert_eq!(ledger.settles.load(Ordering::SeqCst), 0, "not yet settled");
+    assert_eq!(snapshot(&router, &ledger).await.usage.in_flight, 1);
+    ledger.gate.add_permits(Semaphore::MAX_PERMITS);
+    router.drain().await;
+    assert_eq!(ledger.settles.load(Ordering::SeqCst), 1);
+    assert_eq!(snapshot(&router, &ledger).await.usage.in_flight, 0);
+}
+
+#[tokio::test]
+async fn the_memory_store_settles_in_place() {
+    let (up, server) = upstream().await;
+    let registry = Registry::from_yaml_str(&config(&[(&up, server.uri())]), "t.yaml").unwrap();
+    let store = MemoryStore::new(&registry);
+    assert!(!store.settles_apart());
+    let ledger = Arc::new(Counted::over(store, 0, true));
+    let router = router_over(registry, &up, ledger.clone()).await;
+    router.chat(ChatRequest::new("Hello")).await.unwrap();
+    // Settled by the time the answer is back, with no queue in between.
+    assert_eq!(ledger.settles.load(Ordering::SeqCst), 1);
+    assert_eq!(snapshot(&router, &ledger).await.usage.in_flight, 0);
 }
 
 #[tokio::test]
