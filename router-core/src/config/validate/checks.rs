@@ -59,8 +59,8 @@ impl Ctx<'_> {
         Ok(text.to_owned())
     }
 
-    /// `state`: a Redis URL the client accepts, or a list of a cluster's nodes (which becomes
-    /// its `redis+cluster://` URL). Messages show it redacted.
+    /// `state`: `memory`, a Redis URL the client accepts, or a list of a cluster's nodes (which
+    /// becomes its `redis+cluster://` URL). Messages show it redacted.
     pub(crate) fn state(&self, value: &At<StateValue>) -> Result<String, ConfigError> {
         if matches!(&value.value, StateValue::Url(url) if url == IN_MEMORY) {
             return Ok(IN_MEMORY.to_owned());
