@@ -48,6 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use super::engine::Engine;
@@ -241,6 +242,19 @@ impl Inner {
     }
 }
 
+/// One settlement (or release) and the provider's report that came with it, as
+/// [`Ledger::settle_batch`] answers for it.
+fn settle_one(e: &Engine<'_>, c: &mut TxCells<'_>, s: &Settlement) -> Result<bool, LedgerError> {
+    let done = match s.actual {
+        Some(actual) => e.finish(c, &s.reservation, actual, false)?,
+        None => e.finish(c, &s.reservation, ActualUsage::default(), true)?,
+    };
+    if let Some(observed) = s.observed {
+        e.observe(c, s.reservation.deployment, observed)?;
+    }
+    Ok(done)
+}
+
 /// An admission whose caller may stop waiting for it (a dropped request, a timeout around it):
 /// its transaction runs on the blocking pool, which cannot be cancelled, and a slot it grants
 /// would stay held, unrenewed, for its whole TTL, its tokens and spend counted. Dropped before
@@ -310,6 +324,32 @@ impl Ledger for SqliteStore {
     fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
         let r = r.clone();
         self.run(move |e, c| e.finish(c, &r, actual, false))
+    }
+
+    /// The batch in one transaction: one trip to the blocking pool and one commit for all of
+    /// it, so that the queue's task keeps up with many requests at once (one transaction each
+    /// would wait its turn behind every admission queued for the file). Should that transaction
+    /// fail (a failed read or write fails it whole), each settlement is tried in one of its own,
+    /// for an answer of its own.
+    fn settle_batch<'a>(
+        &'a self,
+        batch: &'a [Settlement],
+    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
+        async move {
+            let all = batch.to_vec();
+            let together = self
+                .run(move |e, c| Ok(all.iter().map(|s| settle_one(e, c, s)).collect::<Vec<_>>()));
+            if let Ok(results) = together.await {
+                return results;
+            }
+            let mut out = Vec::with_capacity(batch.len());
+            for s in batch {
+                let s = s.clone();
+                out.push(self.run(move |e, c| settle_one(e, c, &s)).await);
+            }
+            out
+        }
+        .boxed()
     }
 
     fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {

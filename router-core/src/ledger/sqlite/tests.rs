@@ -144,6 +144,46 @@ async fn a_tenants_window_slots_and_spend_are_shared_through_the_file() -> Resul
 }
 
 #[tokio::test]
+async fn a_batch_settles_in_one_transaction_each_with_its_own_answer() -> Result<(), LedgerError> {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (registry, clock) = (registry(), ManualClock::new(T0));
+    let store = open(&dir.path().join("ledger.db"), &registry, &clock);
+    // A need is one request: each admission its own.
+    let plain = || Need::new(100, Duration::from_secs(600));
+    let r1 = granted(&store, &plain()).await?;
+    let r2 = granted(&store, &plain()).await?;
+    let r3 = granted(&store, &plain()).await?;
+    let mut astray = r3.clone();
+    astray.deployment = DeploymentId(7);
+    let settle = |r: &Reservation, actual| Settlement {
+        reservation: r.clone(),
+        actual,
+        observed: None,
+    };
+    let batch = [
+        settle(&r1, Some(ActualUsage::tokens(80))),
+        settle(&r2, None),
+        settle(&astray, Some(ActualUsage::tokens(1))),
+        settle(&r1, Some(ActualUsage::tokens(80))),
+    ];
+    let out = store.settle_batch(&batch).await;
+    assert!(matches!(out[0], Ok(true)), "{out:?}");
+    assert!(matches!(out[1], Ok(true)), "{out:?}");
+    assert!(
+        matches!(out[2], Err(LedgerError::UnknownDeployment(7))),
+        "{out:?}"
+    );
+    assert!(matches!(out[3], Ok(false)), "settled once already: {out:?}");
+    // r1 counts its 80 tokens; r2 was handed back, its request too; r3 still holds its 100.
+    let seen = store.snapshot(&[DeploymentId(0)]).await?[0];
+    assert_eq!(
+        (seen.usage.requests, seen.usage.tokens, seen.usage.in_flight),
+        (2, 180, 1)
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn tenants_and_deployments_keep_apart_in_the_file() -> Result<(), LedgerError> {
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("ledger.db");
