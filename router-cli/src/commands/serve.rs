@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use anyhow::anyhow;
 use clap::Args;
 use router_gateway::{Access, Auth, Listeners, Rebuild, Reloading};
+use router_state::store::LedgerChoice;
 
 /// The environment variable holding an admin key, beside `gateway.admin_keys`.
 pub(crate) const ADMIN_KEY_ENV: &str = "LLMROUTE_ADMIN_KEY";
@@ -99,7 +100,9 @@ pub(crate) async fn run(
 }
 
 /// Builds the router of the configuration file as it is now, as `serve` built the first one
-/// (the same `--config`, `--state` and environment); the error says why it cannot.
+/// (the same `--config`, `--state` and environment); the error says why it cannot. A ledger in
+/// this process's memory cannot be carried over: a new router would count from zero while the
+/// old one's requests are still in flight, so such a gateway refuses to reload.
 fn rebuild(global: crate::cli::Global) -> Rebuild {
     let global = std::sync::Arc::new(global);
     std::sync::Arc::new(move || {
@@ -107,10 +110,19 @@ fn rebuild(global: crate::cli::Global) -> Rebuild {
         Box::pin(async move {
             let ctx = Context::new(&global);
             let loaded = ctx.load().map_err(|f| f.message())?;
+            if loaded.ledger == LedgerChoice::Memory {
+                return Err(MEMORY_RELOAD.to_owned());
+            }
             ctx.router(loaded).await.map_err(|f| f.message())
         })
     })
 }
+
+/// Why a gateway whose ledger is in memory does not reload.
+const MEMORY_RELOAD: &str = "the ledger is in this process's memory (`state: memory`): a new \
+    configuration would count its limits from zero while the old one's requests are still \
+    counted, and admit past them; restart the gateway to take the file's changes, or share \
+    the ledger through Redis or the embedded store";
 
 /// One item per SIGHUP.
 fn hangups() -> Result<std::pin::Pin<Box<dyn futures_util::Stream<Item = ()> + Send>>, Failure> {

@@ -53,3 +53,34 @@ async fn sighup_reloads_a_valid_file_and_keeps_serving_the_old_one_when_it_break
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_whose_ledger_is_in_memory_refuses_to_reload() {
+    let s = keyed_scene();
+    let mut child = s
+        .process(&["--state", "memory", "serve", "--no-auth"])
+        .args(["--listen", "127.0.0.1:0"])
+        .spawn()
+        .unwrap();
+    let base = listening_on(&mut child);
+    let yaml = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(
+        &s.config,
+        yaml.replace("aliases: [chat]", "aliases: [chat, fresh]"),
+    )
+    .unwrap();
+    signal(child.id(), "HUP");
+    let failed = "llmroute_config_reloads_total{result=\"error\"} 1";
+    until_body_holds(&base, "/metrics", "", failed).await;
+    let models = reqwest::get(format!("{base}/v1/models")).await.unwrap();
+    let models = models.text().await.unwrap();
+    assert!(
+        models.contains("\"chat\"") && !models.contains("fresh"),
+        "{models}"
+    );
+    signal(child.id(), "TERM");
+    let output = exited(child).await;
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("`state: memory`"), "{stderr}");
+}
