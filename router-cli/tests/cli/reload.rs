@@ -21,6 +21,14 @@ async fn until_body_holds(base: &str, path: &str, key: &str, text: &str) {
     assert!(waited.await.is_ok(), "`{path}` never showed {text}");
 }
 
+/// Gives model `chat` the alias `fresh` in the configuration file at `config`.
+fn add_fresh_alias(config: &std::path::Path) {
+    let yaml = std::fs::read_to_string(config).unwrap();
+    let fresh = yaml.replace("aliases: [chat]", "aliases: [chat, fresh]");
+    assert_ne!(fresh, yaml, "the scene's file names the alias `chat`");
+    std::fs::write(config, fresh).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sighup_reloads_a_valid_file_and_keeps_serving_the_old_one_when_it_breaks() {
     let s = keyed_scene();
@@ -31,12 +39,7 @@ async fn sighup_reloads_a_valid_file_and_keeps_serving_the_old_one_when_it_break
         .spawn()
         .unwrap();
     let base = listening_on(&mut child);
-    let yaml = std::fs::read_to_string(&s.config).unwrap();
-    std::fs::write(
-        &s.config,
-        yaml.replace("aliases: [chat]", "aliases: [chat, fresh]"),
-    )
-    .unwrap();
+    add_fresh_alias(&s.config);
     signal(child.id(), "HUP");
     until_body_holds(&base, "/v1/models", key, "\"fresh\"").await;
     std::fs::write(&s.config, "providers: [\n").unwrap();
@@ -63,12 +66,7 @@ async fn a_gateway_whose_ledger_is_in_memory_refuses_to_reload() {
         .spawn()
         .unwrap();
     let base = listening_on(&mut child);
-    let yaml = std::fs::read_to_string(&s.config).unwrap();
-    std::fs::write(
-        &s.config,
-        yaml.replace("aliases: [chat]", "aliases: [chat, fresh]"),
-    )
-    .unwrap();
+    add_fresh_alias(&s.config);
     signal(child.id(), "HUP");
     let failed = "llmroute_config_reloads_total{result=\"error\"} 1";
     until_body_holds(&base, "/metrics", "", failed).await;
