@@ -9,7 +9,7 @@ use router_core::clock::{Clock, SystemClock};
 use router_core::config::{DeploymentId, ProviderId, Registry, RouteMatch};
 use router_core::estimate::{self, Estimator};
 use router_core::flow::{self, Ask, Reports};
-use router_core::ledger::{Denial, Ledger, Scope, TenantSpec, Unconcerned, Verdict};
+use router_core::ledger::{Denial, LeasedTenants, Ledger, Scope, TenantSpec, Unconcerned, Verdict};
 use router_core::prompt_cache::{PrefixHashes, PromptCache};
 use router_core::retry::RetryPolicy;
 use router_state::store::{self, Environment, LedgerChoice, LocalStore};
@@ -144,6 +144,8 @@ impl RouterBuilder {
         };
         // Requests no limit concerns are admitted without the store.
         let ledger = Unconcerned::wrap(ledger, &registry, self.clock.clone());
+        // Tenants of leasing tiers are admitted from blocks of their limits and budgets.
+        let ledger = LeasedTenants::wrap(ledger, &registry, self.clock.clone());
         let http = self
             .http
             .unwrap_or_else(|| reqwest::Client::builder().connect_timeout(Duration::from_secs(10)))

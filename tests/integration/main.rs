@@ -35,4 +35,5 @@ mod redis_retry;
 mod resilient;
 mod sqlite;
 mod support;
+mod tenant_leases;
 mod tenants;

@@ -277,7 +277,7 @@ providers:
 /// The ledger scripts (files of `lua/`) that the Redis server at `node` does not hold
 /// (SCRIPT EXISTS).
 pub fn scripts_missing_on(node: &str) -> Vec<&'static str> {
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "admit",
         "settle",
         "renew",
@@ -290,6 +290,7 @@ pub fn scripts_missing_on(node: &str) -> Vec<&'static str> {
         "restore",
         "lease",
         "unlease",
+        "tenant_lease",
     ];
     let mut exists = ::redis::cmd("SCRIPT");
     exists.arg("EXISTS");

@@ -61,6 +61,10 @@ pub struct Tier {
     pub limits: Limits,
     /// Spend budget of each tenant of this tier.
     pub budget: Budget,
+    /// `lease: auto`: an instance on a shared store takes each tenant's limits and budgets in
+    /// blocks, admitting from them without a call (see docs/leases.md); false: every
+    /// admission of its tenants is exact.
+    pub lease: bool,
 }
 
 /// Tenant tiers and membership (`tenants:`). The default, with no tiers and no members, is what

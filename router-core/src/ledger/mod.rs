@@ -46,6 +46,7 @@
 mod counts;
 mod day;
 mod engine;
+mod leased_tenants;
 mod leases;
 mod line;
 mod memory;
@@ -55,6 +56,7 @@ mod resilient;
 mod scopes;
 mod sqlite;
 mod tenant;
+pub mod tenant_leases;
 mod types;
 mod unconcerned;
 mod window;
@@ -62,6 +64,7 @@ mod window;
 use futures_util::future::BoxFuture;
 
 pub use day::{Day, DayResets};
+pub use leased_tenants::{LeasedTenants, SEND_OWED_EVERY};
 pub use line::{LINE_POLL_MS, TICKET_TTL_MS};
 pub use memory::MemoryStore;
 pub use period::calendar;
@@ -70,6 +73,7 @@ pub use resilient::{Health, Mode, ResilientStore};
 pub use scopes::ScopeTable;
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use tenant::{KEY_ACCOUNT_PREFIX, MAX_ACCOUNTS, scope_of};
+pub use tenant_leases::{Amounts, TenantAsk, TenantCorrection, TenantLeased};
 pub use types::{
     ActualUsage, Admission, BudgetMicros, Denial, DeploymentSnapshot, LimitKind, LineUse,
     MAX_SLOT_TTL, Need, Observation, ProviderReport, REPORT_TTL, Refusal, Reservation, Scope,
@@ -292,6 +296,22 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     /// that are always local.
     fn health(&self) -> Option<Health> {
         None
+    }
+
+    /// Applies `corrections` to tenant `spec`'s counts, then asks for a block of its limits
+    /// and budgets (see `tenant_leases`; none when `ask` wants no request), under call id `call`
+    /// (sent again with the same id, it answers as it first did and changes nothing).
+    /// [`TenantLeased::Unavailable`]: this store leases no tenant blocks (it is in-process), or
+    /// not now (it does not admit through the shared store).
+    fn lease_tenant<'a>(
+        &'a self,
+        spec: &'a TenantSpec,
+        ask: TenantAsk,
+        corrections: &'a [TenantCorrection],
+        call: u64,
+    ) -> LedgerFuture<'a, TenantLeased> {
+        let _ = (spec, ask, corrections, call);
+        Box::pin(std::future::ready(Ok(TenantLeased::Unavailable)))
     }
 
     /// Gives back what this instance holds in the shared store beyond its requests in flight

@@ -27,7 +27,7 @@ const UPDATE: &str = include_str!("../../../lua/update.lua");
 /// Every ledger script: its name (its file in `lua/`), its body, and whether it takes
 /// `lua/update.lua`'s helpers. Every function a script defines is created anew on each call, so
 /// the admission, on every request's path, carries only the ones it uses.
-pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 13] = [
+pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 14] = [
     ("admit", include_str!("../../../lua/admit.lua"), false),
     ("settle", include_str!("../../../lua/settle.lua"), true),
     ("renew", include_str!("../../../lua/renew.lua"), false),
@@ -49,6 +49,11 @@ pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 13] = [
     ("restore", include_str!("../../../lua/restore.lua"), true),
     ("lease", include_str!("../../../lua/lease.lua"), true),
     ("unlease", include_str!("../../../lua/unlease.lua"), true),
+    (
+        "tenant_lease",
+        include_str!("../../../lua/tenant_lease.lua"),
+        true,
+    ),
 ];
 
 /// The text of ledger script `name` (`admit`, `settle`, ...: a file of `lua/` without `.lua`)
@@ -113,6 +118,7 @@ static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script("heartbeat"));
 static RESTORE: LazyLock<Script> = LazyLock::new(|| script("restore"));
 static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
 static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
+static TENANT_LEASE: LazyLock<Script> = LazyLock::new(|| script("tenant_lease"));
 
 /// Every ledger script, for [`RedisStore::load_scripts`].
 static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
@@ -129,6 +135,7 @@ static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
     &RESTORE,
     &LEASE,
     &UNLEASE,
+    &TENANT_LEASE,
 ];
 
 pub(crate) mod conn;
@@ -139,6 +146,7 @@ mod days;
 pub(super) mod lease;
 pub(super) mod recovery;
 mod reply;
+mod tenant_lease;
 #[cfg(test)]
 mod twins;
 
@@ -640,6 +648,16 @@ impl Drop for Abandoned<'_> {
 }
 
 impl Ledger for RedisStore {
+    fn lease_tenant<'a>(
+        &'a self,
+        spec: &'a super::TenantSpec,
+        ask: super::TenantAsk,
+        corrections: &'a [super::TenantCorrection],
+        call: u64,
+    ) -> LedgerFuture<'a, super::TenantLeased> {
+        Box::pin(self.lease_tenant_block(spec, ask, corrections, call))
+    }
+
     fn admit<'a>(
         &'a self,
         need: &'a Need,

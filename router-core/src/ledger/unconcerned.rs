@@ -21,7 +21,7 @@ use futures_util::future::BoxFuture;
 use super::window::bucket_of;
 use super::{
     ActualUsage, Admission, DeploymentSnapshot, Health, Need, Observation, Reservation, Settlement,
-    TenantSnapshot, TenantSpec,
+    TenantAsk, TenantCorrection, TenantLeased, TenantSnapshot, TenantSpec,
 };
 use super::{Ledger, LedgerError, LedgerFuture};
 use crate::IdMap;
@@ -289,6 +289,16 @@ impl Ledger for Unconcerned {
 
     fn health(&self) -> Option<Health> {
         self.inner.health()
+    }
+
+    fn lease_tenant<'a>(
+        &'a self,
+        spec: &'a TenantSpec,
+        ask: TenantAsk,
+        corrections: &'a [TenantCorrection],
+        call: u64,
+    ) -> LedgerFuture<'a, TenantLeased> {
+        self.inner.lease_tenant(spec, ask, corrections, call)
     }
 
     fn close(&self) -> LedgerFuture<'_, ()> {

@@ -437,3 +437,37 @@ fn the_example_providers_yaml_has_tiers_members_and_batch_share() {
     assert_eq!(registry.tier_of("someone-else").unwrap().name, "free");
     assert_eq!(registry.priorities, Priorities::default());
 }
+
+#[test]
+fn a_tier_leases_with_auto_and_not_with_concurrency_or_a_block() {
+    let yaml = with_tenants(
+        "enterprise: { rpm: 10000, tpm: 10000000 }",
+        "enterprise: { rpm: 10000, tpm: 10000000, lease: auto }",
+    );
+    let registry = Registry::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let leases: Vec<bool> = registry.tenants.tiers.iter().map(|t| t.lease).collect();
+    assert_eq!(leases, [false, false, true]);
+    let cases = [
+        (
+            "concurrency: 20",
+            "lease: auto, concurrency: 20",
+            "holds no slots",
+        ),
+        (
+            "tpm: 10000000 }",
+            "tpm: 10000000, lease: often }",
+            "`often` is not a tier's lease",
+        ),
+        (
+            "tpm: 10000000 }",
+            "tpm: 10000000, lease: { requests: 5 } }",
+            "write `lease: auto`",
+        ),
+    ];
+    for (from, to, says) in cases {
+        let err = Registry::from_yaml_str(&with_tenants(from, to), "test.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lease") && err.contains(says), "{to}: {err}");
+    }
+}

@@ -372,6 +372,9 @@ pub(crate) struct RawTier {
     pub(crate) tpd: Option<At<Number>>,
     #[serde(default)]
     pub(crate) budget: Option<RawBudget>,
+    /// `lease: auto`: its tenants' limits and budgets may be taken in blocks (Redis only).
+    #[serde(default)]
+    pub(crate) lease: Option<At<RawLease>>,
 }
 
 impl RawTier {

@@ -9,8 +9,11 @@ use std::collections::HashMap;
 
 use super::checks::{Ctx, line};
 use crate::config::error::ConfigError;
-use crate::config::raw::{At, Named, Number, RawBudget, RawPriorities, RawTenants, RawTier};
+use crate::config::raw::{
+    At, Named, Number, RawBudget, RawLease, RawPriorities, RawTenants, RawTier,
+};
 use crate::config::tenants::{Budget, Priorities, Tenants, Tier};
+use crate::config::values::Limits;
 
 /// `tenants:`; absent gives [`Tenants::default`].
 pub(crate) fn tenants(ctx: &Ctx<'_>, raw: Option<&RawTenants>) -> Result<Tenants, ConfigError> {
@@ -51,13 +54,52 @@ fn tiers(ctx: &Ctx<'_>, raw: Option<&Named<Option<RawTier>>>) -> Result<Vec<Tier
         unique(ctx, &field, "tier", &name, key, &mut seen)?;
         let base = format!("tenants.tiers.{name}");
         let tier = tier.as_ref().unwrap_or(&unlimited);
+        let limits = ctx.limit_keys(&base, &tier.limits())?;
+        let lease = match &tier.lease {
+            Some(raw) => lease(ctx, &base, raw, limits)?,
+            None => false,
+        };
         out.push(Tier {
-            limits: ctx.limit_keys(&base, &tier.limits())?,
+            limits,
             budget: budget(ctx, &base, tier.budget.as_ref())?,
+            lease,
             name,
         });
     }
     Ok(out)
+}
+
+/// A tier's `lease:`: `auto` only (blocks are sized from the instance's own rate), and not
+/// with `concurrency` (a block holds no slots).
+fn lease(
+    ctx: &Ctx<'_>,
+    base: &str,
+    raw: &At<RawLease>,
+    limits: Limits,
+) -> Result<bool, ConfigError> {
+    let field = format!("{base}.lease");
+    match &raw.value {
+        RawLease::Named(name) if name == "auto" => {}
+        RawLease::Named(name) => {
+            let msg = format!(
+                "`{name}` is not a tier's lease; write `auto`, or remove it for exact admissions"
+            );
+            return Err(ctx.invalid(&field, line(raw), msg));
+        }
+        RawLease::Block(_) => {
+            let msg = "a tier's blocks are sized from each instance's own rate of its tenant; \
+                       write `lease: auto`"
+                .to_owned();
+            return Err(ctx.invalid(&field, line(raw), msg));
+        }
+    }
+    if limits.concurrency.is_some() {
+        let msg = "a tier limiting `concurrency` cannot lease: a block holds no slots for \
+                   requests in flight; remove `lease` or `concurrency`"
+            .to_owned();
+        return Err(ctx.invalid(&field, line(raw), msg));
+    }
+    Ok(true)
 }
 
 /// A tier's `budget:`; each amount positive and finite. A daily amount above the monthly one is

@@ -172,7 +172,7 @@ impl RedisStore {
         format!("{}:epoch", self.prefix)
     }
 
-    fn tenant_key(&self, kind: &str, name: &str) -> String {
+    pub(super) fn tenant_key(&self, kind: &str, name: &str) -> String {
         format!("{}:{kind}:t:{name}", self.prefix)
     }
 

@@ -2,6 +2,8 @@
 //! admitted, the shared store's reads with the local ledger's when the store is away.
 
 use super::*;
+use crate::ledger::TenantSpec;
+use crate::ledger::tenant_leases::{TenantAsk, TenantCorrection, TenantLeased};
 
 impl Ledger for ResilientStore {
     fn admit<'a>(
@@ -214,6 +216,18 @@ impl Ledger for ResilientStore {
 
     fn health(&self) -> Option<Health> {
         Some(self.inner.health())
+    }
+
+    fn lease_tenant<'a>(
+        &'a self,
+        spec: &'a TenantSpec,
+        ask: TenantAsk,
+        corrections: &'a [TenantCorrection],
+        call: u64,
+    ) -> LedgerFuture<'a, TenantLeased> {
+        self.inner
+            .lease_tenant(spec, ask, corrections, call)
+            .boxed()
     }
 
     fn close(&self) -> LedgerFuture<'_, ()> {

@@ -203,6 +203,7 @@ impl Machine {
             in_flight: self.in_flight.len() as u64,
             calls_out: self.calling.len() as u64,
             leased_in_flight: self.leases.in_flight() as u64,
+            tenant_leased_in_flight: 0,
         }
     }
 

@@ -133,6 +133,9 @@ pub struct Health {
     pub calls_out: u64,
     /// Requests admitted from leased blocks and not finished.
     pub leased_in_flight: u64,
+    /// Requests whose tenant's part came from a tenant's leased block, not finished (counted
+    /// apart from `leased_in_flight`, which counts deployments' blocks).
+    pub tenant_leased_in_flight: u64,
 }
 
 mod admit;
@@ -151,6 +154,7 @@ mod own;
 mod restore;
 mod seed;
 mod store;
+mod tenants;
 mod written;
 
 pub use store::ResilientStore;
