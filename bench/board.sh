@@ -8,7 +8,7 @@
 # the gateways; default: their own default, usage records in SQLite in each case's state directory).
 set -euo pipefail
 
-ALL_CASES=proxy,memory,embedded,redis,redis-lease,redis-keyed,redis-open
+ALL_CASES=proxy,memory,embedded,redis,redis-lease,redis-keyed,redis-keyed-lease,redis-open
 
 usage() {
     cat <<EOF
@@ -181,7 +181,7 @@ start_gateway() { # start_gateway CASE: sets GATEWAY_PID and GATEWAY_URL; fails 
     fi
     python3 "$REPO/bench/board_config.py" "$case" "$NOW_URL" "$SLOW_URL" "127.0.0.1:$REDIS_PORT" "$KEY" \
         >"$dir/gateway.yaml"
-    [[ $case == redis-keyed ]] && auth=()
+    [[ $case == redis-keyed* ]] && auth=()
     env -u REDIS_URL -u RUST_LOG LLMROUTE_STATE_DIR="$dir/state" BOARD_UPSTREAM_KEY=sk-board \
         "$LLMROUTE" --config "$dir/gateway.yaml" serve "${auth[@]}" --listen 127.0.0.1:0 \
         >"$dir/gateway.out" 2>"$dir/gateway.log" &
@@ -219,7 +219,7 @@ pair() { # pair CASE NAME [loadgen options...]: the floor, then the gateway (wat
         floor_url=$SLOW_URL model=slow
     fi
     local gateway_opts=(--model "$model" --pid "$GATEWAY_PID")
-    [[ $case == redis-keyed ]] && gateway_opts+=(--header "authorization: Bearer $KEY")
+    [[ $case == redis-keyed* ]] && gateway_opts+=(--header "authorization: Bearer $KEY")
     load "$dir/$name-floor.json" "$floor_url" --model "$model" "$@"
     load "$dir/$name-gateway.json" "$GATEWAY_URL" "${gateway_opts[@]}" "$@"
 }

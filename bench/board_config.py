@@ -12,6 +12,8 @@ request runs the admission and none is refused): model `now` at the mock that an
   redis-lease  the same with `lease: auto` on both deployments
   redis-keyed  the same as redis, with a `gateway.keys` entry (SHA-256 of KEY) for tenant `board`,
                whose tier has limits (as high)
+  redis-keyed-lease  the same as redis-keyed, with `lease: auto` on the tier and on both
+               deployments: the keyed counterpart of redis-lease
   redis-open   `state` Redis, but no limits on either deployment: no limit concerns a request,
                so none calls the store (cooldowns are still shared)
 """
@@ -19,7 +21,8 @@ request runs the admission and none is refused): model `now` at the mock that an
 import hashlib
 import sys
 
-CASES = ("memory", "embedded", "redis", "redis-lease", "redis-keyed", "redis-open")
+CASES = ("memory", "embedded", "redis", "redis-lease", "redis-keyed", "redis-keyed-lease",
+         "redis-open")
 LIMITS = "{ rpm: 10000000, tpm: 100000000000 }"
 
 
@@ -49,14 +52,16 @@ def config(case, now, slow, redis, key):
     elif case.startswith("redis"):
         lines += [f"state: redis://{redis}/0", f"namespace: board-{case}"]
     lines.append("providers:")
-    lease, limited = case == "redis-lease", case != "redis-open"
+    lease = case in ("redis-lease", "redis-keyed-lease")
+    limited = case != "redis-open"
     lines += deployment("now", now, lease, limited)
     lines += deployment("slow", slow, lease, limited)
-    if case == "redis-keyed":
+    if case.startswith("redis-keyed"):
         digest = hashlib.sha256(key.encode()).hexdigest()
+        tier = LIMITS[:-2] + ", lease: auto }" if case == "redis-keyed-lease" else LIMITS
         lines += [
             "tenants:",
-            f"  tiers: {{ roomy: {LIMITS} }}",
+            f"  tiers: {{ roomy: {tier} }}",
             "  members: { board: roomy }",
             "gateway:",
             "  keys:",

@@ -19,7 +19,8 @@
 --   if they are still the stored ones; counters never go below zero. Last, the epoch the
 --   instance knows ('' to skip the check).
 -- A call wanting no request only applies its corrections.
--- Reply: granted {1, now, requests, tokens, micros, bucket}; refused {0, now}; {2, now} when the
+-- Reply: granted {1, now, requests, tokens, micros, bucket, then the requests and tokens the
+--   tenant's window counts with the block}; refused {0, now}; {2, now} when the
 --   stored epoch is not the instance's (nothing applied, nothing kept).
 
 local now = now_ms()
@@ -90,4 +91,4 @@ if rpd > 0 or tpd > 0 then
 end
 redis.call('HSET', bk, 'd', p.day, 'dm', day_m + want[3], 'm', p.month, 'mm', month_m + want[3])
 redis.call('PEXPIRE', bk, math.max(1, p.month_end - now) + DAY_MS)
-return remembered(call, {1, now, want[1], want[2], want[3], w.b})
+return remembered(call, {1, now, want[1], want[2], want[3], w.b, w.R + want[1], w.T + want[2]})

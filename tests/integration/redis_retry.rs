@@ -727,7 +727,7 @@ async fn every_script_is_loaded_when_a_store_connects_and_no_call_meets_noscript
         server.owned,
         "this test reads what a new server holds: it needs its own"
     );
-    assert_eq!(scripts_missing_on(&server.url).len(), 12, "a new server");
+    assert_eq!(scripts_missing_on(&server.url).len(), 13, "a new server");
     let store = connect(&server, &registry, None).await;
     assert_eq!(scripts_missing_on(&server.url), Vec::<&str>::new());
     let r = granted(
@@ -774,7 +774,7 @@ async fn a_resilient_store_loads_every_script_when_it_starts() {
         .expect("connect");
     assert_eq!(
         scripts_missing_on(&server.url).len(),
-        12,
+        13,
         "lazy: nothing sent"
     );
     let store = ResilientStore::new(shared, &registry, Arc::new(SystemClock)).await;

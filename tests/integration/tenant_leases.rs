@@ -227,6 +227,12 @@ async fn a_leasing_tenant_on_a_free_deployment_costs_a_few_calls_a_second() {
     }
     let calls = script_calls(&server).await - before;
     assert!(calls <= 10, "{calls} script calls for 200 requests");
+    // Each carries the tenant's window as its block's grant left it, for rate-limit headers.
+    let last = held.last().and_then(|r| r.tenant.as_ref()?.tenant_window());
+    assert!(
+        last.is_some_and(|w| w.requests >= 200 && w.tokens >= 2_000),
+        "{last:?}"
+    );
     for r in &held {
         assert!(ledger.settle(r, usage(8, 4)).await.unwrap());
     }

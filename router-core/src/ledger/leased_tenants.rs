@@ -172,14 +172,19 @@ impl LeasedTenants {
             tokens: need.tokens_on(r.rank),
             micros: cost,
         };
-        self.blocks().resize(need.id, held);
+        let window = {
+            let mut blocks = self.blocks();
+            blocks.resize(need.id, held);
+            blocks.window(name)
+        };
         let p = periods(bucket * BUCKET_MS);
         r.tenant = Some(TenantHold {
             names: vec![spec.name.clone()],
             cost_micros: cost,
             day: p.day,
             month: p.month,
-            windows: Vec::new(),
+            // The grant's reading, the whole block counted: rate-limit headers need no call.
+            windows: window.into_iter().collect(),
         });
         Some(Ok(Admission::Granted(r)))
     }
@@ -207,9 +212,10 @@ impl LeasedTenants {
                 amounts,
                 bucket,
                 store_now,
+                window,
             } => {
                 let mut blocks = self.blocks();
-                blocks.open(name, amounts, bucket, store_now, sent);
+                blocks.open(name, amounts, bucket, window, (store_now, sent));
                 blocks.take_asked(name, id, most, self.now())
             }
             TenantLeased::Refused => {

@@ -153,6 +153,10 @@ impl Ledger for Spy {
                     amounts: w,
                     bucket: now / BUCKET_MS,
                     store_now: now,
+                    window: super::super::WindowUse {
+                        requests: w.requests,
+                        tokens: w.tokens,
+                    },
                 }
             };
             c.runs.insert(call, run);

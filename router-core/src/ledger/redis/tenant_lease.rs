@@ -3,8 +3,8 @@
 
 use super::{RedisStore, TENANT_LEASE};
 use crate::ledger::LedgerError;
-use crate::ledger::TenantSpec;
 use crate::ledger::tenant_leases::{Amounts, TenantAsk, TenantCorrection, TenantLeased};
+use crate::ledger::{TenantSpec, WindowUse};
 
 impl RedisStore {
     /// Applies `corrections` to tenant `spec`'s window, day and spend, then asks for a block of
@@ -47,7 +47,16 @@ impl RedisStore {
         let count =
             |v: i64| u64::try_from(v).map_err(|_| self.protocol("tenant_lease.lua", &reply));
         match reply.as_slice() {
-            [1, now, requests, tokens, micros, bucket] => Ok(TenantLeased::Granted {
+            [
+                1,
+                now,
+                requests,
+                tokens,
+                micros,
+                bucket,
+                w_requests,
+                w_tokens,
+            ] => Ok(TenantLeased::Granted {
                 amounts: Amounts {
                     requests: count(*requests)?,
                     tokens: count(*tokens)?,
@@ -55,6 +64,10 @@ impl RedisStore {
                 },
                 bucket: count(*bucket)?,
                 store_now: count(*now)?,
+                window: WindowUse {
+                    requests: count(*w_requests)?,
+                    tokens: count(*w_tokens)?,
+                },
             }),
             [0, _] => Ok(TenantLeased::Refused),
             [2, _] => Err(LedgerError::Lost {

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::IdMap;
+use crate::ledger::WindowUse;
 use crate::ledger::window::BUCKET_MS;
 
 /// Requests, tokens and micro-USD: what a block grants, or a request takes from it.
@@ -109,6 +110,8 @@ pub enum TenantLeased {
         bucket: u64,
         /// The store's clock when it granted, ms.
         store_now: u64,
+        /// The tenant's window with the block counted.
+        window: WindowUse,
     },
     /// Not even the fewest asked for was left (or no block was asked for).
     Refused,
@@ -137,6 +140,8 @@ struct Block {
     used: Amounts,
     /// When its second is surely over on the store's clock (ms, this instance's clock).
     until: u64,
+    /// The tenant's window as the grant left it (the whole block counted).
+    window: WindowUse,
 }
 
 /// What one request took from a block.
@@ -239,8 +244,8 @@ impl Blocks {
         tenant: &str,
         amounts: Amounts,
         bucket: u64,
-        store_now: u64,
-        sent: u64,
+        window: WindowUse,
+        (store_now, sent): (u64, u64),
     ) {
         self.end(tenant);
         self.blocks += 1;
@@ -251,9 +256,16 @@ impl Blocks {
             granted: amounts,
             used: Amounts::default(),
             until: sent.saturating_add(left),
+            window,
         };
         self.open.insert(tenant.to_owned(), block);
         self.refused_until.remove(tenant);
+    }
+
+    /// The tenant's window as its open block's grant left it: what rate-limit headers report
+    /// of a request admitted from it, with no call.
+    pub(crate) fn window(&self, tenant: &str) -> Option<WindowUse> {
+        self.open.get(tenant).map(|b| b.window)
     }
 
     /// Ends `tenant`'s open block: what it did not hand out (less what its settled requests

@@ -1,6 +1,10 @@
 use super::*;
 
 const T: &str = "acme";
+const WINDOW: WindowUse = WindowUse {
+    requests: 40,
+    tokens: 4_000,
+};
 
 fn a(requests: u64, tokens: u64, micros: u64) -> Amounts {
     Amounts {
@@ -14,7 +18,7 @@ fn a(requests: u64, tokens: u64, micros: u64) -> Amounts {
 /// read 100.4 s when this instance's read 50.0 s (sent) .. 50.01 s.
 fn opened() -> Blocks {
     let mut b = Blocks::default();
-    b.open(T, a(3, 300, 30), 100, 100_400, 50_000);
+    b.open(T, a(3, 300, 30), 100, WINDOW, (100_400, 50_000));
     b
 }
 
@@ -23,6 +27,7 @@ fn a_block_admits_only_while_its_second_surely_lasts_on_the_store() {
     let mut b = opened();
     // The store's clock ran at most 0.6 s past its reading since 50.0 s here: until 50.6 s.
     assert_eq!(b.take(T, 1, a(1, 100, 10), 50_599), Some(100));
+    assert_eq!(b.window(T), Some(WINDOW), "the grant's reading");
     assert_eq!(
         b.take(T, 2, a(1, 100, 10), 50_600),
         None,
@@ -121,7 +126,7 @@ fn a_refused_tenant_is_admitted_exactly_for_a_second_and_a_grant_ends_that() {
     assert!(b.exact_for_now(T, 1_999));
     assert!(!b.exact_for_now(T, 2_000));
     b.refused(T, 3_000);
-    b.open(T, a(1, 1, 1), 3, 3_000, 3_000);
+    b.open(T, a(1, 1, 1), 3, WINDOW, (3_000, 3_000));
     assert!(!b.exact_for_now(T, 3_001));
 }
 
