@@ -20,6 +20,7 @@ mod settle_queue;
 mod settlement;
 mod shared_redis;
 mod support;
+mod tenant_leases;
 mod tenants;
 mod traces;
 mod upstreams;
