@@ -15,7 +15,7 @@ use router_core::ledger::{
     Unconcerned,
 };
 
-use crate::support::{T0, connect, script_calls};
+use crate::support::{T0, connect, one_model, script_calls};
 
 const INSTANCES: usize = 8;
 const TASKS_PER_INSTANCE: usize = 25;
@@ -23,23 +23,13 @@ const ATTEMPTS_PER_TASK: usize = 8;
 
 /// One roomy deployment; tier `leasing` (the given limits, `lease: auto`) holds tenant acme.
 fn yaml(tier: &str) -> String {
+    with_tier(&one_model("rpm: 1000000"), tier)
+}
+
+/// `providers` and tier `leasing` (`tier`'s limits, `lease: auto`) holding tenant acme.
+fn with_tier(providers: &str, tier: &str) -> String {
     format!(
-        r#"
-providers:
-  - name: p
-    api: openai
-    base_url: http://127.0.0.1:1/v1
-    api_key_env: P_KEY
-    models:
-      - name: m
-        price: {{ input: 1, output: 2 }}
-        limits: {{ rpm: 1000000 }}
-tenants:
-  tiers:
-    leasing: {{ {tier}, lease: auto }}
-  members:
-    acme: leasing
-"#
+        "{providers}tenants:\n  tiers:\n    leasing: {{ {tier}, lease: auto }}\n  members:\n    acme: leasing\n"
     )
 }
 
@@ -202,7 +192,7 @@ fn usage(tokens: u64, micros: u64) -> ActualUsage {
 /// from the second's rate so far), where exact admissions make 200.
 #[tokio::test]
 async fn a_leasing_tenant_on_a_free_deployment_costs_a_few_calls_a_second() {
-    let yaml = yaml("rpm: 100000").replace("limits: { rpm: 1000000 }", "");
+    let yaml = with_tier(&one_model(""), "rpm: 100000");
     let registry = Registry::from_yaml_str(&yaml, "test.yaml").expect("valid");
     let server = redis_server();
     let clock = ManualClock::new(T0 + 200);
