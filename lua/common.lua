@@ -2,7 +2,7 @@
 --
 -- Constants: BUCKET_MS, SPAN, WINDOW_TTL_MS, CONCURRENCY_POLL_MS, SLOTS_TTL_MS (and
 -- SLOTS_TTL_MS_ARG, the same as a string for redis.call), SETTLE_GRACE_MS, TIME_CAP_MS, DAY_MS and
--- LINE_POLL_MS are not defined here: router-core/src/ledger/redis.rs (`lua_constants`) writes them above this
+-- LINE_POLL_MS are not defined here: router-core/src/ledger/redis/scripts.rs (`lua_constants`) writes them above this
 -- file from their Rust twins, so the two sides cannot drift. Scripts that correct windows get
 -- lua/update.lua's helpers after this file.
 --

@@ -1,142 +1,27 @@
 //! The Redis store: every operation is one EVALSHA of a script in `lua/`, so any number of
 //! instances share one ledger and no instance ever admits over a limit.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
-use redis::{Script, ScriptInvocation};
+use redis::ScriptInvocation;
 
-use super::engine::{CONCURRENCY_POLL_MS, settle_deltas, signed_diff};
-use super::period::DAY_MS;
+use super::engine::{settle_deltas, signed_diff};
 use super::scopes::ScopeTable;
 use super::types::*;
-use super::window::{BUCKET_MS, SETTLE_GRACE_MS, TIME_CAP_MS, WINDOW_BUCKETS, millis};
+use super::window::millis;
 use super::{Ledger, LedgerError, LedgerFuture, may_have_run};
 use crate::clock::Clock;
 use crate::config::redact_url;
 use crate::config::{DeploymentId, Limits, Registry};
 
-/// The shared prelude every script starts with (after the constants).
-const COMMON: &str = include_str!("../../../lua/common.lua");
-/// The helpers of the scripts that correct windows, follow reports or move cooldowns and spend.
-const UPDATE: &str = include_str!("../../../lua/update.lua");
-
-/// Every ledger script: its name (its file in `lua/`), its body, and whether it takes
-/// `lua/update.lua`'s helpers. Every function a script defines is created anew on each call, so
-/// the admission, on every request's path, carries only the ones it uses.
-pub(crate) const SCRIPT_FILES: [(&str, &str, bool); 14] = [
-    ("admit", include_str!("../../../lua/admit.lua"), false),
-    ("settle", include_str!("../../../lua/settle.lua"), true),
-    ("renew", include_str!("../../../lua/renew.lua"), false),
-    ("leave", include_str!("../../../lua/leave.lua"), false),
-    ("days", include_str!("../../../lua/days.lua"), false),
-    ("cooldown", include_str!("../../../lua/cooldown.lua"), true),
-    ("observe", include_str!("../../../lua/observe.lua"), true),
-    ("snapshot", include_str!("../../../lua/snapshot.lua"), false),
-    (
-        "tenant_snapshot",
-        include_str!("../../../lua/tenant_snapshot.lua"),
-        false,
-    ),
-    (
-        "heartbeat",
-        include_str!("../../../lua/heartbeat.lua"),
-        true,
-    ),
-    ("restore", include_str!("../../../lua/restore.lua"), true),
-    ("lease", include_str!("../../../lua/lease.lua"), true),
-    ("unlease", include_str!("../../../lua/unlease.lua"), true),
-    (
-        "tenant_lease",
-        include_str!("../../../lua/tenant_lease.lua"),
-        true,
-    ),
-];
-
-/// The text of ledger script `name` (`admit`, `settle`, ...: a file of `lua/` without `.lua`)
-/// as it is loaded into Redis: the constants Rust writes, the prelude, the helpers it takes,
-/// then its body. For tools that measure a script inside Redis (`bench/admit_cost.sh`).
-pub fn script_text(name: &str) -> Option<String> {
-    let (_, body, update) = SCRIPT_FILES.iter().find(|(n, _, _)| *n == name)?;
-    Some(format!(
-        "{}{COMMON}{}{body}",
-        lua_constants(),
-        if *update { UPDATE } else { "" }
-    ))
-}
-
-/// A script of [`SCRIPT_FILES`], loaded lazily.
-fn script(name: &str) -> Script {
-    Script::new(&script_text(name).unwrap_or_default())
-}
-
-/// How long a reservation key and a slots zset live in Redis (Lua: `SLOTS_TTL_MS`): the longest
-/// slot admitted or renewed now, and the grace in which its settlement still counts.
-pub(crate) const SLOTS_TTL_MS: u64 =
-    MAX_SLOT_TTL.as_millis() as u64 + SETTLE_GRACE_MS + 2 * BUCKET_MS;
-
-/// The constants the Lua scripts share with the Rust stores, written from the Rust ones so the
-/// twins cannot drift (`lua/common.lua` says which it expects; a test checks no script defines
-/// them itself).
-pub(crate) fn lua_constants() -> String {
-    let slots_ttl = SLOTS_TTL_MS;
-    [
-        ("BUCKET_MS", BUCKET_MS),
-        ("SPAN", WINDOW_BUCKETS),
-        // A window hash outlives its live buckets (61) by one bucket.
-        ("WINDOW_TTL_MS", (WINDOW_BUCKETS + 2) * BUCKET_MS),
-        ("CONCURRENCY_POLL_MS", CONCURRENCY_POLL_MS),
-        // A slots zset outlives the longest slot admitted or renewed now, and its grace.
-        ("SLOTS_TTL_MS", slots_ttl),
-        ("SETTLE_GRACE_MS", SETTLE_GRACE_MS),
-        ("TIME_CAP_MS", TIME_CAP_MS),
-        ("DAY_MS", DAY_MS),
-        ("EPOCH_TTL_MS", DAY_MS),
-        ("LINE_POLL_MS", super::line::LINE_POLL_MS),
-    ]
-    .iter()
-    .map(|(name, value)| format!("local {name} = {value}\n"))
-    // A numeric `redis.call` argument costs a float formatting inside Redis; a literal string
-    // costs nothing.
-    .chain([format!("local SLOTS_TTL_MS_ARG = '{slots_ttl}'\n")])
-    .collect()
-}
-
-static ADMIT: LazyLock<Script> = LazyLock::new(|| script("admit"));
-static SETTLE: LazyLock<Script> = LazyLock::new(|| script("settle"));
-static LEAVE: LazyLock<Script> = LazyLock::new(|| script("leave"));
-static RENEW: LazyLock<Script> = LazyLock::new(|| script("renew"));
-static DAYS: LazyLock<Script> = LazyLock::new(|| script("days"));
-static COOLDOWN: LazyLock<Script> = LazyLock::new(|| script("cooldown"));
-static OBSERVE: LazyLock<Script> = LazyLock::new(|| script("observe"));
-static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| script("snapshot"));
-static TENANT_SNAPSHOT: LazyLock<Script> = LazyLock::new(|| script("tenant_snapshot"));
-static HEARTBEAT: LazyLock<Script> = LazyLock::new(|| script("heartbeat"));
-static RESTORE: LazyLock<Script> = LazyLock::new(|| script("restore"));
-static LEASE: LazyLock<Script> = LazyLock::new(|| script("lease"));
-static UNLEASE: LazyLock<Script> = LazyLock::new(|| script("unlease"));
-static TENANT_LEASE: LazyLock<Script> = LazyLock::new(|| script("tenant_lease"));
-
-/// Every ledger script, for [`RedisStore::load_scripts`].
-static ALL: [&LazyLock<Script>; SCRIPT_FILES.len()] = [
-    &ADMIT,
-    &SETTLE,
-    &LEAVE,
-    &RENEW,
-    &DAYS,
-    &COOLDOWN,
-    &OBSERVE,
-    &SNAPSHOT,
-    &TENANT_SNAPSHOT,
-    &HEARTBEAT,
-    &RESTORE,
-    &LEASE,
-    &UNLEASE,
-    &TENANT_LEASE,
-];
+mod scripts;
+pub(crate) use scripts::SLOTS_TTL_MS;
+pub use scripts::script_text;
+use scripts::*;
 
 pub(crate) mod conn;
 mod lines;
@@ -144,6 +29,7 @@ mod wakes;
 pub use wakes::EVERYONE;
 mod days;
 pub(super) mod lease;
+mod ledger;
 pub(super) mod recovery;
 mod reply;
 mod tenant_lease;
@@ -644,109 +530,6 @@ impl Drop for Abandoned<'_> {
         );
         let void = async move { store.void(&need, &candidates).await };
         self.store.voids.abandoned(self.need.id, void);
-    }
-}
-
-impl Ledger for RedisStore {
-    fn lease_tenant<'a>(
-        &'a self,
-        spec: &'a super::TenantSpec,
-        ask: super::TenantAsk,
-        corrections: &'a [super::TenantCorrection],
-        call: u64,
-    ) -> LedgerFuture<'a, super::TenantLeased> {
-        Box::pin(self.lease_tenant_block(spec, ask, corrections, call))
-    }
-
-    fn admit<'a>(
-        &'a self,
-        need: &'a Need,
-        candidates: &'a [DeploymentId],
-    ) -> LedgerFuture<'a, Admission> {
-        async move {
-            let abandoned = self.abandoned(need, candidates);
-            let admission = self.admit_inner(need, candidates).await;
-            // One that got no answer may have been counted after all: voided, as if abandoned.
-            if !admission.as_ref().is_err_and(LedgerError::maybe_applied) {
-                abandoned.disarm();
-            }
-            admission
-        }
-        .boxed()
-    }
-
-    fn settle<'a>(&'a self, r: &'a Reservation, actual: ActualUsage) -> LedgerFuture<'a, bool> {
-        self.finish(r, actual, 0, None).boxed()
-    }
-
-    fn leave<'a>(&'a self, ticket: u64, ds: &'a [DeploymentId]) -> LedgerFuture<'a, ()> {
-        self.leave_inner(ticket, ds).boxed()
-    }
-
-    fn wakes(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
-        Some(self.wakes.subscribe())
-    }
-
-    fn release<'a>(&'a self, r: &'a Reservation) -> LedgerFuture<'a, bool> {
-        self.finish(r, ActualUsage::default(), -1, None).boxed()
-    }
-
-    fn renew<'a>(&'a self, r: &'a Reservation, ttl: Duration) -> LedgerFuture<'a, bool> {
-        self.renew_inner(r, ttl).boxed()
-    }
-
-    fn cooldown(&self, d: DeploymentId, dur: Duration) -> LedgerFuture<'_, Duration> {
-        self.cooldown_inner(d, dur).boxed()
-    }
-
-    fn observe(&self, d: DeploymentId, obs: Observation) -> LedgerFuture<'_, ()> {
-        self.observe_inner(d, obs).boxed()
-    }
-
-    fn settle_batch<'a>(
-        &'a self,
-        batch: &'a [Settlement],
-    ) -> BoxFuture<'a, Vec<Result<bool, LedgerError>>> {
-        // Sent together on the multiplexed connection: one write, one round trip for all.
-        join_all(batch.iter().map(|s| match s.actual {
-            Some(actual) => self.finish(&s.reservation, actual, 0, s.observed.as_ref()),
-            None => self.finish(
-                &s.reservation,
-                ActualUsage::default(),
-                -1,
-                s.observed.as_ref(),
-            ),
-        }))
-        .boxed()
-    }
-
-    fn remote(&self) -> bool {
-        true
-    }
-
-    /// Waits for the voids of abandoned admissions still running.
-    fn close(&self) -> LedgerFuture<'_, ()> {
-        async move {
-            self.voids.wait().await;
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn snapshot<'a>(&'a self, ds: &'a [DeploymentId]) -> LedgerFuture<'a, Vec<DeploymentSnapshot>> {
-        self.snapshot_inner(ds).boxed()
-    }
-
-    fn tenant_snapshot<'a>(&'a self, tenant: &'a TenantSpec) -> LedgerFuture<'a, TenantSnapshot> {
-        async move {
-            let mut inv = TENANT_SNAPSHOT.prepare_invoke();
-            self.push_tenant_keys(&mut inv, &tenant.name);
-            inv.arg(self.now_arg());
-            let reply = self.run(&inv).await?;
-            reply::tenant_snapshot(&reply, tenant)
-                .ok_or_else(|| self.protocol("tenant_snapshot.lua", &reply))
-        }
-        .boxed()
     }
 }
 
